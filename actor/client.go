@@ -1,0 +1,278 @@
+package actor
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"iter"
+	"strconv"
+	"time"
+
+	"github.com/effectors/effectors/bus"
+	"github.com/effectors/effectors/kv"
+	"github.com/effectors/effectors/records"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// Client creates, terminates, inspects and talks to effectors from any
+// process; it needs no kind of its own. It is safe for concurrent use.
+type Client struct {
+	conn   *bus.Conn
+	names  bus.Names
+	states *kv.Store[Document]
+}
+
+// NewClient returns a client on conn, which must be provisioned.
+func NewClient(ctx context.Context, conn *bus.Conn) (*Client, error) {
+	if conn == nil {
+		return nil, invalidf("NewClient: conn is nil")
+	}
+	bucket, err := conn.StateBucket(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return &Client{conn: conn, names: conn.Names(), states: kv.New[Document](bucket)}, nil
+}
+
+// Create creates effector ref with the given initial state (any value that
+// encodes as JSON matching the kind's state type; nil for the kind's Initial)
+// through a node hosting ref.Kind, which starts driving it. It fails with
+// ErrExists when ref exists (even terminated), ErrNoHost when no running node
+// hosts the kind, and ErrInvalid for a bad id or a state that does not fit.
+func (c *Client) Create(ctx context.Context, ref records.Ref, state any) (Document, error) {
+	if err := ref.Validate(); err != nil {
+		return Document{}, fmt.Errorf("create %s: %w: %w", ref, ErrInvalid, err)
+	}
+	req := CreateRequest{ID: ref.ID}
+	if state != nil {
+		b, err := json.Marshal(state)
+		if err != nil {
+			return Document{}, fmt.Errorf("create %s: %w: state does not encode as JSON: %w", ref, ErrInvalid, err)
+		}
+		req.State = b
+	}
+	return c.control(ctx, opCreate, ref, req)
+}
+
+// Terminate terminates effector ref: it processes no more records and Send
+// to it fails with ErrTerminated. Terminating twice is not an error. A record
+// in hand when it is terminated may have published its outputs.
+func (c *Client) Terminate(ctx context.Context, ref records.Ref) (Document, error) {
+	if err := ref.Validate(); err != nil {
+		return Document{}, fmt.Errorf("terminate %s: %w: %w", ref, ErrInvalid, err)
+	}
+	return c.control(ctx, opTerminate, ref, TerminateRequest{ID: ref.ID})
+}
+
+func (c *Client) control(ctx context.Context, op string, ref records.Ref, req any) (Document, error) {
+	body, err := json.Marshal(req)
+	if err != nil {
+		return Document{}, err
+	}
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, 30*time.Second)
+		defer cancel()
+	}
+	msg, err := c.conn.NC.RequestWithContext(ctx, c.names.Control(op, ref.Kind), body)
+	if errors.Is(err, nats.ErrNoResponders) {
+		return Document{}, fmt.Errorf("%s %s: %w: no node is running (start ea-node)", op, ref, ErrNoHost)
+	}
+	if err != nil {
+		return Document{}, fmt.Errorf("%s %s: %w", op, ref, err)
+	}
+	if codeText := msg.Header.Get(headerServiceErrorCode); codeText != "" {
+		code, _ := strconv.Atoi(codeText)
+		return Document{}, fmt.Errorf("%s %s: %w", op, ref, &ControlError{Code: code, Message: msg.Header.Get(headerServiceError)})
+	}
+	var doc Document
+	if err := json.Unmarshal(msg.Data, &doc); err != nil {
+		return Document{}, fmt.Errorf("%s %s: bad reply: %w", op, ref, err)
+	}
+	return doc, nil
+}
+
+// State returns the state document of ref: ErrNotFound if it was never
+// created.
+func (c *Client) State(ctx context.Context, ref records.Ref) (Document, error) {
+	if err := ref.Validate(); err != nil {
+		return Document{}, fmt.Errorf("state of %s: %w: %w", ref, ErrInvalid, err)
+	}
+	ent, err := c.states.Get(ctx, c.names.StateKey(ref))
+	if errors.Is(err, kv.ErrNotFound) {
+		return Document{}, fmt.Errorf("state of %s: %w", ref, ErrNotFound)
+	}
+	if err != nil {
+		return Document{}, fmt.Errorf("state of %s: %w", ref, err)
+	}
+	return ent.Value, nil
+}
+
+// Send publishes rec to the mailbox of ref and returns it as stored (id,
+// time, subject and stream sequence filled in). The record is durable when
+// Send returns. It fails with ErrNotFound or ErrTerminated when ref cannot
+// receive, and ErrInvalid when rec is malformed.
+func (c *Client) Send(ctx context.Context, ref records.Ref, rec records.Record) (records.Record, error) {
+	if err := ref.Validate(); err != nil {
+		return rec, fmt.Errorf("send to %s: %w: %w", ref, ErrInvalid, err)
+	}
+	if rec.ID == "" {
+		rec.ID = records.NewID()
+	}
+	if rec.Type == "" {
+		rec.Type = records.DefaultType
+	}
+	if rec.Time.IsZero() {
+		rec.Time = time.Now()
+	}
+	if err := rec.Validate(); err != nil {
+		return rec, fmt.Errorf("send to %s: %w: %w", ref, ErrInvalid, err)
+	}
+	doc, err := c.State(ctx, ref)
+	if err != nil {
+		return rec, fmt.Errorf("send to %s: %w", ref, errors.Unwrap(err))
+	}
+	if doc.Status == StatusTerminated {
+		return rec, fmt.Errorf("send to %s: %w", ref, ErrTerminated)
+	}
+	rec.Subject = c.names.Mailbox(ref)
+	ack, err := c.conn.JS.PublishMsg(ctx, rec.Msg(rec.Subject))
+	if err != nil {
+		return rec, fmt.Errorf("send to %s: %w", ref, err)
+	}
+	rec.Seq = ack.Sequence
+	return rec, nil
+}
+
+// SubscribeOption chooses where a subscription starts.
+type SubscribeOption func(*jetstream.OrderedConsumerConfig)
+
+// FromStart replays everything the effector emitted, then follows.
+func FromStart() SubscribeOption {
+	return func(c *jetstream.OrderedConsumerConfig) { c.DeliverPolicy = jetstream.DeliverAllPolicy }
+}
+
+// FromSeq starts at stream sequence seq.
+func FromSeq(seq uint64) SubscribeOption {
+	return func(c *jetstream.OrderedConsumerConfig) {
+		c.DeliverPolicy, c.OptStartSeq = jetstream.DeliverByStartSequencePolicy, seq
+	}
+}
+
+// Subscribe follows the records effector ref emits (its outbox), from now on
+// unless an option says otherwise. The subscription exists when Subscribe
+// returns, so records emitted after it are not missed. Range over the result;
+// it ends when ctx ends or the loop breaks. A record that cannot be decoded
+// is yielded with its error and the stream goes on.
+func (c *Client) Subscribe(ctx context.Context, ref records.Ref, opts ...SubscribeOption) (iter.Seq2[records.Record, error], error) {
+	if err := ref.Validate(); err != nil {
+		return nil, fmt.Errorf("subscribe to %s: %w: %w", ref, ErrInvalid, err)
+	}
+	msgs, err := c.follow(ctx, c.names.RecordsStream(), c.names.Outbox(ref), opts)
+	if err != nil {
+		return nil, fmt.Errorf("subscribe to %s: %w", ref, err)
+	}
+	return func(yield func(records.Record, error) bool) {
+		for msg, err := range msgs {
+			if err != nil {
+				yield(records.Record{}, err)
+				return
+			}
+			rec, err := recordOf(msg)
+			if !yield(rec, err) {
+				return
+			}
+		}
+	}, nil
+}
+
+// DeadLetter is a record an effector could not process.
+type DeadLetter struct {
+	Record records.Record
+	// Reason is the short code: decode, content_type, oversize, rejected,
+	// failed, panic or redelivered.
+	Reason string
+	// Error says what went wrong.
+	Error string
+	// Seq is the record's sequence in the mailbox.
+	Seq uint64
+	// DecodeErr is set when the record itself cannot be decoded; Record then
+	// holds what could be read.
+	DecodeErr error
+}
+
+// DeadLetters follows the dead letters of effector ref, from its first unless
+// an option says otherwise (options as for Subscribe, sequences of the dead
+// letter stream).
+func (c *Client) DeadLetters(ctx context.Context, ref records.Ref, opts ...SubscribeOption) (iter.Seq2[DeadLetter, error], error) {
+	if err := ref.Validate(); err != nil {
+		return nil, fmt.Errorf("dead letters of %s: %w: %w", ref, ErrInvalid, err)
+	}
+	msgs, err := c.follow(ctx, c.names.DeadStream(), c.names.Dead(ref), append([]SubscribeOption{FromStart()}, opts...))
+	if err != nil {
+		return nil, fmt.Errorf("dead letters of %s: %w", ref, err)
+	}
+	return func(yield func(DeadLetter, error) bool) {
+		for msg, err := range msgs {
+			if err != nil {
+				yield(DeadLetter{}, err)
+				return
+			}
+			h := msg.Headers()
+			dl := DeadLetter{Reason: h.Get(HeaderDeadReason), Error: h.Get(records.HeaderError)}
+			dl.Seq, _ = strconv.ParseUint(h.Get(HeaderSeq), 10, 64)
+			dl.Record, dl.DecodeErr = records.FromMsg(h.Get(HeaderSubject), h, msg.Data())
+			if !yield(dl, nil) {
+				return
+			}
+		}
+	}, nil
+}
+
+func recordOf(msg jetstream.Msg) (records.Record, error) {
+	rec, err := records.FromMsg(msg.Subject(), msg.Headers(), msg.Data())
+	rec.Subject = msg.Subject()
+	if meta, merr := msg.Metadata(); merr == nil {
+		rec.Seq = meta.Sequence.Stream
+	}
+	return rec, err
+}
+
+// follow starts an ordered consumer on subject and returns its messages until
+// ctx ends or the caller stops.
+func (c *Client) follow(ctx context.Context, stream, subject string, opts []SubscribeOption) (iter.Seq2[jetstream.Msg, error], error) {
+	cfg := jetstream.OrderedConsumerConfig{FilterSubjects: []string{subject}, DeliverPolicy: jetstream.DeliverNewPolicy}
+	for _, opt := range opts {
+		opt(&cfg)
+	}
+	cons, err := c.conn.JS.OrderedConsumer(ctx, stream, cfg)
+	if err != nil {
+		return nil, err
+	}
+	it, err := cons.Messages()
+	if err != nil {
+		return nil, err
+	}
+	stop := context.AfterFunc(ctx, it.Stop)
+	return func(yield func(jetstream.Msg, error) bool) {
+		defer func() {
+			stop()
+			it.Stop()
+		}()
+		for {
+			msg, err := it.Next(jetstream.NextContext(ctx))
+			if err != nil {
+				if ctx.Err() != nil || errors.Is(err, jetstream.ErrMsgIteratorClosed) {
+					return
+				}
+				yield(nil, err)
+				return
+			}
+			if !yield(msg, nil) {
+				return
+			}
+		}
+	}, nil
+}

@@ -1,0 +1,165 @@
+package actor
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"time"
+
+	"github.com/effectors/effectors/bus"
+	"github.com/effectors/effectors/internal/codec"
+	"github.com/effectors/effectors/records"
+)
+
+// Context is what logic gets besides its state: the record in hand, the
+// effector's own name, a logger, and ways to send records. It is a
+// context.Context, cancelled when the attempt times out or the node stops for
+// good; pass it to blocking calls.
+//
+// Records sent through a Context are held and published only when the logic
+// succeeds, each with the id <input record id>:<n>, so a retried or redelivered
+// record never publishes its outputs twice.
+type Context struct {
+	context.Context
+	self  records.Ref
+	rec   records.Record
+	log   *slog.Logger
+	names bus.Names
+	outs []output
+}
+
+// output is a record to publish on subject once logic succeeds.
+type output struct {
+	subject string
+	rec     records.Record
+	// stream is false for a reply to a plain NATS subject (core publish).
+	stream bool
+}
+
+// Self returns the effector running the logic.
+func (c *Context) Self() records.Ref { return c.self }
+
+// Record returns the record in hand.
+func (c *Context) Record() records.Record { return c.rec }
+
+// Logger returns a logger carrying the effector and record id.
+func (c *Context) Logger() *slog.Logger { return c.log }
+
+// Decode decodes the record's payload into v. A payload that does not fit is
+// a permanent error: return it and the record goes to dead letters at once.
+func (c *Context) Decode(v any) error {
+	if err := c.rec.Decode(v); err != nil {
+		return Permanent(err)
+	}
+	return nil
+}
+
+// SendOption adjusts a record sent from logic.
+type SendOption func(*records.Record) error
+
+// High sends the record with EA-Priority: high.
+func High() SendOption {
+	return func(r *records.Record) error { r.Priority = records.PriorityHigh; return nil }
+}
+
+// InProcess sets EA-Process (by default the input record's process is kept).
+func InProcess(id string) SendOption {
+	return func(r *records.Record) error { r.Process = id; return nil }
+}
+
+// ReplyTo sets EA-Reply, where the receiver should answer.
+func ReplyTo(subject string) SendOption {
+	return func(r *records.Record) error { r.Reply = subject; return nil }
+}
+
+// JSON encodes the payload as JSON instead of msgpack.
+func JSON() SendOption {
+	return func(r *records.Record) error {
+		if r.ContentType == records.ContentJSON {
+			return nil
+		}
+		var v any
+		if len(r.Payload) > 0 {
+			if err := codec.Unmarshal(r.Payload, &v); err != nil {
+				return err
+			}
+		}
+		b, err := json.Marshal(v)
+		if err != nil {
+			return err
+		}
+		if v == nil {
+			b = nil
+		}
+		r.Payload, r.ContentType = b, records.ContentJSON
+		return nil
+	}
+}
+
+// Send sends a record of type typ with payload (msgpack-encoded; nil for
+// none) to the mailbox of effector to.
+func (c *Context) Send(to records.Ref, typ string, payload any, opts ...SendOption) error {
+	if err := to.Validate(); err != nil {
+		return fmt.Errorf("send to %s: %w: %w", to, ErrInvalid, err)
+	}
+	return c.add(c.names.Mailbox(to), true, typ, payload, opts)
+}
+
+// Emit publishes a record on the effector's outbox, where subscribers see it.
+func (c *Context) Emit(typ string, payload any, opts ...SendOption) error {
+	return c.add(c.names.Outbox(c.self), true, typ, payload, opts)
+}
+
+// Reply answers the record in hand on its EA-Reply subject: durably when that
+// subject is a mailbox or outbox, as a plain NATS message otherwise.
+func (c *Context) Reply(typ string, payload any, opts ...SendOption) error {
+	if c.rec.Reply == "" {
+		return fmt.Errorf("reply to record %s: %w: it has no EA-Reply", c.rec.ID, ErrInvalid)
+	}
+	return c.add(c.rec.Reply, isStreamSubject(c.names, c.rec.Reply), typ, payload, opts)
+}
+
+func (c *Context) add(subject string, stream bool, typ string, payload any, opts []SendOption) error {
+	rec, err := records.New(typ, payload)
+	if err != nil {
+		return fmt.Errorf("%w: record %q: %w", ErrInvalid, typ, err)
+	}
+	rec.ID = outputID(c.rec.ID, len(c.outs))
+	rec.From = c.self
+	rec.Process = c.rec.Process
+	rec.Cause = c.rec.ID
+	rec.Time = time.Now()
+	for _, opt := range opts {
+		if err := opt(&rec); err != nil {
+			return fmt.Errorf("%w: record %q: %w", ErrInvalid, typ, err)
+		}
+	}
+	if err := rec.Validate(); err != nil {
+		return fmt.Errorf("%w: record %q: %w", ErrInvalid, typ, err)
+	}
+	c.outs = append(c.outs, output{subject: subject, rec: rec, stream: stream})
+	return nil
+}
+
+// isStreamSubject reports whether subject is a mailbox or outbox subject,
+// one the records stream stores.
+func isStreamSubject(n bus.Names, subject string) bool {
+	r, ok := n.RefOf(subject)
+	return ok && (subject == n.Mailbox(r) || subject == n.Outbox(r))
+}
+
+// outputID is the id of output n of the record with id in: <in>:<n>, with in
+// replaced by a hash of it when the result would be too long for an id. Either
+// way it is the same every time the record is processed.
+func outputID(in string, n int) string {
+	suffix := ":" + strconv.Itoa(n)
+	if len(in)+len(suffix) > records.MaxIDLen {
+		sum := sha256.Sum256([]byte(in))
+		in = "h" + hex.EncodeToString(sum[:16])
+	}
+	return in + suffix
+}

@@ -1,0 +1,531 @@
+package actor
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"runtime/debug"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/effectors/effectors/kv"
+	"github.com/effectors/effectors/records"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// Header names the runtime adds to dead letters, besides records.HeaderError.
+const (
+	// HeaderDeadReason is the short reason code of a dead letter: decode,
+	// content_type, oversize, rejected, failed, panic or redelivered.
+	HeaderDeadReason = "EA-Dead-Reason"
+	// HeaderSeq is the stream sequence the dead record had in its mailbox.
+	HeaderSeq = "EA-Seq"
+	// HeaderSubject is the mailbox subject the dead record was sent to.
+	HeaderSubject = "EA-Subject"
+)
+
+// slowLogic is how long logic runs on one record before the state document
+// shows PROCESSING.
+const slowLogic = 250 * time.Millisecond
+
+// delivery is one record delivered to an effector, parsed once on arrival.
+type delivery struct {
+	msg       jetstream.Msg
+	rec       records.Record
+	err       error // from records.FromMsg: the record cannot be decoded
+	seq       uint64
+	delivered uint64
+	pending   uint64
+}
+
+// effector drives one effector: it holds the records its consumer delivers
+// and processes them one at a time, high priority first.
+//
+// Records arrive through deliver (on the consumer's goroutine) into held; a
+// drain goroutine runs while held is not empty and exits when it is, so an
+// idle effector costs no goroutine of its own.
+type effector struct {
+	node    *Node
+	kind    *kindSpec
+	ref     records.Ref
+	key     string
+	mailbox string
+	log     *slog.Logger
+
+	// ctx is cancelled when the effector must stop for good: logic and
+	// retries of the record in hand give up.
+	ctx    context.Context
+	cancel context.CancelFunc
+
+	mu       sync.Mutex
+	cons     jetstream.ConsumeContext
+	held     []delivery
+	pending  uint64 // records on the server behind the last delivered one
+	running  bool
+	stopped  bool
+	drainers sync.WaitGroup
+
+	// doc and rev are the state document as last written; owned by the
+	// drain goroutine (the slow-logic watchdog borrows them under its lock).
+	doc Document
+	rev uint64
+}
+
+// consumerName is the durable consumer name of ref: <kind>~<id>, hashed when
+// too long for a consumer name.
+func consumerName(ref records.Ref) string {
+	name := ref.Kind + "~" + ref.ID
+	if len(name) > 200 {
+		sum := sha256.Sum256([]byte(ref.ID))
+		name = ref.Kind + "~h" + hex.EncodeToString(sum[:20])
+	}
+	return name
+}
+
+// deliver receives a record from the consumer.
+func (e *effector) deliver(msg jetstream.Msg) {
+	d := delivery{msg: msg}
+	meta, err := msg.Metadata()
+	if err != nil {
+		e.log.Error("record without JetStream metadata; releasing it", "err", err)
+		_ = msg.Nak()
+		return
+	}
+	d.seq, d.delivered, d.pending = meta.Sequence.Stream, meta.NumDelivered, meta.NumPending
+	d.rec, d.err = records.FromMsg(msg.Subject(), msg.Headers(), msg.Data())
+	d.rec.Subject, d.rec.Seq = msg.Subject(), d.seq
+	if d.rec.ID == "" {
+		d.rec.ID = "s" + strconv.FormatUint(d.seq, 10)
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.stopped {
+		_ = msg.Nak()
+		return
+	}
+	e.held = append(e.held, d)
+	e.pending = d.pending
+	if !e.running {
+		e.running = true
+		e.drainers.Add(1)
+		go e.drain()
+	}
+}
+
+// drain processes held records until none is left or the effector stops.
+func (e *effector) drain() {
+	defer e.drainers.Done()
+	for {
+		e.mu.Lock()
+		if e.stopped || len(e.held) == 0 {
+			e.running = false
+			e.mu.Unlock()
+			return
+		}
+		i := 0
+		for j, d := range e.held {
+			if d.rec.Priority == records.PriorityHigh {
+				i = j
+				break
+			}
+		}
+		d := e.held[i]
+		e.held = append(e.held[:i], e.held[i+1:]...)
+		e.mu.Unlock()
+		e.process(d)
+	}
+}
+
+// stop stops consuming, lets the record in hand finish for up to grace, then
+// cancels it, and releases the records held for redelivery.
+func (e *effector) stop(grace time.Duration) {
+	e.mu.Lock()
+	e.stopped = true
+	held := e.held
+	e.held = nil
+	cons := e.cons
+	e.mu.Unlock()
+	if cons != nil {
+		cons.Stop()
+	}
+	done := make(chan struct{})
+	go func() { e.drainers.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(grace):
+		e.cancel()
+		<-done
+	}
+	e.cancel()
+	for _, d := range held {
+		_ = d.msg.Nak()
+	}
+}
+
+// errAbandon: the effector stopped while a record was in hand; the record is
+// left unacknowledged for redelivery.
+var errAbandon = errors.New("abandoned")
+
+// process takes one record through the whole cycle: run logic, publish
+// outputs (or the dead letter), write state, acknowledge.
+func (e *effector) process(d delivery) {
+	start := time.Now()
+	m := e.node.metrics
+	kind := e.kind.name
+	if d.delivered > 1 {
+		m.redelivers.WithLabelValues(kind).Inc()
+	}
+	for {
+		if e.doc.applied(d.seq) {
+			_ = d.msg.Ack()
+			m.processed.WithLabelValues(kind, outcomeDuplicate).Inc()
+			return
+		}
+		state, outs, reason, failure := e.evaluate(d)
+		if errors.Is(failure, errAbandon) {
+			return
+		}
+		next := e.doc
+		if reason != "" {
+			if err := e.retryIO(func() error { return e.deadLetter(d, reason, failure) }); err != nil {
+				return
+			}
+			next.Status, next.Error = StatusError, failure.Error()
+			e.log.Warn("record sent to dead letters", "record", d.rec.ID, "seq", d.seq, "reason", reason, "err", failure)
+		} else {
+			if err := e.retryIO(func() error { return e.publish(outs) }); err != nil {
+				return
+			}
+			next.State, next.Status, next.Error = state, StatusIdle, ""
+		}
+		if e.crashed(afterOutputs, d.seq) {
+			return
+		}
+		next.Seq, next.Ahead = e.advance(d.seq)
+		next.Updated = time.Now().UTC()
+		if next.Status == StatusIdle && e.backlog() > 0 {
+			next.Status = StatusProcessing
+		}
+		var rev uint64
+		err := e.retryIO(func() error {
+			var err error
+			rev, err = e.node.states.Update(e.ctx, e.key, next, e.rev)
+			if errors.Is(err, kv.ErrConflict) {
+				return nil
+			}
+			return err
+		})
+		if err != nil {
+			return
+		}
+		if rev == 0 { // lost the compare-and-set: someone else wrote
+			m.conflicts.WithLabelValues(kind).Inc()
+			if !e.reload() {
+				return
+			}
+			continue
+		}
+		e.doc, e.rev = next, rev
+		if e.crashed(afterState, d.seq) {
+			return
+		}
+		if err := d.msg.Ack(); err != nil {
+			e.log.Debug("ack failed; the redelivery will be skipped", "seq", d.seq, "err", err)
+		}
+		outcome := outcomeOK
+		if reason != "" {
+			outcome = outcomeDead
+			m.dead.WithLabelValues(kind, reason).Inc()
+		}
+		m.processed.WithLabelValues(kind, outcome).Inc()
+		m.duration.WithLabelValues(kind).Observe(time.Since(start).Seconds())
+		return
+	}
+}
+
+// crashed reports whether a test made the node die at point; the effector
+// then stops dead, leaving the record in hand unacknowledged.
+func (e *effector) crashed(point crashPoint, seq uint64) bool {
+	if e.node.crash == nil || !e.node.crash(point, e.ref, seq) {
+		return false
+	}
+	e.mu.Lock()
+	e.stopped = true
+	e.mu.Unlock()
+	e.cancel()
+	return true
+}
+
+// reload re-reads the state document after a lost compare-and-set. It
+// reports false when the effector must stop (terminated or stopping).
+func (e *effector) reload() bool {
+	var ent kv.Entry[Document]
+	if err := e.retryIO(func() error {
+		var err error
+		ent, err = e.node.states.Get(e.ctx, e.key)
+		return err
+	}); err != nil {
+		return false
+	}
+	e.doc, e.rev = ent.Value, ent.Revision
+	if e.doc.Status == StatusTerminated {
+		e.log.Info("effector terminated; stopping")
+		go e.node.detach(e.ref, e)
+		return false
+	}
+	return true
+}
+
+// evaluate decides what a record does: a new state and outputs, or a
+// dead-letter reason with the failure. It returns errAbandon when the
+// effector stopped meanwhile.
+func (e *effector) evaluate(d delivery) (state []byte, outs []output, reason string, failure error) {
+	k := e.kind
+	switch {
+	case d.err != nil:
+		return nil, nil, reasonDecode, d.err
+	case !k.accepts(d.rec.ContentType):
+		return nil, nil, reasonContentType, fmt.Errorf("kind %s does not accept payloads of type %s (accepts %s)", k.name, d.rec.ContentType, strings.Join(k.accept, ", "))
+	case k.maxPayload > 0 && len(d.rec.Payload) > k.maxPayload:
+		return nil, nil, reasonOversize, fmt.Errorf("payload of %d bytes exceeds the %d bytes kind %s accepts", len(d.rec.Payload), k.maxPayload, k.name)
+	case d.delivered > uint64(k.maxDeliveries):
+		return nil, nil, reasonRedelivered, fmt.Errorf("delivered %d times without completing (limit %d): the record may crash its node", d.delivered, k.maxDeliveries)
+	}
+	for attempt := 1; ; attempt++ {
+		state, outs, err := e.attempt(d)
+		if err == nil {
+			return state, outs, "", nil
+		}
+		if e.ctx.Err() != nil {
+			return nil, nil, "", errAbandon
+		}
+		var pe *PanicError
+		var payload *records.PayloadError
+		switch {
+		case errors.As(err, &pe):
+			e.log.Error("logic panicked", "record", d.rec.ID, "panic", pe.Value, "stack", string(pe.Stack))
+			return nil, nil, reasonPanic, err
+		case errors.As(err, &payload):
+			return nil, nil, reasonDecode, err
+		case IsPermanent(err):
+			return nil, nil, reasonRejected, err
+		case attempt >= k.retry.Attempts:
+			return nil, nil, reasonFailed, fmt.Errorf("failed %d attempts: %w", attempt, err)
+		}
+		e.node.metrics.retries.WithLabelValues(k.name).Inc()
+		wait := k.retry.delay(attempt)
+		e.log.Debug("logic failed; retrying", "record", d.rec.ID, "attempt", attempt, "in", wait, "err", err)
+		_ = d.msg.InProgress()
+		if !sleep(e.ctx, wait) {
+			return nil, nil, "", errAbandon
+		}
+	}
+}
+
+// attempt runs the logic once, turning a panic into a *PanicError. While the
+// logic runs longer than slowLogic, the state shows PROCESSING and the
+// server's ack timer is kept from expiring.
+func (e *effector) attempt(d delivery) (state []byte, outs []output, err error) {
+	ctx := e.ctx
+	if e.kind.timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, e.kind.timeout)
+		defer cancel()
+	}
+	c := &Context{Context: ctx, self: e.ref, rec: d.rec, log: e.log.With("record", d.rec.ID), names: e.node.names}
+
+	var wmu sync.Mutex
+	finished := false
+	stopWatch := make(chan struct{})
+	watch := time.AfterFunc(slowLogic, func() {
+		wmu.Lock()
+		if finished {
+			wmu.Unlock()
+			return
+		}
+		e.markProcessing()
+		wmu.Unlock()
+		t := time.NewTicker(e.kind.ackWait / 3)
+		defer t.Stop()
+		for {
+			select {
+			case <-stopWatch:
+				return
+			case <-t.C:
+				_ = d.msg.InProgress()
+			}
+		}
+	})
+	defer func() {
+		watch.Stop()
+		close(stopWatch)
+		wmu.Lock()
+		finished = true
+		wmu.Unlock()
+	}()
+
+	defer func() {
+		if v := recover(); v != nil {
+			state, outs, err = nil, nil, &PanicError{Value: v, Stack: debug.Stack()}
+		}
+	}()
+	state, err = e.kind.run(c, e.doc.State)
+	if err != nil {
+		return nil, nil, err
+	}
+	return state, c.outs, nil
+}
+
+// markProcessing shows PROCESSING in the state document while slow logic runs.
+func (e *effector) markProcessing() {
+	next := e.doc
+	next.Status, next.Updated = StatusProcessing, time.Now().UTC()
+	rev, err := e.node.states.Update(e.ctx, e.key, next, e.rev)
+	if err != nil {
+		return // the final write will find out
+	}
+	e.doc, e.rev = next, rev
+}
+
+// advance returns the document's Seq and Ahead once the record at seq is
+// applied. Seq moves up to the highest applied record below every record still
+// held; records applied above it (high priority ones that overtook) go to
+// Ahead. The consumer delivers in stream order, so every mailbox record below
+// the lowest one held has been delivered and, not being held, applied.
+func (e *effector) advance(seq uint64) (uint64, []uint64) {
+	lowest := ^uint64(0)
+	e.mu.Lock()
+	for _, d := range e.held {
+		if d.seq < lowest && d.seq != seq && !e.doc.applied(d.seq) {
+			lowest = d.seq
+		}
+	}
+	e.mu.Unlock()
+	floor := e.doc.Seq
+	done := append(e.doc.Ahead[:len(e.doc.Ahead):len(e.doc.Ahead)], seq)
+	for _, s := range done {
+		if s < lowest && s > floor {
+			floor = s
+		}
+	}
+	var ahead []uint64
+	for _, s := range done {
+		if s > floor {
+			ahead = append(ahead, s)
+		}
+	}
+	return floor, ahead
+}
+
+// backlog is how many records wait behind the one in hand.
+func (e *effector) backlog() int {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return len(e.held) + int(e.pending)
+}
+
+// publish publishes outputs: stream subjects through JetStream (durable, and
+// de-duplicated by record id), others as plain NATS messages.
+func (e *effector) publish(outs []output) error {
+	js, nc := e.node.conn.JS, e.node.conn.NC
+	switch {
+	case len(outs) == 0:
+		return nil
+	case len(outs) == 1 && outs[0].stream:
+		_, err := js.PublishMsg(e.ctx, outs[0].rec.Msg(outs[0].subject))
+		return wrapPublish(outs[0].subject, err)
+	}
+	var acks []jetstream.PubAckFuture
+	for _, o := range outs {
+		msg := o.rec.Msg(o.subject)
+		if !o.stream {
+			if err := nc.PublishMsg(msg); err != nil {
+				return wrapPublish(o.subject, err)
+			}
+			continue
+		}
+		f, err := js.PublishMsgAsync(msg)
+		if err != nil {
+			return wrapPublish(o.subject, err)
+		}
+		acks = append(acks, f)
+	}
+	for i, f := range acks {
+		select {
+		case <-f.Ok():
+		case err := <-f.Err():
+			return wrapPublish(f.Msg().Subject, err)
+		case <-e.ctx.Done():
+			return e.ctx.Err()
+		}
+		_ = i
+	}
+	return nil
+}
+
+func wrapPublish(subject string, err error) error {
+	if err == nil {
+		return nil
+	}
+	return fmt.Errorf("publish to %s: %w", subject, err)
+}
+
+// deadLetter publishes the record to the effector's dead letters with the
+// reason in EA-Error and EA-Dead-Reason.
+func (e *effector) deadLetter(d delivery, reason string, failure error) error {
+	h := nats.Header{}
+	for k, v := range d.msg.Headers() {
+		h[k] = append([]string(nil), v...)
+	}
+	msgText := strings.NewReplacer("\r", " ", "\n", " ").Replace(failure.Error())
+	if len(msgText) > 1024 {
+		msgText = msgText[:1024] + "…"
+	}
+	h.Set(records.HeaderError, msgText)
+	h.Set(HeaderDeadReason, reason)
+	h.Set(HeaderSeq, strconv.FormatUint(d.seq, 10))
+	h.Set(HeaderSubject, d.msg.Subject())
+	h.Set(records.HeaderID, "dead:"+d.rec.ID)
+	msg := &nats.Msg{Subject: e.node.names.Dead(e.ref), Header: h, Data: d.msg.Data()}
+	_, err := e.node.conn.JS.PublishMsg(e.ctx, msg)
+	return wrapPublish(msg.Subject, err)
+}
+
+// retryIO runs op until it succeeds, backing off while NATS is unreachable.
+// It gives up only when the effector stops, returning errAbandon: the record
+// in hand stays unacknowledged and is redelivered later.
+func (e *effector) retryIO(op func() error) error {
+	wait := 20 * time.Millisecond
+	for {
+		err := op()
+		if err == nil {
+			return nil
+		}
+		if e.ctx.Err() != nil {
+			return errAbandon
+		}
+		e.log.Warn("cannot reach NATS; retrying", "err", err, "in", wait)
+		if !sleep(e.ctx, wait) {
+			return errAbandon
+		}
+		wait = min(2*wait, 2*time.Second)
+	}
+}
+
+// sleep waits for d or until ctx ends, reporting whether it waited fully.
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}

@@ -1,0 +1,93 @@
+package actor
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Sentinel errors. Match them with errors.Is.
+var (
+	// ErrNotFound: no effector with that kind and id was created.
+	ErrNotFound = errors.New("effector not found")
+	// ErrExists: an effector with that kind and id already exists (perhaps terminated).
+	ErrExists = errors.New("effector already exists")
+	// ErrTerminated: the effector was terminated; it accepts no more records.
+	ErrTerminated = errors.New("effector terminated")
+	// ErrNoHost: no running node hosts the kind.
+	ErrNoHost = errors.New("no node hosts the kind")
+	// ErrInvalid: a request, record or definition is malformed.
+	ErrInvalid = errors.New("invalid")
+	// ErrDuplicateKind: a node was asked to host one kind twice.
+	ErrDuplicateKind = errors.New("kind already hosted")
+	// ErrRunning: the node is running; hosting must happen before Run.
+	ErrRunning = errors.New("node already running")
+)
+
+// permanentError marks an error that retrying cannot fix.
+type permanentError struct{ err error }
+
+func (e *permanentError) Error() string { return e.err.Error() }
+func (e *permanentError) Unwrap() error { return e.err }
+
+// Permanent marks err as one that retrying cannot fix: logic that returns it
+// sends the record to dead letters at once, without retries. Permanent(nil)
+// is nil.
+func Permanent(err error) error {
+	if err == nil {
+		return nil
+	}
+	return &permanentError{err}
+}
+
+// IsPermanent reports whether err was marked with [Permanent].
+func IsPermanent(err error) bool {
+	var p *permanentError
+	return errors.As(err, &p)
+}
+
+// UnknownType is the permanent error for a record type the logic does not
+// handle; such a record goes to dead letters at once.
+func UnknownType(typ string) error {
+	return Permanent(fmt.Errorf("%w: unknown record type %q", ErrInvalid, typ))
+}
+
+// PanicError is the error a panicking logic becomes. The record goes to dead
+// letters at once with the panic value; the stack is logged.
+type PanicError struct {
+	Value any
+	Stack []byte
+}
+
+func (e *PanicError) Error() string { return fmt.Sprintf("logic panicked: %v", e.Value) }
+
+// ControlError is an error answered by a control endpoint, with its HTTP-like
+// code (400, 404, 409, 503, 500). It matches the sentinel for its code with
+// errors.Is.
+type ControlError struct {
+	Code    int
+	Message string
+}
+
+func (e *ControlError) Error() string { return fmt.Sprintf("%s (code %d)", e.Message, e.Code) }
+
+// Is maps codes to sentinels: 400 ErrInvalid, 404 ErrNotFound, 409 ErrExists,
+// 410 ErrTerminated, 503 ErrNoHost.
+func (e *ControlError) Is(target error) bool {
+	switch e.Code {
+	case 400:
+		return target == ErrInvalid
+	case 404:
+		return target == ErrNotFound
+	case 409:
+		return target == ErrExists
+	case 410:
+		return target == ErrTerminated
+	case 503:
+		return target == ErrNoHost
+	}
+	return false
+}
+
+func invalidf(format string, args ...any) error {
+	return fmt.Errorf("%w: "+format, append([]any{ErrInvalid}, args...)...)
+}

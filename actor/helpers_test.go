@@ -1,0 +1,221 @@
+package actor_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/effectors/effectors/actor"
+	"github.com/effectors/effectors/bus"
+	"github.com/effectors/effectors/bus/bustest"
+	"github.com/effectors/effectors/kinds"
+	"github.com/effectors/effectors/records"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
+
+// runningNode is a node running in the background of a test.
+type runningNode struct {
+	*actor.Node
+	Registry *prometheus.Registry
+	cancel   context.CancelFunc
+	done     chan error
+	once     sync.Once
+}
+
+// Stop stops the node gracefully and waits for Run to return.
+func (r *runningNode) Stop(t testing.TB) {
+	t.Helper()
+	r.once.Do(func() {
+		r.cancel()
+		select {
+		case err := <-r.done:
+			if err != nil {
+				t.Errorf("node Run: %v", err)
+			}
+		case <-time.After(60 * time.Second):
+			t.Errorf("node did not stop within 60s")
+		}
+	})
+}
+
+// startNode runs a node hosting defs (the example kinds when none) on conn
+// and waits until it is ready. setup, if given, runs before Run.
+func startNode(t testing.TB, conn *bus.Conn, setup func(*actor.Node), defs ...actor.Definition) *runningNode {
+	t.Helper()
+	if len(defs) == 0 {
+		defs = []actor.Definition{kinds.Counter(), kinds.Controller()}
+	}
+	reg := prometheus.NewRegistry()
+	n, err := actor.NewNode(conn, actor.Options{Registerer: reg, ShutdownGrace: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := n.Host(defs...); err != nil {
+		t.Fatal(err)
+	}
+	if setup != nil {
+		setup(n)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	r := &runningNode{Node: n, Registry: reg, cancel: cancel, done: make(chan error, 1)}
+	go func() { r.done <- n.Run(ctx) }()
+	t.Cleanup(func() { r.Stop(t) })
+	eventually(t, 30*time.Second, "node ready", func() bool {
+		select {
+		case err := <-r.done:
+			t.Fatalf("node Run returned early: %v", err)
+		default:
+		}
+		return n.Ready()
+	})
+	return r
+}
+
+// newClient returns a client on conn.
+func newClient(t testing.TB, conn *bus.Conn) *actor.Client {
+	t.Helper()
+	c, err := actor.NewClient(context.Background(), conn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// eventually polls cond every 10ms until it holds or timeout passes.
+func eventually(t testing.TB, timeout time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %s waiting for %s", timeout, what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func ctxT(t testing.TB) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+func ref(kind, id string) records.Ref { return records.Ref{Kind: kind, ID: id} }
+
+// count reads a counter's count from its state document.
+func count(t testing.TB, c *actor.Client, r records.Ref) int64 {
+	t.Helper()
+	doc, err := c.State(context.Background(), r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var s kinds.CounterState
+	if err := doc.Decode(&s); err != nil {
+		t.Fatal(err)
+	}
+	return s.Count
+}
+
+// waitCount waits until counter r reaches want, failing if it overshoots.
+func waitCount(t testing.TB, c *actor.Client, r records.Ref, want int64, timeout time.Duration) {
+	t.Helper()
+	var got int64
+	eventually(t, timeout, "count of "+r.String(), func() bool {
+		got = count(t, c, r)
+		if got > want {
+			t.Fatalf("count of %s is %d, above %d: a record was applied twice", r, got, want)
+		}
+		return got == want
+	})
+}
+
+// publishIncs publishes n inc records to r's mailbox as fast as JetStream
+// takes them, the way an outside client would.
+func publishIncs(t testing.TB, conn *bus.Conn, r records.Ref, n int) {
+	t.Helper()
+	subject := conn.Names().Mailbox(r)
+	var futures []jetstream.PubAckFuture
+	for i := range n {
+		rec, err := records.New("inc", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f, err := conn.JS.PublishMsgAsync(rec.Msg(subject))
+		if err != nil {
+			t.Fatal(err)
+		}
+		futures = append(futures, f)
+		if i%1000 == 999 {
+			waitAcks(t, futures)
+			futures = futures[:0]
+		}
+	}
+	waitAcks(t, futures)
+}
+
+func waitAcks(t testing.TB, futures []jetstream.PubAckFuture) {
+	t.Helper()
+	for _, f := range futures {
+		select {
+		case <-f.Ok():
+		case err := <-f.Err():
+			t.Fatalf("publish: %v", err)
+		case <-time.After(30 * time.Second):
+			t.Fatal("publish ack timed out")
+		}
+	}
+}
+
+// outputs returns the ids of every record stored on subject, failing on a
+// duplicate id.
+func outputs(t testing.TB, conn *bus.Conn, subject string) []string {
+	t.Helper()
+	ctx := ctxT(t)
+	cons, err := conn.JS.OrderedConsumer(ctx, conn.Names().RecordsStream(), jetstream.OrderedConsumerConfig{FilterSubjects: []string{subject}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stream, err := conn.Stream(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := stream.Info(ctx, jetstream.WithSubjectFilter(subject))
+	if err != nil {
+		t.Fatal(err)
+	}
+	total := info.State.Subjects[subject]
+	seen := map[string]bool{}
+	var ids []string
+	for uint64(len(ids)) < total {
+		batch, err := cons.Fetch(int(min(total-uint64(len(ids)), 1000)), jetstream.FetchMaxWait(5*time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for msg := range batch.Messages() {
+			id := msg.Headers().Get(records.HeaderID)
+			if seen[id] {
+				t.Fatalf("duplicate output %s on %s", id, subject)
+			}
+			seen[id] = true
+			ids = append(ids, id)
+		}
+		if err := batch.Error(); err != nil && !errors.Is(err, jetstream.ErrNoMessages) {
+			t.Fatal(err)
+		}
+	}
+	return ids
+}
+
+// server starts an embedded JetStream server and a provisioned connection.
+func server(t testing.TB) (*bustest.Server, *bus.Conn) {
+	t.Helper()
+	srv := bustest.NewServer(t)
+	return srv, srv.Connect(t)
+}

@@ -1,0 +1,206 @@
+package actor
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/effectors/effectors/internal/codec"
+	"github.com/effectors/effectors/records"
+)
+
+// Logic is an effector's behaviour: given the record in hand (ctx.Record())
+// and the current state, it returns the new state. Records it sends or emits
+// through ctx are published only if it succeeds.
+//
+// What the result does to the record:
+//
+//   - nil error: outputs are published, the new state is written, the
+//     record is acknowledged;
+//   - an error: the record is retried with backoff ([RetryPolicy]); when the
+//     attempts run out it goes to dead letters with the error in EA-Error;
+//   - an error marked [Permanent] (or [UnknownType], or a payload that
+//     ctx.Decode cannot decode): dead letters at once;
+//   - a panic: dead letters at once with the panic value; the stack is
+//     logged.
+//
+// Logic must not keep ctx or the state after it returns. It may block (for
+// example on an HTTP call) and should honour ctx's cancellation.
+type Logic[S any] func(ctx *Context, state S) (S, error)
+
+// Kind defines a kind of effector with state type S. S is stored as msgpack
+// and shown as JSON, both naming fields by their json tags.
+type Kind[S any] struct {
+	// Name is the kind, a subject token: [A-Za-z0-9_-]{1,128}.
+	Name string
+	// Initial is the state of an effector created without one.
+	Initial S
+	// Logic handles one record at a time. Required.
+	Logic Logic[S]
+	// Retry is the retry policy for failing logic. Zero fields take defaults.
+	Retry RetryPolicy
+	// MaxPayload is the largest payload accepted, in bytes; larger records go
+	// to dead letters. Default 256 KiB.
+	MaxPayload int
+	// Accept lists the payload content types the kind accepts
+	// (records.ContentMsgpack, records.ContentJSON); others go to dead
+	// letters. Default: both.
+	Accept []string
+	// Prefetch is how many records of one effector the node holds ahead of the
+	// one in hand (the consumer's MaxAckPending). A high-priority record
+	// overtakes the normal records held. Default 64.
+	Prefetch int
+	// AckWait is how long the server waits for an acknowledgement before
+	// redelivering; the node extends it while logic runs. Default 30s.
+	AckWait time.Duration
+	// MaxDeliveries dead-letters a record delivered this many times, which
+	// means it took its node down with it again and again. Default 10.
+	MaxDeliveries int
+	// Timeout bounds one attempt of the logic. Default 0: no limit.
+	Timeout time.Duration
+}
+
+// RetryPolicy says how often and how fast failing logic is retried. A record
+// being retried blocks its mailbox: order is kept.
+type RetryPolicy struct {
+	// Attempts is the number of tries, the first included. Default 4.
+	Attempts int
+	// Backoff is the wait before the first retry. Default 100ms.
+	Backoff time.Duration
+	// MaxBackoff caps the wait. Default 5s.
+	MaxBackoff time.Duration
+	// Multiplier grows the wait after each retry. Default 2.
+	Multiplier float64
+}
+
+func (p RetryPolicy) withDefaults() RetryPolicy {
+	if p.Attempts == 0 {
+		p.Attempts = 4
+	}
+	if p.Backoff == 0 {
+		p.Backoff = 100 * time.Millisecond
+	}
+	if p.MaxBackoff == 0 {
+		p.MaxBackoff = 5 * time.Second
+	}
+	if p.Multiplier == 0 {
+		p.Multiplier = 2
+	}
+	return p
+}
+
+// delay is the wait after failed attempt n (1-based).
+func (p RetryPolicy) delay(n int) time.Duration {
+	d := float64(p.Backoff)
+	for range n - 1 {
+		d *= p.Multiplier
+	}
+	return min(time.Duration(d), p.MaxBackoff)
+}
+
+// Definition is a kind ready to host on a node: a [Kind] of any state type.
+type Definition interface {
+	spec() (*kindSpec, error)
+}
+
+// kindSpec is a Kind with its state type erased: state travels as msgpack.
+type kindSpec struct {
+	name          string
+	retry         RetryPolicy
+	maxPayload    int
+	accept        []string
+	prefetch      int
+	ackWait       time.Duration
+	maxDeliveries int
+	timeout       time.Duration
+	// initial returns the msgpack of the initial state.
+	initial func() ([]byte, error)
+	// fromJSON converts a JSON state (as sent to the create endpoint) to
+	// msgpack, checking that it fits the state type.
+	fromJSON func([]byte) ([]byte, error)
+	// run decodes state, runs the logic and encodes the new state.
+	run func(ctx *Context, state []byte) ([]byte, error)
+}
+
+func (k Kind[S]) spec() (*kindSpec, error) {
+	if err := records.ValidateKind(k.Name); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
+	}
+	if k.Logic == nil {
+		return nil, invalidf("kind %s: Logic is required", k.Name)
+	}
+	retry := k.Retry.withDefaults()
+	s := &kindSpec{
+		name:          k.Name,
+		retry:         retry,
+		maxPayload:    orDefault(k.MaxPayload, 256<<10),
+		accept:        k.Accept,
+		prefetch:      orDefault(k.Prefetch, 64),
+		ackWait:       orDefault(k.AckWait, 30*time.Second),
+		maxDeliveries: orDefault(k.MaxDeliveries, 10),
+		timeout:       k.Timeout,
+	}
+	switch {
+	case retry.Attempts < 1:
+		return nil, invalidf("kind %s: Retry.Attempts %d must be at least 1", k.Name, retry.Attempts)
+	case retry.Backoff < 0 || retry.MaxBackoff < 0 || retry.Multiplier < 1:
+		return nil, invalidf("kind %s: Retry backoffs must be positive and Multiplier at least 1", k.Name)
+	case s.maxPayload < 0, s.prefetch < 1, s.ackWait < time.Second, s.maxDeliveries < 1, s.timeout < 0:
+		return nil, invalidf("kind %s: MaxPayload must be >= 0, Prefetch >= 1, AckWait >= 1s, MaxDeliveries >= 1, Timeout >= 0", k.Name)
+	}
+	if len(s.accept) == 0 {
+		s.accept = []string{records.ContentMsgpack, records.ContentJSON}
+	}
+	for _, ct := range s.accept {
+		if ct != records.ContentMsgpack && ct != records.ContentJSON {
+			return nil, invalidf("kind %s: Accept %q: want %q or %q", k.Name, ct, records.ContentMsgpack, records.ContentJSON)
+		}
+	}
+	logic := k.Logic
+	initial := k.Initial
+	s.initial = func() ([]byte, error) { return codec.Marshal(initial) }
+	s.fromJSON = func(data []byte) ([]byte, error) {
+		var v S
+		dec := json.NewDecoder(bytes.NewReader(data))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&v); err != nil {
+			return nil, invalidf("state does not fit kind %s: %v", k.Name, err)
+		}
+		return codec.Marshal(v)
+	}
+	s.run = func(ctx *Context, state []byte) ([]byte, error) {
+		var v S
+		if len(state) > 0 {
+			if err := codec.Unmarshal(state, &v); err != nil {
+				return nil, Permanent(fmt.Errorf("stored state of %s does not decode into %T (did the state type change?): %w", ctx.self, v, err))
+			}
+		}
+		next, err := logic(ctx, v)
+		if err != nil {
+			return nil, err
+		}
+		b, err := codec.Marshal(next)
+		if err != nil {
+			return nil, Permanent(fmt.Errorf("encode new state of %s: %w", ctx.self, err))
+		}
+		return b, nil
+	}
+	return s, nil
+}
+
+func (s *kindSpec) accepts(contentType string) bool {
+	if contentType == "" {
+		contentType = records.ContentMsgpack
+	}
+	return slices.Contains(s.accept, contentType)
+}
+
+func orDefault[T comparable](v, def T) T {
+	var zero T
+	if v == zero {
+		return def
+	}
+	return v
+}

@@ -1,0 +1,98 @@
+package actor
+
+import (
+	"errors"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Outcomes of a processed record (label "outcome").
+const (
+	outcomeOK        = "ok"
+	outcomeDead      = "dead"
+	outcomeDuplicate = "duplicate"
+)
+
+// Dead-letter reasons (label "reason" and header EA-Dead-Reason).
+const (
+	reasonDecode      = "decode"       // envelope or payload malformed
+	reasonContentType = "content_type" // payload content type not accepted by the kind
+	reasonOversize    = "oversize"     // payload above the kind's MaxPayload
+	reasonRejected    = "rejected"     // logic returned a permanent error
+	reasonFailed      = "failed"       // logic failed on every attempt
+	reasonPanic       = "panic"        // logic panicked
+	reasonRedelivered = "redelivered"  // delivered MaxDeliveries times
+)
+
+type metrics struct {
+	processed  *prometheus.CounterVec
+	duration   *prometheus.HistogramVec
+	redelivers *prometheus.CounterVec
+	dead       *prometheus.CounterVec
+	conflicts  *prometheus.CounterVec
+	retries    *prometheus.CounterVec
+	active     *prometheus.GaugeVec
+	backlog    *prometheus.Desc
+	node       *Node
+}
+
+func newMetrics(reg prometheus.Registerer, n *Node) (*metrics, error) {
+	m := &metrics{
+		processed: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "ea_records_processed_total",
+			Help: "Records taken from mailboxes, by kind and outcome (ok, dead, duplicate).",
+		}, []string{"kind", "outcome"}),
+		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "ea_record_processing_seconds",
+			Help:    "Time from taking a record to acknowledging it (logic, outputs, state write), by kind.",
+			Buckets: []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10},
+		}, []string{"kind"}),
+		redelivers: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "ea_record_redeliveries_total",
+			Help: "Records delivered more than once (after a crash, a timeout or a release), by kind.",
+		}, []string{"kind"}),
+		dead: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "ea_dead_letters_total",
+			Help: "Records sent to dead letters, by kind and reason.",
+		}, []string{"kind", "reason"}),
+		conflicts: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "ea_state_conflicts_total",
+			Help: "State writes that lost a compare-and-set, by kind.",
+		}, []string{"kind"}),
+		retries: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "ea_logic_retries_total",
+			Help: "Logic attempts retried after an error, by kind.",
+		}, []string{"kind"}),
+		active: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "ea_effectors_active",
+			Help: "Effectors this node drives, by kind.",
+		}, []string{"kind"}),
+		backlog: prometheus.NewDesc("ea_mailbox_backlog",
+			"Records waiting in the mailboxes of effectors this node drives (held by the node or pending on the server as last reported), by kind.",
+			[]string{"kind"}, nil),
+		node: n,
+	}
+	if reg == nil {
+		return m, nil
+	}
+	for _, c := range []prometheus.Collector{m.processed, m.duration, m.redelivers, m.dead, m.conflicts, m.retries, m.active, m} {
+		if err := reg.Register(c); err != nil {
+			var are prometheus.AlreadyRegisteredError
+			if errors.As(err, &are) {
+				return nil, invalidf("metrics already registered: give each node its own prometheus.Registerer")
+			}
+			return nil, err
+		}
+	}
+	return m, nil
+}
+
+// Describe and Collect make metrics a collector of the backlog gauge, computed
+// at scrape time.
+func (m *metrics) Describe(ch chan<- *prometheus.Desc) { ch <- m.backlog }
+
+func (m *metrics) Collect(ch chan<- prometheus.Metric) {
+	for kind, n := range m.node.backlog() {
+		ch <- prometheus.MustNewConstMetric(m.backlog, prometheus.GaugeValue, float64(n), kind)
+	}
+}

@@ -1,0 +1,88 @@
+// Package bustest starts a real embedded nats-server with JetStream for tests,
+// in one line, the way httptest starts an HTTP server:
+//
+//	srv := bustest.NewServer(t)  // random port, storage in t.TempDir()
+//	conn := srv.Connect(t)       // *bus.Conn, streams and buckets provisioned
+//
+// Everything started is stopped by t.Cleanup.
+package bustest
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/effectors/effectors/bus"
+)
+
+// Server is an embedded nats-server with JetStream on 127.0.0.1.
+type Server struct {
+	// URL is the client URL, stable across Restart.
+	URL string
+	// StoreDir is the JetStream store directory, kept across Restart.
+	StoreDir string
+
+	addr string
+	srv  *bus.Server
+}
+
+// NewServer starts a server on a free port with file storage in t.TempDir().
+func NewServer(t testing.TB) *Server {
+	t.Helper()
+	s := &Server{StoreDir: t.TempDir(), addr: "127.0.0.1:0"}
+	s.start(t)
+	s.addr = s.srv.Addr()
+	s.URL = s.srv.ClientURL()
+	t.Cleanup(s.Shutdown)
+	return s
+}
+
+func (s *Server) start(t testing.TB) {
+	t.Helper()
+	var err error
+	for range 50 { // the port may linger briefly after a shutdown
+		if s.srv, err = bus.StartServer(bus.ServerConfig{Listen: s.addr, StoreDir: s.StoreDir}); err == nil {
+			return
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Fatalf("bustest: start nats-server: %v", err)
+}
+
+// Shutdown stops the server; it is safe to call more than once.
+func (s *Server) Shutdown() {
+	if s.srv != nil {
+		s.srv.Shutdown()
+		s.srv = nil
+	}
+}
+
+// Restart stops the server and starts it again on the same address with the
+// same store, as an operator restarting nats-server would.
+func (s *Server) Restart(t testing.TB) {
+	t.Helper()
+	s.Shutdown()
+	s.start(t)
+}
+
+// Connect connects to the server with cfg (URL filled in, prefix "ea" unless
+// set), provisions streams and buckets, and closes the connection at cleanup.
+func (s *Server) Connect(t testing.TB, cfg ...bus.Config) *bus.Conn {
+	t.Helper()
+	var c bus.Config
+	if len(cfg) > 0 {
+		c = cfg[0]
+	}
+	c.URL = s.URL
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	conn, err := bus.Connect(ctx, c)
+	if err != nil {
+		t.Fatalf("bustest: connect: %v", err)
+	}
+	t.Cleanup(func() { _ = conn.Close() })
+	if err := conn.Provision(ctx); err != nil {
+		t.Fatalf("bustest: provision: %v", err)
+	}
+	return conn
+}

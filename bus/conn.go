@@ -1,0 +1,250 @@
+package bus
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// Config configures a connection and the streams and buckets it provisions.
+// The zero value is valid: an embedded server on 127.0.0.1:4222 storing in
+// ./data, prefix "ea", one replica.
+type Config struct {
+	// URL is one or more comma-separated NATS URLs. Empty starts an embedded
+	// server (see Listen, StoreDir, SyncAlways).
+	URL string
+	// Listen is the client address of the embedded server. Default
+	// 127.0.0.1:4222; port 0 picks a free port.
+	Listen string
+	// StoreDir is the JetStream store directory of the embedded server.
+	// Default ./data.
+	StoreDir string
+	// SyncAlways makes the embedded server fsync every write (see
+	// [ServerConfig.SyncAlways]).
+	SyncAlways bool
+	// Prefix is the subject prefix. Default "ea".
+	Prefix string
+	// Name is the client connection name shown by the server. Default "ea".
+	Name string
+	// Replicas is the replica count of streams and buckets. Default 1; use 3
+	// on a cluster.
+	Replicas int
+	// DuplicateWindow is how long the records stream remembers record ids to
+	// drop duplicates. Default 2 minutes.
+	DuplicateWindow time.Duration
+	// MaxAge bounds how long records are kept. Default 0: forever.
+	MaxAge time.Duration
+	// MaxConsumers is the most consumers the records stream allows (one per
+	// active effector). Default 1,000,000.
+	MaxConsumers int
+	// StateHistory is how many revisions of each state document are kept
+	// (1-64). Default 5.
+	StateHistory int
+	// ConnectTimeout bounds the first connection. Default 10s.
+	ConnectTimeout time.Duration
+	// Logger receives connection events. Default slog.Default().
+	Logger *slog.Logger
+}
+
+func (c Config) withDefaults() Config {
+	if c.Prefix == "" {
+		c.Prefix = DefaultPrefix
+	}
+	if c.Name == "" {
+		c.Name = c.Prefix
+	}
+	if c.Replicas == 0 {
+		c.Replicas = 1
+	}
+	if c.DuplicateWindow == 0 {
+		c.DuplicateWindow = 2 * time.Minute
+	}
+	if c.MaxConsumers == 0 {
+		c.MaxConsumers = 1_000_000
+	}
+	if c.StateHistory == 0 {
+		c.StateHistory = 5
+	}
+	if c.ConnectTimeout == 0 {
+		c.ConnectTimeout = 10 * time.Second
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	return c
+}
+
+// Validate reports the first invalid setting, wrapping [ErrInvalidConfig].
+func (c Config) Validate() error {
+	c = c.withDefaults()
+	if _, err := NewNames(c.Prefix); err != nil {
+		return err
+	}
+	switch {
+	case c.Replicas < 1 || c.Replicas > 5:
+		return fmtInvalid("replicas %d: must be 1-5", c.Replicas)
+	case c.DuplicateWindow < 0:
+		return fmtInvalid("duplicate window %s: must be positive", c.DuplicateWindow)
+	case c.MaxAge < 0:
+		return fmtInvalid("max age %s: must be 0 (forever) or positive", c.MaxAge)
+	case c.MaxAge > 0 && c.MaxAge < c.DuplicateWindow:
+		return fmtInvalid("max age %s: must not be shorter than the duplicate window %s", c.MaxAge, c.DuplicateWindow)
+	case c.MaxConsumers < 1:
+		return fmtInvalid("max consumers %d: must be positive", c.MaxConsumers)
+	case c.StateHistory < 1 || c.StateHistory > 64:
+		return fmtInvalid("state history %d: must be 1-64 (a KV key keeps at most 64 revisions)", c.StateHistory)
+	case c.ConnectTimeout < 0:
+		return fmtInvalid("connect timeout %s: must be positive", c.ConnectTimeout)
+	}
+	return nil
+}
+
+func fmtInvalid(format string, args ...any) error {
+	return fmt.Errorf("%w: "+format, append([]any{ErrInvalidConfig}, args...)...)
+}
+
+// Conn is a connection to NATS with JetStream, and the embedded server when it
+// started one. It is safe for concurrent use.
+type Conn struct {
+	// NC is the core NATS connection.
+	NC *nats.Conn
+	// JS is the JetStream API on NC.
+	JS jetstream.JetStream
+
+	names  Names
+	cfg    Config
+	server *Server
+	log    *slog.Logger
+}
+
+// Connect connects to NATS as cfg says, starting an embedded server when
+// cfg.URL is empty. It keeps trying until cfg.ConnectTimeout or ctx ends. The
+// connection then reconnects forever on its own; records published while it is
+// down fail with an error rather than being lost.
+func Connect(ctx context.Context, cfg Config) (*Conn, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg = cfg.withDefaults()
+	names, _ := NewNames(cfg.Prefix)
+	c := &Conn{names: names, cfg: cfg, log: cfg.Logger}
+	url := cfg.URL
+	if url == "" {
+		srv, err := StartServer(ServerConfig{Listen: cfg.Listen, StoreDir: cfg.StoreDir, SyncAlways: cfg.SyncAlways, Logger: cfg.Logger})
+		if err != nil {
+			return nil, err
+		}
+		c.server = srv
+		url = srv.ClientURL()
+		c.log.Info("embedded nats-server started", "url", url, "store", srv.StoreDir(), "sync_always", cfg.SyncAlways)
+	}
+	nc, err := dial(ctx, url, cfg)
+	if err != nil {
+		c.shutdownServer()
+		return nil, err
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		nc.Close()
+		c.shutdownServer()
+		return nil, fmt.Errorf("jetstream: %w", err)
+	}
+	c.NC, c.JS = nc, js
+	return c, nil
+}
+
+func dial(ctx context.Context, url string, cfg Config) (*nats.Conn, error) {
+	log := cfg.Logger
+	opts := []nats.Option{
+		nats.Name(cfg.Name),
+		nats.MaxReconnects(-1),
+		nats.ReconnectWait(250 * time.Millisecond),
+		nats.ReconnectJitter(100*time.Millisecond, time.Second),
+		nats.Timeout(2 * time.Second),
+		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
+			if err != nil {
+				log.Warn("nats disconnected", "err", err)
+			}
+		}),
+		nats.ReconnectHandler(func(nc *nats.Conn) {
+			log.Info("nats reconnected", "url", nc.ConnectedUrlRedacted())
+		}),
+		nats.ErrorHandler(func(_ *nats.Conn, sub *nats.Subscription, err error) {
+			if sub != nil {
+				log.Warn("nats async error", "subject", sub.Subject, "err", err)
+				return
+			}
+			log.Warn("nats async error", "err", err)
+		}),
+	}
+	ctx, cancel := context.WithTimeout(ctx, cfg.ConnectTimeout)
+	defer cancel()
+	wait := 100 * time.Millisecond
+	for {
+		nc, err := nats.Connect(url, opts...)
+		if err == nil {
+			return nc, nil
+		}
+		log.Warn("cannot reach nats yet", "url", url, "err", err)
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("connect to nats at %s: %w (is the server running? set --nats, or leave it empty to embed one)", url, err)
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, 2*time.Second)
+	}
+}
+
+// Names returns the subject, stream and bucket names of this connection.
+func (c *Conn) Names() Names { return c.names }
+
+// Config returns the configuration in effect, defaults filled in.
+func (c *Conn) Config() Config { return c.cfg }
+
+// Server returns the embedded server, or nil when connected by URL.
+func (c *Conn) Server() *Server { return c.server }
+
+// Connected reports whether the connection is up right now.
+func (c *Conn) Connected() bool { return c.NC != nil && c.NC.IsConnected() }
+
+// ClientURL returns the URL of the server this connection uses.
+func (c *Conn) ClientURL() string {
+	if c.server != nil {
+		return c.server.ClientURL()
+	}
+	return c.NC.ConnectedUrlRedacted()
+}
+
+// Close drains the connection (pending publishes are flushed, subscriptions
+// finish what they hold) and stops the embedded server, if any.
+func (c *Conn) Close() error {
+	var err error
+	if c.NC != nil && !c.NC.IsClosed() {
+		closed := make(chan struct{})
+		c.NC.SetClosedHandler(func(*nats.Conn) { close(closed) })
+		if err = c.NC.Drain(); err == nil {
+			select {
+			case <-closed:
+			case <-time.After(10 * time.Second):
+				err = errors.New("drain nats connection: timed out after 10s")
+				c.NC.Close()
+			}
+		} else {
+			c.NC.Close()
+		}
+	}
+	c.shutdownServer()
+	return err
+}
+
+func (c *Conn) shutdownServer() {
+	if c.server != nil {
+		c.server.Shutdown()
+		c.log.Info("embedded nats-server stopped")
+	}
+}

@@ -1,0 +1,33 @@
+// Package bus is the runtime's connection to NATS: it connects by URL or
+// starts an embedded nats-server with JetStream, names the subjects, streams
+// and buckets of the wire contract, and provisions them idempotently.
+//
+// # Connecting
+//
+// [Connect] with an empty [Config.URL] starts an embedded server (JetStream on,
+// file storage in [Config.StoreDir], clients accepted on [Config.Listen]) and
+// connects to it; with a URL it connects to an existing server or cluster. The
+// connection reconnects forever; [Conn.Close] drains it and stops the embedded
+// server.
+//
+// # Names
+//
+// [Names] derives every subject, stream and bucket name from the prefix
+// (default "ea"):
+//
+//	ea.mbox.<kind>.<id>   mailbox of effector <kind>/<id>     (stream EA_RECORDS)
+//	ea.out.<kind>.<id>    records the effector emitted        (stream EA_RECORDS)
+//	ea.dead.<kind>.<id>   dead letters                        (stream EA_DEAD)
+//	ea_state              KV bucket of state documents, key <kind>.<id>
+//	ea_orch               KV bucket of orchestration state
+//	ea.ctl.<op>.<kind>    control endpoints of the "ea" micro service
+//
+// # Provisioning
+//
+// [Conn.Provision] creates or updates the streams and buckets. It is safe to
+// call from many nodes at once: a node that loses the race to create a stream
+// updates it to the same configuration instead. The records stream allows
+// [Config.MaxConsumers] consumers (default 1,000,000): nats-server caps a
+// stream at 1,000 consumers unless the stream says otherwise, and every
+// effector is a consumer.
+package bus

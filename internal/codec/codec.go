@@ -1,0 +1,48 @@
+// Package codec holds the one msgpack configuration every package of the
+// module uses, so a value encodes the same way in a record payload, a state
+// document and a KV entry.
+//
+// Struct fields are named by their `json` tags, so one set of tags serves both
+// the JSON and the msgpack form of a type, and a state written by Go reads as
+// the same map in any language.
+package codec
+
+import (
+	"bytes"
+	"sync"
+
+	"github.com/vmihailenco/msgpack/v5"
+)
+
+var encPool = sync.Pool{New: func() any {
+	var buf bytes.Buffer
+	enc := msgpack.NewEncoder(&buf)
+	enc.SetCustomStructTag("json")
+	enc.SetOmitEmpty(false)
+	enc.UseCompactInts(true)
+	return &encoder{buf: &buf, enc: enc}
+}}
+
+type encoder struct {
+	buf *bytes.Buffer
+	enc *msgpack.Encoder
+}
+
+// Marshal encodes v as msgpack, naming struct fields by their json tags.
+func Marshal(v any) ([]byte, error) {
+	e := encPool.Get().(*encoder)
+	defer encPool.Put(e)
+	e.buf.Reset()
+	if err := e.enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return bytes.Clone(e.buf.Bytes()), nil
+}
+
+// Unmarshal decodes msgpack data into v, naming struct fields by their json
+// tags. Maps decode as map[string]any, so the result converts to JSON.
+func Unmarshal(data []byte, v any) error {
+	dec := msgpack.NewDecoder(bytes.NewReader(data))
+	dec.SetCustomStructTag("json")
+	return dec.Decode(v)
+}
