@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"runtime/debug"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -67,6 +68,7 @@ type effector struct {
 	cons     jetstream.ConsumeContext
 	held     []delivery
 	pending  uint64 // records on the server behind the last delivered one
+	maxSeen  uint64 // highest stream sequence delivered since attach
 	running  bool
 	stopped  bool
 	drainers sync.WaitGroup
@@ -111,6 +113,7 @@ func (e *effector) deliver(msg jetstream.Msg) {
 	}
 	e.held = append(e.held, d)
 	e.pending = d.pending
+	e.maxSeen = max(e.maxSeen, d.seq)
 	if !e.running {
 		e.running = true
 		e.drainers.Add(1)
@@ -183,8 +186,7 @@ func (e *effector) process(d delivery) {
 	}
 	for {
 		if e.doc.applied(d.seq) {
-			_ = d.msg.Ack()
-			m.processed.WithLabelValues(kind, outcomeDuplicate).Inc()
+			e.skip(d)
 			return
 		}
 		state, outs, reason, failure := e.evaluate(d)
@@ -247,6 +249,25 @@ func (e *effector) process(d delivery) {
 		m.duration.WithLabelValues(kind).Observe(time.Since(start).Seconds())
 		return
 	}
+}
+
+// skip acknowledges a record already applied. When it was applied ahead of
+// its turn, its redelivery proves every record below it was delivered, which
+// may let the document's Seq catch up.
+func (e *effector) skip(d delivery) {
+	if slices.Contains(e.doc.Ahead, d.seq) {
+		next := e.doc
+		next.Seq, next.Ahead = e.advance(d.seq)
+		if next.Seq != e.doc.Seq {
+			next.Updated = time.Now().UTC()
+			rev, err := e.node.states.Update(e.ctx, e.key, next, e.rev)
+			if err == nil {
+				e.doc, e.rev = next, rev
+			} // else: the next record's write catches up
+		}
+	}
+	_ = d.msg.Ack()
+	e.node.metrics.processed.WithLabelValues(e.kind.name, outcomeDuplicate).Inc()
 }
 
 // crashed reports whether a test made the node die at point; the effector
@@ -394,13 +415,16 @@ func (e *effector) markProcessing() {
 }
 
 // advance returns the document's Seq and Ahead once the record at seq is
-// applied. Seq moves up to the highest applied record below every record still
-// held; records applied above it (high priority ones that overtook) go to
-// Ahead. The consumer delivers in stream order, so every mailbox record below
-// the lowest one held has been delivered and, not being held, applied.
+// applied. Seq may move up to an applied record p only when every mailbox
+// record below p is applied too. The consumer delivers in stream order from
+// just after the document's Seq, so that holds when p has been delivered since
+// attach (every record below it was delivered before it) and no record below
+// p is still held unapplied. Records applied above Seq (high-priority ones that
+// overtook) stay in Ahead.
 func (e *effector) advance(seq uint64) (uint64, []uint64) {
 	lowest := ^uint64(0)
 	e.mu.Lock()
+	seen := e.maxSeen
 	for _, d := range e.held {
 		if d.seq < lowest && d.seq != seq && !e.doc.applied(d.seq) {
 			lowest = d.seq
@@ -408,9 +432,12 @@ func (e *effector) advance(seq uint64) (uint64, []uint64) {
 	}
 	e.mu.Unlock()
 	floor := e.doc.Seq
-	done := append(e.doc.Ahead[:len(e.doc.Ahead):len(e.doc.Ahead)], seq)
+	done := e.doc.Ahead[:len(e.doc.Ahead):len(e.doc.Ahead)]
+	if !slices.Contains(done, seq) {
+		done = append(done, seq)
+	}
 	for _, s := range done {
-		if s < lowest && s > floor {
+		if s < lowest && s <= seen && s > floor {
 			floor = s
 		}
 	}

@@ -85,6 +85,11 @@ func (c Config) Validate() error {
 	if _, err := NewNames(c.Prefix); err != nil {
 		return err
 	}
+	if c.URL == "" && c.Listen != "" {
+		if _, _, err := parseListen(c.Listen); err != nil {
+			return err
+		}
+	}
 	switch {
 	case c.Replicas < 1 || c.Replicas > 5:
 		return fmtInvalid("replicas %d: must be 1-5", c.Replicas)
@@ -236,6 +241,7 @@ func (c *Conn) Close() error {
 			}
 		} else {
 			c.NC.Close()
+			err = fmt.Errorf("drain nats connection: %w (closed without draining)", err)
 		}
 	}
 	c.shutdownServer()

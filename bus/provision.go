@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -11,7 +12,9 @@ import (
 
 // Provision creates the streams and buckets of the wire contract, or updates
 // them to this configuration when they exist. Several nodes may provision at
-// once: each ends with the same configuration in place.
+// once: each ends with the same configuration in place. It refuses, with an
+// error wrapping [ErrInvalidConfig], to take over a stream of the same name
+// that holds another prefix's subjects.
 func (c *Conn) Provision(ctx context.Context) error {
 	n, cfg := c.names, c.cfg
 	streams := []jetstream.StreamConfig{
@@ -40,6 +43,9 @@ func (c *Conn) Provision(ctx context.Context) error {
 		},
 	}
 	for _, sc := range streams {
+		if err := c.checkStreamPrefix(ctx, sc.Name); err != nil {
+			return err
+		}
 		if err := retry(ctx, func() error {
 			_, err := c.JS.CreateOrUpdateStream(ctx, sc)
 			return err
@@ -57,6 +63,23 @@ func (c *Conn) Provision(ctx context.Context) error {
 			return err
 		}); err != nil {
 			return fmt.Errorf("provision bucket %s: %w", kc.Bucket, err)
+		}
+	}
+	return nil
+}
+
+// checkStreamPrefix fails when stream exists with subjects outside this
+// prefix. Prefixes that differ only in case or in "-" versus "_" ("ea" and
+// "EA", "a-b" and "a_b") share stream names, and updating the stream to our
+// subjects would silently take it away from the other deployment.
+func (c *Conn) checkStreamPrefix(ctx context.Context, stream string) error {
+	s, err := c.JS.Stream(ctx, stream)
+	if err != nil {
+		return nil // not there yet, or CreateOrUpdateStream reports the problem
+	}
+	for _, subject := range s.CachedInfo().Config.Subjects {
+		if !strings.HasPrefix(subject, c.names.prefix+".") {
+			return fmt.Errorf("provision stream %s: %w: prefix %q: the stream already holds subject %q of another deployment (prefixes that differ only in case or in - versus _ share stream names)", stream, ErrInvalidConfig, c.names.prefix, subject)
 		}
 	}
 	return nil

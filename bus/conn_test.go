@@ -1,0 +1,322 @@
+package bus_test
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/effectors/effectors/bus"
+	"github.com/effectors/effectors/bus/bustest"
+	"github.com/effectors/effectors/records"
+)
+
+// quiet discards connection and server logs in tests.
+var quiet = slog.New(slog.DiscardHandler)
+
+func TestConfigValidate(t *testing.T) {
+	valid := []bus.Config{
+		{},
+		{URL: "nats://127.0.0.1:4222", Prefix: "acme", Replicas: 3},
+		{Listen: "127.0.0.1:0"},
+		{Listen: ":4222"},
+		{Replicas: 5, StateHistory: 64, MaxConsumers: 1},
+		{DuplicateWindow: time.Minute, MaxAge: time.Minute},
+		{URL: "nats://x:4222", Listen: "ignored when a URL is set"},
+	}
+	for _, cfg := range valid {
+		if err := cfg.Validate(); err != nil {
+			t.Errorf("Validate(%+v) = %v; want nil", cfg, err)
+		}
+	}
+
+	invalid := []struct {
+		name    string
+		cfg     bus.Config
+		setting string // what the message must name
+	}{
+		{"prefix with a dot", bus.Config{Prefix: "ea.x"}, "prefix"},
+		{"prefix with a wildcard", bus.Config{Prefix: "*"}, "prefix"},
+		{"negative replicas", bus.Config{Replicas: -1}, "replicas"},
+		{"too many replicas", bus.Config{Replicas: 6}, "replicas"},
+		{"negative duplicate window", bus.Config{DuplicateWindow: -time.Second}, "duplicate window"},
+		{"negative max age", bus.Config{MaxAge: -time.Second}, "max age"},
+		{"max age below duplicate window", bus.Config{MaxAge: time.Minute}, "max age"},
+		{"max age below custom duplicate window", bus.Config{MaxAge: time.Second, DuplicateWindow: 2 * time.Second}, "max age"},
+		{"negative max consumers", bus.Config{MaxConsumers: -1}, "max consumers"},
+		{"negative state history", bus.Config{StateHistory: -1}, "state history"},
+		{"state history above 64", bus.Config{StateHistory: 65}, "state history"},
+		{"negative connect timeout", bus.Config{ConnectTimeout: -time.Second}, "connect timeout"},
+		{"listen without port", bus.Config{Listen: "127.0.0.1"}, "listen"},
+		{"listen with bad port", bus.Config{Listen: "127.0.0.1:http"}, "listen"},
+		{"listen with port out of range", bus.Config{Listen: "127.0.0.1:65536"}, "listen"},
+	}
+	for _, tt := range invalid {
+		t.Run(tt.name, func(t *testing.T) {
+			err := tt.cfg.Validate()
+			if !errors.Is(err, bus.ErrInvalidConfig) {
+				t.Fatalf("Validate() = %v; want an error wrapping ErrInvalidConfig", err)
+			}
+			if !strings.Contains(err.Error(), tt.setting) {
+				t.Errorf("Validate() = %q; want the message to name %q", err, tt.setting)
+			}
+			// Connect refuses it before starting or dialling anything.
+			ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+			defer cancel()
+			if _, err := bus.Connect(ctx, tt.cfg); !errors.Is(err, bus.ErrInvalidConfig) {
+				t.Fatalf("Connect() = %v; want an error wrapping ErrInvalidConfig", err)
+			}
+		})
+	}
+}
+
+func TestConnectEmbedded(t *testing.T) {
+	dir := t.TempDir()
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	conn, err := bus.Connect(ctx, bus.Config{Listen: "127.0.0.1:0", StoreDir: dir, Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed := false
+	t.Cleanup(func() {
+		if !closed {
+			_ = conn.Close()
+		}
+	})
+
+	srv := conn.Server()
+	if srv == nil {
+		t.Fatal("Server() = nil; want the embedded server")
+	}
+	if !conn.Connected() {
+		t.Fatal("Connected() = false right after Connect")
+	}
+	if got, want := conn.ClientURL(), srv.ClientURL(); got != want {
+		t.Errorf("ClientURL() = %q; want the embedded server's %q", got, want)
+	}
+	if got := srv.StoreDir(); !strings.HasPrefix(got, dir) {
+		t.Errorf("StoreDir() = %q; want it inside %q", got, dir)
+	}
+	if got := conn.Config(); got.Prefix != "ea" || got.Replicas != 1 || got.MaxConsumers != 1_000_000 {
+		t.Errorf("Config() = %+v; want the defaults filled in", got)
+	}
+	// JetStream is on.
+	if _, err := conn.JS.AccountInfo(ctx); err != nil {
+		t.Fatalf("AccountInfo: %v", err)
+	}
+	addr := srv.Addr()
+	if c, err := net.DialTimeout("tcp", addr, time.Second); err != nil {
+		t.Fatalf("dial %s while running: %v", addr, err)
+	} else {
+		_ = c.Close()
+	}
+
+	if err := conn.Close(); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	closed = true
+	if conn.Connected() {
+		t.Error("Connected() = true after Close")
+	}
+	if c, err := net.DialTimeout("tcp", addr, time.Second); err == nil {
+		_ = c.Close()
+		t.Fatalf("%s still accepts connections after Close", addr)
+	}
+}
+
+// freeAddr returns a loopback address nothing listens on.
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return addr
+}
+
+func TestConnectUnreachable(t *testing.T) {
+	url := "nats://" + freeAddr(t)
+	const timeout = 700 * time.Millisecond
+	start := time.Now()
+	conn, err := bus.Connect(t.Context(), bus.Config{URL: url, ConnectTimeout: timeout, Logger: quiet})
+	elapsed := time.Since(start)
+	if err == nil {
+		_ = conn.Close()
+		t.Fatalf("Connect(%s) succeeded; nothing listens there", url)
+	}
+	if !strings.Contains(err.Error(), url) {
+		t.Errorf("error %q does not name the URL %s", err, url)
+	}
+	if elapsed < timeout-50*time.Millisecond || elapsed > timeout+2*time.Second {
+		t.Errorf("Connect gave up after %s; want about ConnectTimeout (%s)", elapsed, timeout)
+	}
+
+	// The caller's context bounds it too.
+	ctx, cancel := context.WithTimeout(t.Context(), 300*time.Millisecond)
+	defer cancel()
+	start = time.Now()
+	if _, err := bus.Connect(ctx, bus.Config{URL: url, ConnectTimeout: time.Minute, Logger: quiet}); err == nil {
+		t.Fatal("Connect succeeded; nothing listens there")
+	}
+	if elapsed := time.Since(start); elapsed > 3*time.Second {
+		t.Errorf("Connect ignored its context: gave up after %s", elapsed)
+	}
+}
+
+func TestReconnectAfterServerRestart(t *testing.T) {
+	srv := bustest.NewServer(t)
+	conn := srv.Connect(t, bus.Config{Logger: quiet})
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	subject := conn.Names().Mailbox(records.Ref{Kind: "echo", ID: "1"})
+	if _, err := conn.JS.Publish(ctx, subject, []byte("before")); err != nil {
+		t.Fatalf("publish before restart: %v", err)
+	}
+
+	srv.Restart(t)
+
+	var lastErr error
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		if conn.Connected() {
+			pctx, pcancel := context.WithTimeout(ctx, time.Second)
+			_, lastErr = conn.JS.Publish(pctx, subject, []byte("after"))
+			pcancel()
+			if lastErr == nil {
+				break
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no successful publish within 20s of the restart (connected=%t, last error: %v)", conn.Connected(), lastErr)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+
+	// Both records are in the stream: the file store survived the restart.
+	s, err := conn.Stream(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := s.Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.State.Msgs != 2 {
+		t.Errorf("records stream holds %d messages after the restart; want 2", info.State.Msgs)
+	}
+	msg, err := s.GetLastMsgForSubject(ctx, subject)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(msg.Data) != "after" {
+		t.Errorf("last record = %q; want %q", msg.Data, "after")
+	}
+}
+
+func TestStartServerAddressInUse(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	addr := l.Addr().String()
+
+	start := time.Now()
+	srv, err := bus.StartServer(bus.ServerConfig{Listen: addr, StoreDir: t.TempDir()})
+	if err == nil {
+		srv.Shutdown()
+		t.Fatalf("StartServer on %s succeeded; the address is in use", addr)
+	}
+	if elapsed := time.Since(start); elapsed > 5*time.Second {
+		t.Errorf("StartServer took %s to report an address in use", elapsed)
+	}
+	t.Logf("StartServer on a busy address: %v", err)
+	for _, want := range []string{addr, "address already in use"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q does not say %q", err, want)
+		}
+	}
+
+	// Connect reports the same through its embedded server.
+	_, err = bus.Connect(t.Context(), bus.Config{Listen: addr, StoreDir: t.TempDir(), Logger: quiet})
+	if err == nil || !strings.Contains(err.Error(), "address already in use") {
+		t.Errorf("Connect with Listen in use = %v; want an 'address already in use' error", err)
+	}
+}
+
+func TestStartServerRejectsBadListen(t *testing.T) {
+	for _, listen := range []string{"127.0.0.1", "127.0.0.1:x", "127.0.0.1:70000"} {
+		srv, err := bus.StartServer(bus.ServerConfig{Listen: listen, StoreDir: t.TempDir()})
+		if err == nil {
+			srv.Shutdown()
+			t.Fatalf("StartServer(%q) succeeded", listen)
+		}
+		if !errors.Is(err, bus.ErrInvalidConfig) || !strings.Contains(err.Error(), "listen") {
+			t.Errorf("StartServer(%q) = %v; want an invalid-config error naming the listen address", listen, err)
+		}
+	}
+}
+
+func TestServerShutdownTwice(t *testing.T) {
+	srv, err := bus.StartServer(bus.ServerConfig{Listen: "127.0.0.1:0", StoreDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv.Shutdown()
+	srv.Shutdown()
+}
+
+func TestCloseTwice(t *testing.T) {
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	conn, err := bus.Connect(ctx, bus.Config{Listen: "127.0.0.1:0", StoreDir: t.TempDir(), Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := conn.Close(); err != nil {
+		t.Fatalf("first Close: %v", err)
+	}
+	if err := conn.Close(); err != nil {
+		t.Fatalf("second Close: %v", err)
+	}
+	if _, err := conn.JS.AccountInfo(ctx); err == nil {
+		t.Fatal("JetStream call succeeded after Close")
+	}
+}
+
+func TestCloseWhileServerDown(t *testing.T) {
+	srv := bustest.NewServer(t)
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	conn, err := bus.Connect(ctx, bus.Config{URL: srv.URL, Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv.Shutdown()
+	for deadline := time.Now().Add(10 * time.Second); conn.Connected(); {
+		if time.Now().After(deadline) {
+			t.Fatal("still connected 10s after the server shut down")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	start := time.Now()
+	err = conn.Close()
+	if elapsed := time.Since(start); elapsed > 2*time.Second {
+		t.Errorf("Close while the server is down took %s", elapsed)
+	}
+	if !conn.NC.IsClosed() {
+		t.Fatal("connection not closed after Close")
+	}
+	// It could not drain, and says so.
+	if err == nil || !strings.Contains(err.Error(), "drain") {
+		t.Errorf("Close while the server is down = %v; want an error saying it could not drain", err)
+	}
+}

@@ -1,0 +1,63 @@
+package bus_test
+
+import (
+	"context"
+	"fmt"
+	"log"
+	"log/slog"
+	"os"
+
+	"github.com/effectors/effectors/bus"
+)
+
+// Connect with no URL starts an embedded nats-server with JetStream; Provision
+// then creates the streams and buckets of the wire contract.
+func ExampleConnect() {
+	dir, err := os.MkdirTemp("", "bus-example")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+
+	ctx := context.Background()
+	conn, err := bus.Connect(ctx, bus.Config{
+		Listen:   "127.0.0.1:0", // any free port
+		StoreDir: dir,
+		Logger:   slog.New(slog.DiscardHandler),
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer conn.Close()
+
+	if err := conn.Provision(ctx); err != nil {
+		log.Fatal(err)
+	}
+	stream, err := conn.Stream(ctx)
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("embedded:", conn.Server() != nil)
+	fmt.Println("records stream:", stream.CachedInfo().Config.Name)
+	fmt.Println("subjects:", stream.CachedInfo().Config.Subjects)
+	// Output:
+	// embedded: true
+	// records stream: EA_RECORDS
+	// subjects: [ea.mbox.> ea.out.>]
+}
+
+// Names derives every subject, stream and bucket name from the prefix.
+func ExampleNames() {
+	names, err := bus.NewNames("acme")
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(names.RecordsStream(), names.DeadStream(), names.StateBucket(), names.OrchBucket())
+	fmt.Println(names.Control("create", "echo"))
+	ref, ok := names.RefOf("acme.mbox.echo.42")
+	fmt.Println(ref, ok)
+	// Output:
+	// ACME_RECORDS ACME_DEAD acme_state acme_orch
+	// acme.ctl.create.echo
+	// echo/42 true
+}
