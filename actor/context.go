@@ -1,9 +1,9 @@
 package actor
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"context"
 	"encoding/json"
 	"fmt"
 	"log/slog"
@@ -27,9 +27,10 @@ type Context struct {
 	context.Context
 	self  records.Ref
 	rec   records.Record
+	base  *slog.Logger
 	log   *slog.Logger
 	names bus.Names
-	outs []output
+	outs  []output
 }
 
 // output is a record to publish on subject once logic succeeds.
@@ -47,7 +48,12 @@ func (c *Context) Self() records.Ref { return c.self }
 func (c *Context) Record() records.Record { return c.rec }
 
 // Logger returns a logger carrying the effector and record id.
-func (c *Context) Logger() *slog.Logger { return c.log }
+func (c *Context) Logger() *slog.Logger {
+	if c.log == nil {
+		c.log = c.base.With("record", c.rec.ID)
+	}
+	return c.log
+}
 
 // Decode decodes the record's payload into v. A payload that does not fit is
 // a permanent error: return it and the record goes to dead letters at once.

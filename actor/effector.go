@@ -54,6 +54,7 @@ type delivery struct {
 type effector struct {
 	node    *Node
 	kind    *kindSpec
+	km      *kindMetrics
 	ref     records.Ref
 	key     string
 	mailbox string
@@ -240,13 +241,13 @@ func (e *effector) process(d delivery) {
 		if err := d.msg.Ack(); err != nil {
 			e.log.Debug("ack failed; the redelivery will be skipped", "seq", d.seq, "err", err)
 		}
-		outcome := outcomeOK
 		if reason != "" {
-			outcome = outcomeDead
+			e.km.dead.Inc()
 			m.dead.WithLabelValues(kind, reason).Inc()
+		} else {
+			e.km.ok.Inc()
 		}
-		m.processed.WithLabelValues(kind, outcome).Inc()
-		m.duration.WithLabelValues(kind).Observe(time.Since(start).Seconds())
+		e.km.duration.Observe(time.Since(start).Seconds())
 		return
 	}
 }
@@ -267,7 +268,7 @@ func (e *effector) skip(d delivery) {
 		}
 	}
 	_ = d.msg.Ack()
-	e.node.metrics.processed.WithLabelValues(e.kind.name, outcomeDuplicate).Inc()
+	e.km.duplicate.Inc()
 }
 
 // crashed reports whether a test made the node die at point; the effector
@@ -359,7 +360,7 @@ func (e *effector) attempt(d delivery) (state []byte, outs []output, err error) 
 		ctx, cancel = context.WithTimeout(ctx, e.kind.timeout)
 		defer cancel()
 	}
-	c := &Context{Context: ctx, self: e.ref, rec: d.rec, log: e.log.With("record", d.rec.ID), names: e.node.names}
+	c := &Context{Context: ctx, self: e.ref, rec: d.rec, base: e.log, names: e.node.names}
 
 	var wmu sync.Mutex
 	finished := false

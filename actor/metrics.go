@@ -96,3 +96,19 @@ func (m *metrics) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(m.backlog, prometheus.GaugeValue, float64(n), kind)
 	}
 }
+
+// kindMetrics holds the children of the hot-path metrics for one kind, so
+// processing a record does no label lookups.
+type kindMetrics struct {
+	ok, duplicate, dead prometheus.Counter
+	duration            prometheus.Observer
+}
+
+func (m *metrics) forKind(kind string) *kindMetrics {
+	return &kindMetrics{
+		ok:        m.processed.WithLabelValues(kind, outcomeOK),
+		duplicate: m.processed.WithLabelValues(kind, outcomeDuplicate),
+		dead:      m.processed.WithLabelValues(kind, outcomeDead),
+		duration:  m.duration.WithLabelValues(kind),
+	}
+}

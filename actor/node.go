@@ -248,7 +248,7 @@ func (n *Node) attach(ctx context.Context, doc Document, rev uint64) error {
 	}
 	ectx, cancel := context.WithCancel(n.runCtx)
 	e := &effector{
-		node: n, kind: k, ref: ref,
+		node: n, kind: k, ref: ref, km: n.metrics.forKind(ref.Kind),
 		key: n.names.StateKey(ref), mailbox: cfg.FilterSubject,
 		log: n.log.With("effector", ref.String()),
 		ctx: ectx, cancel: cancel,
@@ -332,7 +332,6 @@ func (n *Node) backlog() map[string]int {
 	}
 	return out
 }
-
 
 // crashPoint names a step of processing at which a test can make the node die.
 type crashPoint int

@@ -235,4 +235,3 @@ func metricValue(t testing.TB, reg *prometheus.Registry, name string, labels ...
 	}
 	return 0
 }
-

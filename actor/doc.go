@@ -1,0 +1,53 @@
+// Package actor runs effectors: durable, message-driven agents on NATS
+// JetStream.
+//
+// An effector is named by a kind and an id ([records.Ref], written
+// <kind>/<id>). Its kind ([Kind]) gives it a state type and a [Logic]
+// function; a [Node] hosts kinds and drives their effectors; a [Client]
+// creates, terminates, inspects and talks to effectors from any process.
+//
+// # Records in, records out
+//
+// Each effector has a mailbox subject (<prefix>.mbox.<kind>.<id>) in the
+// records stream and a durable pull consumer filtered on it. The node takes
+// one record at a time and runs the logic with the current state:
+//
+//	run logic → publish outputs → compare-and-set the state document → ack
+//
+// Outputs sent through [Context.Send], [Context.Emit] and [Context.Reply] are
+// held until the logic succeeds and carry the id <input id>:<n>, so a retry or
+// a redelivery after a crash never publishes them twice (within the stream's
+// duplicate window).
+//
+// # The state document
+//
+// The state lives in the KV bucket <prefix>_state under <kind>.<id> as a
+// [Document]: status, the user state (msgpack, fields named by json tags),
+// the stream sequence of the last record applied (Seq), the time and the last
+// error. A redelivered record at or below Seq is acknowledged without running
+// the logic: state transitions are effectively once.
+//
+// # Failures
+//
+// A record that cannot be decoded, is too large or of a content type the kind
+// does not accept goes to dead letters (<prefix>.dead.<kind>.<id>) at once.
+// Logic that returns an error is retried with backoff ([RetryPolicy]) while
+// the record keeps its place; then the record goes to dead letters. Errors
+// marked [Permanent] and panics go there at once. See [Logic] for the whole
+// contract. The effector then shows [StatusError] until the next success.
+//
+// # Priority
+//
+// A node holds up to [Kind].Prefetch records of an effector ahead of the one in
+// hand and takes high-priority ones (EA-Priority: high) first, so they
+// overtake normal records that wait. The state document's Ahead field keeps
+// the records applied out of order, so a crash never skips or repeats one.
+//
+// # Control
+//
+// Nodes serve a NATS micro service (named after the prefix) with endpoints
+// <prefix>.ctl.create.<kind> and <prefix>.ctl.terminate.<kind>, taking JSON, so
+// any NATS client can create effectors; [Client.Create] and
+// [Client.Terminate] use them. A kind no running node hosts answers 503
+// ([ErrNoHost]).
+package actor
