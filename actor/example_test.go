@@ -99,3 +99,23 @@ func Example() {
 	// greeting: hello, effectors from greeter/g1
 	// IDLE 1
 }
+
+// ExampleKind_Apply unit-tests logic without NATS.
+func ExampleKind_Apply() {
+	counter := actor.Kind[Greeting]{
+		Name: "greeter",
+		Logic: func(ctx *actor.Context, s Greeting) (Greeting, error) {
+			s.Greeted++
+			return s, ctx.Send(records.Ref{Kind: "log", ID: "main"}, "greeted", s.Greeted)
+		},
+	}
+	rec, _ := records.New("greet", "you")
+	next, outs, err := counter.Apply(context.Background(), records.Ref{Kind: "greeter", ID: "g1"}, rec, Greeting{Greeted: 41})
+	fmt.Println(next.Greeted, err)
+	for _, o := range outs {
+		fmt.Println(o.Subject, o.Record.Type, o.Record.From)
+	}
+	// Output:
+	// 42 <nil>
+	// ea.mbox.log.main greeted greeter/g1
+}
