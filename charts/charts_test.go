@@ -1,0 +1,524 @@
+package charts
+
+import (
+	"context"
+	"encoding/json"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/effectors/effectors/actor"
+	"github.com/effectors/effectors/bus/bustest"
+	"github.com/effectors/effectors/kinds"
+	"github.com/effectors/effectors/records"
+	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
+
+const (
+	dashboardFile = "dashboards/effectors.json"
+	chartDir      = "effectors"
+)
+
+// panel is the part of a Grafana panel the tests read. Rows may nest panels.
+type panel struct {
+	ID         int         `json:"id"`
+	Type       string      `json:"type"`
+	Title      string      `json:"title"`
+	Datasource *datasource `json:"datasource"`
+	Targets    []target    `json:"targets"`
+	Panels     []panel     `json:"panels"`
+}
+
+type target struct {
+	RefID      string      `json:"refId"`
+	Expr       string      `json:"expr"`
+	Datasource *datasource `json:"datasource"`
+}
+
+type datasource struct {
+	Type string `json:"type"`
+	UID  string `json:"uid"`
+}
+
+type variable struct {
+	Name       string      `json:"name"`
+	Type       string      `json:"type"`
+	Query      any         `json:"query"`
+	Definition string      `json:"definition"`
+	Datasource *datasource `json:"datasource"`
+}
+
+type dashboard struct {
+	SchemaVersion int     `json:"schemaVersion"`
+	UID           string  `json:"uid"`
+	Title         string  `json:"title"`
+	Panels        []panel `json:"panels"`
+	Templating    struct {
+		List []variable `json:"list"`
+	} `json:"templating"`
+}
+
+func loadDashboard(t *testing.T) dashboard {
+	t.Helper()
+	b, err := os.ReadFile(dashboardFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var d dashboard
+	if err := json.Unmarshal(b, &d); err != nil {
+		t.Fatalf("%s: %v", dashboardFile, err)
+	}
+	return d
+}
+
+// allPanels returns the dashboard's panels, those nested in rows included.
+func allPanels(ps []panel) []panel {
+	var out []panel
+	for _, p := range ps {
+		out = append(out, p)
+		out = append(out, allPanels(p.Panels)...)
+	}
+	return out
+}
+
+var (
+	metricRe = regexp.MustCompile(`\bea_[a-z_]+`)
+	byRe     = regexp.MustCompile(`\bby\s*\(([^)]*)\)`)
+	// Desc.String: Desc{fqName: "…", help: "…", unit: "…", constLabels: {…}, variableLabels: {…}}
+	descRe = regexp.MustCompile(`^Desc\{fqName: "([^"]+)", .*variableLabels: \{([^{}]*)\}\}$`)
+)
+
+// metricName returns the metric a series belongs to: a histogram's
+// <name>_bucket, <name>_sum and <name>_count series belong to <name>; any
+// other series is its own metric.
+func metricName(series string, histograms map[string]bool) string {
+	for _, suffix := range []string{"_bucket", "_sum", "_count"} {
+		if s, ok := strings.CutSuffix(series, suffix); ok && histograms[s] {
+			return s
+		}
+	}
+	return series
+}
+
+func TestDashboardShape(t *testing.T) {
+	d := loadDashboard(t)
+	if d.SchemaVersion != 39 {
+		t.Errorf("schemaVersion = %d, want 39", d.SchemaVersion)
+	}
+	if d.UID == "" || d.Title == "" {
+		t.Errorf("uid %q, title %q: want both", d.UID, d.Title)
+	}
+	vars := map[string]variable{}
+	for _, v := range d.Templating.List {
+		vars[v.Name] = v
+	}
+	if v, ok := vars["DS_PROMETHEUS"]; !ok || v.Type != "datasource" || v.Query != "prometheus" {
+		t.Errorf("variable DS_PROMETHEUS = %+v, want a datasource variable of type prometheus", v)
+	}
+	kind, ok := vars["kind"]
+	if !ok || kind.Type != "query" {
+		t.Fatalf("variable kind = %+v, want a query variable", kind)
+	}
+	const kindQuery = "label_values(ea_records_processed_total, kind)"
+	q, _ := kind.Query.(map[string]any)
+	if kind.Definition != kindQuery || q["query"] != kindQuery {
+		t.Errorf("variable kind: definition %q, query %v; want %q", kind.Definition, kind.Query, kindQuery)
+	}
+	if kind.Datasource == nil || kind.Datasource.UID != "${DS_PROMETHEUS}" {
+		t.Errorf("variable kind: datasource %+v, want uid ${DS_PROMETHEUS}", kind.Datasource)
+	}
+
+	ids := map[int]string{}
+	exprs := 0
+	for _, p := range allPanels(d.Panels) {
+		if other, dup := ids[p.ID]; dup {
+			t.Errorf("panels %q and %q share id %d", other, p.Title, p.ID)
+		}
+		ids[p.ID] = p.Title
+		if p.Type == "row" {
+			continue
+		}
+		if p.Datasource == nil || p.Datasource.Type != "prometheus" || p.Datasource.UID != "${DS_PROMETHEUS}" {
+			t.Errorf("panel %q: datasource %+v, want prometheus ${DS_PROMETHEUS}", p.Title, p.Datasource)
+		}
+		if len(p.Targets) == 0 {
+			t.Errorf("panel %q has no query", p.Title)
+		}
+		for _, tg := range p.Targets {
+			exprs++
+			if tg.Datasource == nil || tg.Datasource.UID != "${DS_PROMETHEUS}" {
+				t.Errorf("panel %q, query %s: datasource %+v, want ${DS_PROMETHEUS}", p.Title, tg.RefID, tg.Datasource)
+			}
+			if !strings.Contains(tg.Expr, `kind=~"$kind"`) {
+				t.Errorf("panel %q, query %s: %q does not filter by the kind variable", p.Title, tg.RefID, tg.Expr)
+			}
+			if strings.Count(tg.Expr, "(") != strings.Count(tg.Expr, ")") ||
+				strings.Count(tg.Expr, "{") != strings.Count(tg.Expr, "}") ||
+				strings.Count(tg.Expr, "[") != strings.Count(tg.Expr, "]") {
+				t.Errorf("panel %q, query %s: unbalanced brackets in %q", p.Title, tg.RefID, tg.Expr)
+			}
+		}
+	}
+	if exprs == 0 {
+		t.Fatal("the dashboard has no queries")
+	}
+}
+
+// recordingRegisterer registers collectors in a registry and remembers what
+// they describe, so that metric vectors without children yet (no dead letter,
+// no conflict) still count as registered.
+type recordingRegisterer struct {
+	*prometheus.Registry
+	mu    sync.Mutex
+	descs map[string][]string // metric name -> variable labels
+}
+
+func (r *recordingRegisterer) Register(c prometheus.Collector) error {
+	ch := make(chan *prometheus.Desc)
+	go func() { c.Describe(ch); close(ch) }()
+	var descs []*prometheus.Desc
+	for d := range ch {
+		descs = append(descs, d)
+	}
+	if err := r.Registry.Register(c); err != nil {
+		return err
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, d := range descs {
+		m := descRe.FindStringSubmatch(d.String())
+		if m == nil {
+			panic("cannot read metric name from " + d.String())
+		}
+		var labels []string
+		if m[2] != "" {
+			labels = strings.Split(m[2], ",")
+		}
+		r.descs[m[1]] = labels
+	}
+	return nil
+}
+
+func (r *recordingRegisterer) MustRegister(cs ...prometheus.Collector) {
+	for _, c := range cs {
+		if err := r.Register(c); err != nil {
+			panic(err)
+		}
+	}
+}
+
+// TestDashboardMetricsAreRegistered runs a real node on an embedded
+// JetStream server, processes one record, and checks that every metric a
+// dashboard query uses is one the node registers, with the labels the query
+// groups by.
+func TestDashboardMetricsAreRegistered(t *testing.T) {
+	srv := bustest.NewServer(t)
+	conn := srv.Connect(t)
+
+	reg := &recordingRegisterer{Registry: prometheus.NewRegistry(), descs: map[string][]string{}}
+	node, err := actor.NewNode(conn, actor.Options{Registerer: reg, Logger: slog.New(slog.NewTextHandler(t.Output(), nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := node.Host(kinds.Counter()); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- node.Run(ctx) }()
+	stopped := false
+	stop := func() {
+		if stopped {
+			return
+		}
+		stopped = true
+		cancel()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("node.Run: %v", err)
+			}
+		case <-time.After(30 * time.Second):
+			t.Error("node.Run did not return 30s after its context ended")
+		}
+	}
+	defer stop()
+
+	eventually(t, "node ready", func() bool {
+		select {
+		case err := <-done:
+			stopped = true
+			t.Fatalf("node.Run returned before it was ready: %v", err)
+		default:
+		}
+		return node.Ready()
+	})
+
+	client, err := actor.NewClient(ctx, conn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ref := records.Ref{Kind: "counter", ID: "c1"}
+	if _, err := client.Create(ctx, ref, nil); err != nil {
+		t.Fatal(err)
+	}
+	rec, err := records.New("inc", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := client.Send(ctx, ref, rec); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "counter/c1 applies its record", func() bool {
+		doc, err := client.State(ctx, ref)
+		return err == nil && doc.Seq > 0
+	})
+
+	families, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	gathered := map[string]bool{}
+	histograms := map[string]bool{}
+	for _, f := range families {
+		gathered[f.GetName()] = true
+		if f.GetType().String() == "HISTOGRAM" {
+			histograms[f.GetName()] = true
+		}
+	}
+	stop()
+
+	// The node registered on our registry, and what it did shows.
+	for _, name := range []string{"ea_records_processed_total", "ea_record_processing_seconds", "ea_effectors_active", "ea_mailbox_backlog"} {
+		if !gathered[name] {
+			t.Errorf("after one record, Gather has no %s", name)
+		}
+	}
+
+	d := loadDashboard(t)
+	used := map[string]bool{}
+	for _, p := range allPanels(d.Panels) {
+		for _, tg := range p.Targets {
+			names := metricRe.FindAllString(tg.Expr, -1)
+			if len(names) == 0 {
+				t.Errorf("panel %q, query %s: no ea_ metric in %q", p.Title, tg.RefID, tg.Expr)
+			}
+			var labels []string
+			for _, series := range names {
+				name := metricName(series, histograms)
+				used[name] = true
+				l, ok := reg.descs[name]
+				if !ok {
+					t.Errorf("panel %q uses %s (from %s), which the node does not register", p.Title, name, series)
+					continue
+				}
+				labels = append(labels, l...)
+				if series != name {
+					labels = append(labels, "le")
+				}
+			}
+			for _, m := range byRe.FindAllStringSubmatch(tg.Expr, -1) {
+				for l := range strings.SplitSeq(m[1], ",") {
+					if l = strings.TrimSpace(l); l != "" && !slices.Contains(labels, l) {
+						t.Errorf("panel %q groups by %q, which %v do not have", p.Title, l, names)
+					}
+				}
+			}
+		}
+	}
+	if len(used) == 0 {
+		t.Fatal("the dashboard uses no ea_ metric")
+	}
+	// The kind variable's query too.
+	for _, v := range d.Templating.List {
+		for _, series := range metricRe.FindAllString(v.Definition, -1) {
+			if _, ok := reg.descs[metricName(series, histograms)]; !ok {
+				t.Errorf("variable %q uses %s, which the node does not register", v.Name, series)
+			}
+		}
+	}
+
+	var missing []string
+	for name := range reg.descs {
+		if !used[name] {
+			missing = append(missing, name)
+		}
+	}
+	sort.Strings(missing)
+	t.Logf("the node registers %d metrics; the dashboard shows %d", len(reg.descs), len(used))
+	if len(missing) > 0 {
+		t.Logf("metrics the dashboard does not show: %s", strings.Join(missing, ", "))
+	}
+}
+
+func eventually(t *testing.T, what string, ok func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for !ok() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+var (
+	valuesRefRe = regexp.MustCompile(`\.Values((?:\.[A-Za-z_][A-Za-z0-9_]*)+)`)
+	valuesKeyRe = regexp.MustCompile(`^( *)([A-Za-z_][A-Za-z0-9_]*):(?:\s|$)`)
+	envRe       = regexp.MustCompile(`\bEA_[A-Z_]+\b`)
+)
+
+// valuesKeys reads the key paths of values.yaml ("metrics.serviceMonitor.enabled")
+// line by line, from indentation: the module has no direct YAML dependency.
+// It handles the block mappings values.yaml is written in; list items and
+// flow collections are values, not keys.
+func valuesKeys(t *testing.T) map[string]bool {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(chartDir, "values.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	type level struct {
+		indent int
+		key    string
+	}
+	var stack []level
+	keys := map[string]bool{}
+	for i, line := range strings.Split(string(b), "\n") {
+		trimmed := strings.TrimSpace(line)
+		if trimmed == "" || strings.HasPrefix(trimmed, "#") || strings.HasPrefix(trimmed, "- ") || trimmed == "-" {
+			continue
+		}
+		if strings.Contains(line, "\t") {
+			t.Fatalf("values.yaml:%d: tab in indentation", i+1)
+		}
+		m := valuesKeyRe.FindStringSubmatch(line)
+		if m == nil {
+			t.Fatalf("values.yaml:%d: cannot read %q as a key (keep values.yaml to block mappings)", i+1, line)
+		}
+		indent := len(m[1])
+		for len(stack) > 0 && stack[len(stack)-1].indent >= indent {
+			stack = stack[:len(stack)-1]
+		}
+		stack = append(stack, level{indent, m[2]})
+		var path []string
+		for _, l := range stack {
+			path = append(path, l.key)
+		}
+		keys[strings.Join(path, ".")] = true
+	}
+	return keys
+}
+
+func readTemplates(t *testing.T) map[string]string {
+	t.Helper()
+	files, err := filepath.Glob(filepath.Join(chartDir, "templates", "*"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]string{}
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out[filepath.Base(f)] = string(b)
+	}
+	if len(out) == 0 {
+		t.Fatal("no templates")
+	}
+	return out
+}
+
+// TestTemplateValuesExist checks that every .Values path a template uses is
+// in values.yaml, and that every value in values.yaml is used.
+func TestTemplateValuesExist(t *testing.T) {
+	keys := valuesKeys(t)
+	for _, want := range []string{"nats.url", "prefix", "streamReplicas", "logLevel", "logFormat", "shutdownGrace",
+		"terminationGracePeriodSeconds", "metrics.address", "metrics.serviceMonitor.enabled", "node.replicaCount",
+		"image.repository", "image.tag", "image.pullPolicy", "resources", "nodeSelector", "tolerations", "affinity",
+		"podAnnotations", "securityContext.runAsNonRoot", "securityContext.readOnlyRootFilesystem",
+		"podDisruptionBudget.enabled"} {
+		if !keys[want] {
+			t.Errorf("values.yaml has no %s", want)
+		}
+	}
+
+	var refs []string
+	for name, text := range readTemplates(t) {
+		for _, m := range valuesRefRe.FindAllStringSubmatch(text, -1) {
+			path := strings.TrimPrefix(m[1], ".")
+			refs = append(refs, path)
+			if !keys[path] {
+				t.Errorf("%s uses .Values.%s, which values.yaml does not define", name, path)
+			}
+		}
+	}
+	for key := range keys {
+		used := false
+		for _, ref := range refs {
+			if key == ref || strings.HasPrefix(key, ref+".") || strings.HasPrefix(ref, key+".") {
+				used = true
+				break
+			}
+		}
+		if !used {
+			t.Errorf("values.yaml defines %s, which no template uses", key)
+		}
+	}
+}
+
+// TestChart checks Chart.yaml and that the environment variables the
+// deployment sets are ea-node settings documented in the repository README.
+func TestChart(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join(chartDir, "Chart.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	chart := map[string]string{}
+	for line := range strings.SplitSeq(string(b), "\n") {
+		if k, v, ok := strings.Cut(line, ":"); ok && !strings.HasPrefix(line, " ") {
+			chart[k] = strings.Trim(strings.TrimSpace(v), `"`)
+		}
+	}
+	for k, want := range map[string]string{"apiVersion": "v2", "name": "effectors", "version": "0.1.0", "appVersion": "0.1.0"} {
+		if chart[k] != want {
+			t.Errorf("Chart.yaml %s = %q, want %q", k, chart[k], want)
+		}
+	}
+
+	readme, err := os.ReadFile(filepath.Join("..", "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	deployment := readTemplates(t)["deployment.yaml"]
+	env := envRe.FindAllString(deployment, -1)
+	for _, want := range []string{"EA_NATS", "EA_PREFIX", "EA_REPLICAS", "EA_LOG_LEVEL", "EA_LOG_FORMAT", "EA_SHUTDOWN_GRACE", "EA_METRICS"} {
+		if !slices.Contains(env, want) {
+			t.Errorf("deployment.yaml does not set %s", want)
+		}
+	}
+	for _, e := range env {
+		flag := "--" + strings.ReplaceAll(strings.ToLower(strings.TrimPrefix(e, "EA_")), "_", "-")
+		if !strings.Contains(string(readme), "`"+flag+"`") {
+			t.Errorf("deployment.yaml sets %s, but the README documents no flag %s", e, flag)
+		}
+	}
+	for _, probe := range []string{"path: /healthz", "path: /readyz", "port: metrics"} {
+		if !strings.Contains(deployment, probe) {
+			t.Errorf("deployment.yaml has no %q", probe)
+		}
+	}
+}
