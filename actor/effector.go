@@ -192,17 +192,20 @@ func (e *effector) process(d delivery) {
 		}
 		state, outs, reason, failure := e.evaluate(d)
 		if errors.Is(failure, errAbandon) {
+			e.release(d)
 			return
 		}
 		next := e.doc
 		if reason != "" {
 			if err := e.retryIO(func() error { return e.deadLetter(d, reason, failure) }); err != nil {
+				e.release(d)
 				return
 			}
 			next.Status, next.Error = StatusError, failure.Error()
 			e.log.Warn("record sent to dead letters", "record", d.rec.ID, "seq", d.seq, "reason", reason, "err", failure)
 		} else {
 			if err := e.retryIO(func() error { return e.publish(outs) }); err != nil {
+				e.release(d)
 				return
 			}
 			next.State, next.Status, next.Error = state, StatusIdle, ""
@@ -225,6 +228,7 @@ func (e *effector) process(d delivery) {
 			return err
 		})
 		if err != nil {
+			e.release(d)
 			return
 		}
 		if rev == 0 { // lost the compare-and-set: someone else wrote
@@ -250,6 +254,12 @@ func (e *effector) process(d delivery) {
 		e.km.duration.Observe(time.Since(start).Seconds())
 		return
 	}
+}
+
+// release hands back a record the effector stopped processing, for
+// redelivery now rather than after the ack wait.
+func (e *effector) release(d delivery) {
+	_ = d.msg.Nak()
 }
 
 // skip acknowledges a record already applied. When it was applied ahead of

@@ -7,8 +7,9 @@
 // variable. Run ea-node -h for the list. Metrics, /healthz and /readyz are
 // served on --metrics.
 //
-// Exit status: 0 after a clean shutdown (SIGINT or SIGTERM), 1 when the node
-// fails, 2 for a bad flag or environment value.
+// SIGINT or SIGTERM stops the node gracefully (see --shutdown-grace); a
+// second one kills it at once. Exit status: 0 after a clean shutdown, 1 when
+// the node fails, 2 for a bad flag or environment value.
 package main
 
 import (
@@ -20,6 +21,10 @@ import (
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	go func() {
+		<-ctx.Done()
+		stop() // a second signal kills at once
+	}()
 	err := run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr)
 	stop()
 	os.Exit(exitStatus(err, os.Stderr))

@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"os/exec"
 	"strings"
@@ -55,7 +56,7 @@ func restartUnderLoad(t *testing.T, sig syscall.Signal) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	const grace = 5 * time.Second
+	const grace = 8 * time.Second
 	start := func(name string) *process {
 		metrics := freeAddr(t)
 		p := startNode(t, name, metrics,
@@ -417,6 +418,23 @@ func hasLine(text, line string) bool {
 		}
 	}
 	return false
+}
+
+// TestListenInUse checks that ea-node fails at start, exit status 1, when the
+// embedded server's address is taken, and says which flag to change.
+func TestListenInUse(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	p := startNode(t, "busy", "", "--listen", ln.Addr().String(), "--store", t.TempDir(), "--metrics", "off")
+	if code := p.wait(t, 30*time.Second); code != 1 {
+		t.Errorf("exit status %d, want 1", code)
+	}
+	if !strings.Contains(p.stderr.String(), "--listen") {
+		t.Errorf("stderr does not name --listen:\n%s", p.stderr.String())
+	}
 }
 
 // TestBadUsage checks exit statuses and messages of the binary itself.

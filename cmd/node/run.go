@@ -58,6 +58,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	}
 
 	state := &readiness{reason: "connecting to NATS"}
+	if cfg.NATS == "" {
+		state.reason = "starting the embedded NATS server"
+	}
 	var metrics *metricsServer
 	if cfg.Metrics != "" {
 		// Bound first, so that a busy address fails before anything starts.
@@ -113,7 +116,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	go func() {
 		defer close(announced)
 		if waitReady(ctx, runDone, node) {
-			_, _ = io.WriteString(stdout, hint(conn, node, metrics))
+			_, _ = io.WriteString(stdout, hint(conn, node, metrics, cfg.Store))
 		}
 	}()
 	err = node.Run(ctx)
@@ -271,12 +274,12 @@ func reachable(addr string) string {
 
 // hint is what ea-node prints once ready: what to try, with the real URL and
 // prefix.
-func hint(conn *bus.Conn, node *actor.Node, metrics *metricsServer) string {
+func hint(conn *bus.Conn, node *actor.Node, metrics *metricsServer, store string) string {
 	url := conn.ClientURL()
 	where := "NATS server"
 	if srv := conn.Server(); srv != nil {
 		url = "nats://" + reachable(srv.Addr())
-		where = "embedded NATS server, store " + srv.StoreDir()
+		where = "embedded NATS server, store " + store
 	}
 	n := conn.Names()
 	c1 := records.Ref{Kind: "counter", ID: "c1"}
@@ -293,9 +296,9 @@ func hint(conn *bus.Conn, node *actor.Node, metrics *metricsServer) string {
 	b.WriteString("\nTry it with the nats CLI (https://github.com/nats-io/natscli):\n")
 	fmt.Fprintf(&b, "  export NATS_URL=%s\n", url)
 	fmt.Fprintf(&b, "  nats req %s '{\"id\":\"c1\"}'\n", n.Control("create", c1.Kind))
-	fmt.Fprintf(&b, "  nats sub '%s'            # in another terminal: what c1 emits\n", n.Outbox(c1))
+	fmt.Fprintf(&b, "  nats sub '%s'    # in another terminal: what c1 emits\n", n.Outbox(c1))
 	fmt.Fprintf(&b, "  nats pub %s '{\"by\":2}' -H EA-Type:inc -H Content-Type:application/json\n", n.Mailbox(c1))
-	fmt.Fprintf(&b, "  nats kv get %s %s        # c1's state document (the value is msgpack)\n", n.StateBucket(), n.StateKey(c1))
+	fmt.Fprintf(&b, "  nats kv get %s %s    # c1's state document (the value is msgpack)\n", n.StateBucket(), n.StateKey(c1))
 	fmt.Fprintf(&b, "  nats req %s '{\"id\":\"ctl\"}'\n", n.Control("create", ctl.Kind))
 	fmt.Fprintf(&b, "  nats pub %s '{\"counter\":\"c1\",\"times\":100}' -H EA-Type:start -H Content-Type:application/json\n", n.Mailbox(ctl))
 	if metrics != nil {
