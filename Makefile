@@ -15,6 +15,7 @@ BIN      ?= bin
 STORE    ?= ./data
 ARGS     ?=
 FUZZTIME ?= 30s
+ROUNDS   ?= 5
 
 .PHONY: all build run test bench fuzz vet clean
 
@@ -31,7 +32,7 @@ test:
 	$(GO) test -race -count=1 -timeout 25m ./...
 
 bench:
-	$(GO) test -run '^$$' -bench . -count 1 -timeout 30m ./bench/ | tee bench.out
+	bash bench/compare.sh $(ROUNDS) | tee bench.out
 
 fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzFromMsg$$' -fuzztime $(FUZZTIME) ./records/

@@ -1,7 +1,6 @@
 package actor_test
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -282,5 +281,3 @@ func TestPlainNATSClient(t *testing.T) {
 }
 
 func ptr[T any](v T) *T { return &v }
-
-var _ = context.Background

@@ -30,6 +30,7 @@ type Context struct {
 	base  *slog.Logger
 	log   *slog.Logger
 	names bus.Names
+	now   time.Time // the time of the outputs, taken once
 	outs  []output
 }
 
@@ -130,15 +131,29 @@ func (c *Context) Reply(typ string, payload any, opts ...SendOption) error {
 }
 
 func (c *Context) add(subject string, stream bool, typ string, payload any, opts []SendOption) error {
-	rec, err := records.New(typ, payload)
-	if err != nil {
-		return fmt.Errorf("%w: record %q: %w", ErrInvalid, typ, err)
+	if typ == "" {
+		typ = records.DefaultType
 	}
-	rec.ID = outputID(c.rec.ID, len(c.outs))
-	rec.From = c.self
-	rec.Process = c.rec.Process
-	rec.Cause = c.rec.ID
-	rec.Time = time.Now()
+	var body []byte
+	if payload != nil {
+		var err error
+		if body, err = codec.Marshal(payload); err != nil {
+			return fmt.Errorf("%w: record %q: payload %T does not encode: %w", ErrInvalid, typ, payload, err)
+		}
+	}
+	if c.now.IsZero() {
+		c.now = time.Now().UTC()
+	}
+	rec := records.Record{
+		ID:          outputID(c.rec.ID, len(c.outs)),
+		Type:        typ,
+		From:        c.self,
+		Process:     c.rec.Process,
+		Cause:       c.rec.ID,
+		Time:        c.now,
+		ContentType: records.ContentMsgpack,
+		Payload:     body,
+	}
 	for _, opt := range opts {
 		if err := opt(&rec); err != nil {
 			return fmt.Errorf("%w: record %q: %w", ErrInvalid, typ, err)

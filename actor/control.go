@@ -220,10 +220,10 @@ func (n *Node) create(ctx context.Context, kind string, data []byte) (Document, 
 		return Document{}, &ControlError{Code: 409, Message: msg}
 	}
 	if err != nil {
-		return Document{}, fmt.Errorf("create %s: %w", ref, err)
+		return Document{}, fmt.Errorf("write state: %w", err)
 	}
 	if err := n.attach(ctx, doc, rev); err != nil {
-		return Document{}, fmt.Errorf("create %s: state written but not attached (it will be on the next node start): %w", ref, err)
+		return Document{}, fmt.Errorf("state written but not attached (it will be on the next node start): %w", err)
 	}
 	n.log.Info("effector created", "effector", ref.String())
 	return doc, nil
@@ -255,10 +255,10 @@ func (n *Node) terminate(ctx context.Context, kind string, data []byte) (Documen
 		return Document{}, &ControlError{Code: 404, Message: fmt.Sprintf("effector %s not found", ref)}
 	case errors.Is(err, errAlreadyTerminated):
 		if ent, err = n.states.Get(ctx, key); err != nil {
-			return Document{}, fmt.Errorf("terminate %s: %w", ref, err)
+			return Document{}, fmt.Errorf("read state: %w", err)
 		}
 	case err != nil:
-		return Document{}, fmt.Errorf("terminate %s: %w", ref, err)
+		return Document{}, fmt.Errorf("write state: %w", err)
 	}
 	n.mu.Lock()
 	e := n.effectors[ref]
@@ -267,7 +267,7 @@ func (n *Node) terminate(ctx context.Context, kind string, data []byte) (Documen
 		n.detach(ref, e)
 	}
 	if err := n.stream.DeleteConsumer(ctx, consumerName(ref)); err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
-		return Document{}, fmt.Errorf("terminate %s: delete consumer: %w", ref, err)
+		return Document{}, fmt.Errorf("delete consumer: %w", err)
 	}
 	n.log.Info("effector terminated", "effector", ref.String())
 	return ent.Value, nil

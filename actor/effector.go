@@ -74,10 +74,20 @@ type effector struct {
 	stopped  bool
 	drainers sync.WaitGroup
 
-	// doc and rev are the state document as last written; owned by the
-	// drain goroutine (the slow-logic watchdog borrows them under its lock).
-	doc Document
-	rev uint64
+	// While logic runs (under mu): when it started, the record's message,
+	// whether the state shows PROCESSING for it and when the ack deadline
+	// was last extended. The node's watchdog reads them.
+	handSince    time.Time
+	handMsg      jetstream.Msg
+	marked       bool
+	lastProgress time.Time
+
+	// doc and rev are the state document as last written. The drain
+	// goroutine owns them, except while logic runs, when the watchdog may
+	// write PROCESSING; docMu keeps the two apart.
+	docMu sync.Mutex
+	doc   Document
+	rev   uint64
 }
 
 // consumerName is the durable consumer name of ref: <kind>~<id>, hashed when
@@ -262,20 +272,23 @@ func (e *effector) release(d delivery) {
 	_ = d.msg.Nak()
 }
 
-// skip acknowledges a record already applied. When it was applied ahead of
-// its turn, its redelivery proves every record below it was delivered, which
-// may let the document's Seq catch up.
+// skip acknowledges a record already applied (a redelivery). When it was
+// applied ahead of its turn, its redelivery proves every record below it was
+// delivered, which may let the document's Seq catch up; and a document left
+// showing PROCESSING by the record's first delivery goes back to IDLE.
 func (e *effector) skip(d delivery) {
+	next := e.doc
 	if slices.Contains(e.doc.Ahead, d.seq) {
-		next := e.doc
 		next.Seq, next.Ahead = e.advance(d.seq)
-		if next.Seq != e.doc.Seq {
-			next.Updated = time.Now().UTC()
-			rev, err := e.node.states.Update(e.ctx, e.key, next, e.rev)
-			if err == nil {
-				e.doc, e.rev = next, rev
-			} // else: the next record's write catches up
-		}
+	}
+	if next.Status == StatusProcessing && e.backlog() == 0 {
+		next.Status = StatusIdle
+	}
+	if next.Seq != e.doc.Seq || next.Status != e.doc.Status {
+		next.Updated = time.Now().UTC()
+		if rev, err := e.node.states.Update(e.ctx, e.key, next, e.rev); err == nil {
+			e.doc, e.rev = next, rev
+		} // else: the next record's write catches up
 	}
 	_ = d.msg.Ack()
 	e.km.duplicate.Inc()
@@ -360,9 +373,9 @@ func (e *effector) evaluate(d delivery) (state []byte, outs []output, reason str
 	}
 }
 
-// attempt runs the logic once, turning a panic into a *PanicError. While the
-// logic runs longer than slowLogic, the state shows PROCESSING and the
-// server's ack timer is kept from expiring.
+// attempt runs the logic once, turning a panic into a *PanicError. While it
+// runs, the node's watchdog (checkSlow) may mark the state PROCESSING and
+// extend the record's ack deadline.
 func (e *effector) attempt(d delivery) (state []byte, outs []output, err error) {
 	ctx := e.ctx
 	if e.kind.timeout > 0 {
@@ -372,34 +385,16 @@ func (e *effector) attempt(d delivery) (state []byte, outs []output, err error) 
 	}
 	c := &Context{Context: ctx, self: e.ref, rec: d.rec, base: e.log, names: e.node.names}
 
-	var wmu sync.Mutex
-	finished := false
-	stopWatch := make(chan struct{})
-	watch := time.AfterFunc(slowLogic, func() {
-		wmu.Lock()
-		if finished {
-			wmu.Unlock()
-			return
-		}
-		e.markProcessing()
-		wmu.Unlock()
-		t := time.NewTicker(e.kind.ackWait / 3)
-		defer t.Stop()
-		for {
-			select {
-			case <-stopWatch:
-				return
-			case <-t.C:
-				_ = d.msg.InProgress()
-			}
-		}
-	})
+	now := time.Now()
+	e.mu.Lock()
+	e.handSince, e.handMsg, e.marked, e.lastProgress = now, d.msg, false, now
+	e.mu.Unlock()
 	defer func() {
-		watch.Stop()
-		close(stopWatch)
-		wmu.Lock()
-		finished = true
-		wmu.Unlock()
+		e.docMu.Lock() // waits for a PROCESSING write in flight
+		e.mu.Lock()
+		e.handSince, e.handMsg = time.Time{}, nil
+		e.mu.Unlock()
+		e.docMu.Unlock()
 	}()
 
 	defer func() {
@@ -412,6 +407,40 @@ func (e *effector) attempt(d delivery) (state []byte, outs []output, err error) 
 		return nil, nil, err
 	}
 	return state, c.outs, nil
+}
+
+// checkSlow is the watchdog's look at the effector: when logic has run on a
+// record for more than slowLogic, the state shows PROCESSING, and every third
+// of the ack wait the server is told the record is still in progress.
+func (e *effector) checkSlow(now time.Time) {
+	e.mu.Lock()
+	since, msg, marked, progress := e.handSince, e.handMsg, e.marked, e.lastProgress
+	if !since.IsZero() && now.Sub(progress) >= e.kind.ackWait/3 {
+		e.lastProgress = now
+	} else {
+		progress = time.Time{}
+	}
+	e.mu.Unlock()
+	if since.IsZero() || now.Sub(since) < slowLogic {
+		return
+	}
+	if !progress.IsZero() {
+		_ = msg.InProgress()
+	}
+	if marked {
+		return
+	}
+	go func() {
+		e.docMu.Lock()
+		defer e.docMu.Unlock()
+		e.mu.Lock()
+		still := e.handSince.Equal(since) && !e.marked
+		e.marked = e.marked || still
+		e.mu.Unlock()
+		if still {
+			e.markProcessing()
+		}
+	}()
 }
 
 // markProcessing shows PROCESSING in the state document while slow logic runs.

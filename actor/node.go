@@ -159,6 +159,9 @@ func (n *Node) Run(ctx context.Context) error {
 		n.stopAll()
 		return err
 	}
+	watchCtx, stopWatch := context.WithCancel(runCtx)
+	watched := make(chan struct{})
+	go func() { defer close(watched); n.watch(watchCtx) }()
 	n.ready.Store(true)
 	n.log.Info("node ready", "kinds", n.Kinds(), "effectors", n.count())
 
@@ -167,6 +170,8 @@ func (n *Node) Run(ctx context.Context) error {
 	n.log.Info("node stopping", "grace", n.opts.ShutdownGrace)
 	ctl.stop()
 	n.stopAll()
+	stopWatch()
+	<-watched
 	n.log.Info("node stopped")
 	return nil
 }
@@ -313,6 +318,28 @@ func (n *Node) stopAll() {
 		})
 	}
 	wg.Wait()
+}
+
+// watch runs the slow-logic watchdog over every effector until ctx ends.
+func (n *Node) watch(ctx context.Context) {
+	t := time.NewTicker(slowLogic / 2)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case now := <-t.C:
+			n.mu.Lock()
+			all := make([]*effector, 0, len(n.effectors))
+			for _, e := range n.effectors {
+				all = append(all, e)
+			}
+			n.mu.Unlock()
+			for _, e := range all {
+				e.checkSlow(now)
+			}
+		}
+	}
 }
 
 // backlog sums, per kind, the records waiting for this node's effectors.

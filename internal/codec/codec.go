@@ -39,10 +39,24 @@ func Marshal(v any) ([]byte, error) {
 	return bytes.Clone(e.buf.Bytes()), nil
 }
 
+var decPool = sync.Pool{New: func() any {
+	d := &decoder{rd: bytes.NewReader(nil)}
+	d.dec = msgpack.NewDecoder(d.rd)
+	d.dec.SetCustomStructTag("json")
+	return d
+}}
+
+type decoder struct {
+	rd  *bytes.Reader
+	dec *msgpack.Decoder
+}
+
 // Unmarshal decodes msgpack data into v, naming struct fields by their json
 // tags. Maps decode as map[string]any, so the result converts to JSON.
 func Unmarshal(data []byte, v any) error {
-	dec := msgpack.NewDecoder(bytes.NewReader(data))
-	dec.SetCustomStructTag("json")
-	return dec.Decode(v)
+	d := decPool.Get().(*decoder)
+	defer decPool.Put(d)
+	d.rd.Reset(data)
+	d.dec.ResetReader(d.rd) // keeps the struct tag
+	return d.dec.Decode(v)
 }

@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# Runs the benchmarks of this package in alternating rounds (raw baseline,
+# then the runtime, for each size) so that drift of a noisy machine hits both
+# alike, and prints the median of each with the ratio runtime/baseline.
+#
+#   bench/compare.sh [rounds]      (default 5; make bench runs it)
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")"
+rounds=${1:-5}
+records=${RECORDS:-30000}
+latency=${LATENCY:-3000}
+bin=$(mktemp -d)/bench.test
+trap 'rm -rf "$(dirname "$bin")"' EXIT
+go test -c -o "$bin" .
+out=$(mktemp)
+echo "# $(date -u +%FT%TZ) $(nproc) cores, $(go version | cut -d' ' -f3), $rounds rounds, $records records per throughput run, $latency per latency run" | tee "$out"
+for ((r = 1; r <= rounds; r++)); do
+	for n in 1 100; do
+		for impl in rawmin raw actor; do
+			"$bin" -test.run '^$' -test.bench "^BenchmarkThroughput/$impl/effectors=$n\$" -test.benchtime "${records}x" | grep '^Benchmark' | tee -a "$out"
+		done
+	done
+	for impl in rawmin raw actor; do
+		"$bin" -test.run '^$' -test.bench "^BenchmarkLatency/$impl\$" -test.benchtime "${latency}x" | grep '^Benchmark' | tee -a "$out"
+	done
+done
+echo
+echo "medians over $rounds rounds:"
+awk '
+function median(list,   n, a, i, j, t) {
+	n = split(list, a, " ")
+	for (i = 1; i <= n; i++) for (j = i + 1; j <= n; j++) if (a[j] + 0 < a[i] + 0) { t = a[i]; a[i] = a[j]; a[j] = t }
+	return (n % 2) ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2
+}
+/^BenchmarkThroughput/ {
+	split($1, p, "/"); key = p[2] "/" p[3]; sub(/-[0-9]+$/, "", key)
+	for (i = 2; i <= NF; i++) if ($(i + 1) == "records/s") tput[key] = tput[key] " " $i
+}
+/^BenchmarkLatency/ {
+	split($1, p, "/"); key = p[2]; sub(/-[0-9]+$/, "", key)
+	for (i = 2; i <= NF; i++) {
+		if ($(i + 1) == "p50-µs") p50[key] = p50[key] " " $i
+		if ($(i + 1) == "p99-µs") p99[key] = p99[key] " " $i
+	}
+}
+END {
+	for (n = 1; n <= 100; n += 99) {
+		r = median(tput["raw/effectors=" n]); a = median(tput["actor/effectors=" n]); m = median(tput["rawmin/effectors=" n])
+		printf "throughput, %3d effectors: raw %7.0f rec/s  actor %7.0f rec/s  actor/raw %.2f   (rawmin %7.0f, actor/rawmin %.2f)\n", n, r, a, a / r, m, a / m
+	}
+	printf "latency p50: raw %s µs  actor %s µs  (rawmin %s)\n", median(p50["raw"]), median(p50["actor"]), median(p50["rawmin"])
+	printf "latency p99: raw %s µs  actor %s µs  actor/raw %.2f  (rawmin %s, actor/rawmin %.2f)\n", median(p99["raw"]), median(p99["actor"]), median(p99["actor"]) / median(p99["raw"]), median(p99["rawmin"]), median(p99["actor"]) / median(p99["rawmin"])
+}' "$out"
+rm -f "$out"
