@@ -1,9 +1,11 @@
 package actor_test
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -281,3 +283,50 @@ func TestPlainNATSClient(t *testing.T) {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// TestSubscribeEndsWithContext checks that ranging over a subscription ends
+// when its context does, and that records emitted before the context ended
+// all arrive in order.
+func TestSubscribeEndsWithContext(t *testing.T) {
+	_, conn := server(t)
+	startNode(t, conn, nil)
+	c := newClient(t, conn)
+	c1 := ref("counter", "c1")
+	if _, err := c.Create(ctxT(t), c1, nil); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	sub, err := c.Subscribe(ctx, c1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	publishIncs(t, conn, c1, 5)
+	var got []int64
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for rec, err := range sub {
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			var n kinds.Count
+			if err := rec.Decode(&n); err != nil {
+				t.Error(err)
+				return
+			}
+			if got = append(got, n.Count); len(got) == 5 {
+				cancel()
+			}
+		}
+	}()
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second):
+		cancel()
+		t.Fatalf("the range did not end after its context was cancelled; got %v", got)
+	}
+	if !slices.Equal(got, []int64{1, 2, 3, 4, 5}) {
+		t.Fatalf("emitted counts %v, want 1..5", got)
+	}
+}

@@ -13,15 +13,26 @@ bin=$(mktemp -d)/bench.test
 trap 'rm -rf "$(dirname "$bin")"' EXIT
 go test -c -o "$bin" .
 out=$(mktemp)
+# one runs one benchmark in a fresh process and keeps its result line; a
+# failed run is reported and skipped, not fatal.
+one() {
+	local res
+	if res=$("$bin" -test.run '^$' -test.bench "$1" -test.benchtime "$2" 2>&1) && grep -q '^Benchmark' <<<"$res"; then
+		grep '^Benchmark' <<<"$res" | tee -a "$out"
+	else
+		echo "FAILED: $1" >&2
+		tail -20 <<<"$res" >&2
+	fi
+}
 echo "# $(date -u +%FT%TZ) $(nproc) cores, $(go version | cut -d' ' -f3), $rounds rounds, $records records per throughput run, $latency per latency run" | tee "$out"
 for ((r = 1; r <= rounds; r++)); do
 	for n in 1 100; do
 		for impl in rawmin raw actor; do
-			"$bin" -test.run '^$' -test.bench "^BenchmarkThroughput/$impl/effectors=$n\$" -test.benchtime "${records}x" | grep '^Benchmark' | tee -a "$out"
+			one "^BenchmarkThroughput\$/^$impl\$/^effectors=$n\$" "${records}x"
 		done
 	done
 	for impl in rawmin raw actor; do
-		"$bin" -test.run '^$' -test.bench "^BenchmarkLatency/$impl\$" -test.benchtime "${latency}x" | grep '^Benchmark' | tee -a "$out"
+		one "^BenchmarkLatency\$/^$impl\$" "${latency}x"
 	done
 done
 echo
