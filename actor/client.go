@@ -100,14 +100,20 @@ func (c *Client) State(ctx context.Context, ref records.Ref) (Document, error) {
 	if err := ref.Validate(); err != nil {
 		return Document{}, fmt.Errorf("state of %s: %w: %w", ref, ErrInvalid, err)
 	}
-	ent, err := c.states.Get(ctx, c.names.StateKey(ref))
-	if errors.Is(err, kv.ErrNotFound) {
-		return Document{}, fmt.Errorf("state of %s: %w", ref, ErrNotFound)
-	}
+	doc, err := c.document(ctx, ref)
 	if err != nil {
 		return Document{}, fmt.Errorf("state of %s: %w", ref, err)
 	}
-	return ent.Value, nil
+	return doc, nil
+}
+
+// document reads the state document of a valid ref.
+func (c *Client) document(ctx context.Context, ref records.Ref) (Document, error) {
+	ent, err := c.states.Get(ctx, c.names.StateKey(ref))
+	if errors.Is(err, kv.ErrNotFound) {
+		return Document{}, ErrNotFound
+	}
+	return ent.Value, err
 }
 
 // Send publishes rec to the mailbox of ref and returns it as stored (id,
@@ -130,9 +136,9 @@ func (c *Client) Send(ctx context.Context, ref records.Ref, rec records.Record) 
 	if err := rec.Validate(); err != nil {
 		return rec, fmt.Errorf("send to %s: %w: %w", ref, ErrInvalid, err)
 	}
-	doc, err := c.State(ctx, ref)
+	doc, err := c.document(ctx, ref)
 	if err != nil {
-		return rec, fmt.Errorf("send to %s: %w", ref, errors.Unwrap(err))
+		return rec, fmt.Errorf("send to %s: %w", ref, err)
 	}
 	if doc.Status == StatusTerminated {
 		return rec, fmt.Errorf("send to %s: %w", ref, ErrTerminated)
