@@ -45,7 +45,10 @@ function median(list,   n, a, i, j, t) {
 }
 /^BenchmarkThroughput/ {
 	split($1, p, "/"); key = p[2] "/" p[3]; sub(/-[0-9]+$/, "", key)
-	for (i = 2; i <= NF; i++) if ($(i + 1) == "records/s") tput[key] = tput[key] " " $i
+	for (i = 2; i <= NF; i++) {
+		if ($(i + 1) == "records/s") tput[key] = tput[key] " " $i
+		if ($(i + 1) == "cpu-µs/record") cpu[key] = cpu[key] " " $i
+	}
 }
 /^BenchmarkLatency/ {
 	split($1, p, "/"); key = p[2]; sub(/-[0-9]+$/, "", key)
@@ -58,6 +61,8 @@ END {
 	for (n = 1; n <= 100; n += 99) {
 		r = median(tput["raw/effectors=" n]); a = median(tput["actor/effectors=" n]); m = median(tput["rawmin/effectors=" n])
 		printf "throughput, %3d effectors: raw %7.0f rec/s  actor %7.0f rec/s  actor/raw %.2f   (rawmin %7.0f, actor/rawmin %.2f)\n", n, r, a, a / r, m, a / m
+		rc = median(cpu["raw/effectors=" n]); ac = median(cpu["actor/effectors=" n]); mc = median(cpu["rawmin/effectors=" n])
+		printf "cpu per record, %3d effectors (server and client): raw %.1f µs  actor %.1f µs  actor/raw %.2f   (rawmin %.1f µs)\n", n, rc, ac, ac / rc, mc
 	}
 	printf "latency p50: raw %s µs  actor %s µs  (rawmin %s)\n", median(p50["raw"]), median(p50["actor"]), median(p50["rawmin"])
 	printf "latency p99: raw %s µs  actor %s µs  actor/raw %.2f  (rawmin %s, actor/rawmin %.2f)\n", median(p99["raw"]), median(p99["actor"]), median(p99["actor"]) / median(p99["raw"]), median(p99["rawmin"]), median(p99["actor"]) / median(p99["rawmin"])
