@@ -52,13 +52,12 @@ type delivery struct {
 // drain goroutine runs while held is not empty and exits when it is, so an
 // idle effector costs no goroutine of its own.
 type effector struct {
-	node    *Node
-	kind    *kindSpec
-	km      *kindMetrics
-	ref     records.Ref
-	key     string
-	mailbox string
-	log     *slog.Logger
+	node *Node
+	kind *kindSpec
+	km   *kindMetrics
+	ref  records.Ref
+	key  string
+	log  *slog.Logger
 
 	// ctx is cancelled when the effector must stop for good: logic and
 	// retries of the record in hand give up.
@@ -523,7 +522,7 @@ func (e *effector) publish(outs []output) error {
 		}
 		acks = append(acks, f)
 	}
-	for i, f := range acks {
+	for _, f := range acks {
 		select {
 		case <-f.Ok():
 		case err := <-f.Err():
@@ -531,7 +530,6 @@ func (e *effector) publish(outs []output) error {
 		case <-e.ctx.Done():
 			return e.ctx.Err()
 		}
-		_ = i
 	}
 	return nil
 }

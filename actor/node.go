@@ -254,7 +254,7 @@ func (n *Node) attach(ctx context.Context, doc Document, rev uint64) error {
 	ectx, cancel := context.WithCancel(n.runCtx)
 	e := &effector{
 		node: n, kind: k, ref: ref, km: n.metrics.forKind(ref.Kind),
-		key: n.names.StateKey(ref), mailbox: cfg.FilterSubject,
+		key: n.names.StateKey(ref),
 		log: n.log.With("effector", ref.String()),
 		ctx: ectx, cancel: cancel,
 		doc: doc, rev: rev,
