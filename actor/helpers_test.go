@@ -71,6 +71,7 @@ func startNode(t testing.TB, conn *bus.Conn, setup func(*actor.Node), defs ...ac
 	eventually(t, 30*time.Second, "node ready", func() bool {
 		select {
 		case err := <-r.done:
+			r.done <- nil // let Stop return at cleanup
 			t.Fatalf("node Run returned early: %v", err)
 		default:
 		}

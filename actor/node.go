@@ -159,6 +159,16 @@ func (n *Node) Run(ctx context.Context) error {
 		n.stopAll()
 		return err
 	}
+	// The server must have the control subscriptions before the node says it
+	// is ready, or a client acting on /readyz could find no responder.
+	flushCtx, cancelFlush := context.WithTimeout(ctx, 10*time.Second)
+	err = n.conn.NC.FlushWithContext(flushCtx)
+	cancelFlush()
+	if err != nil {
+		ctl.stop()
+		n.stopAll()
+		return fmt.Errorf("register control endpoints: %w", err)
+	}
 	watchCtx, stopWatch := context.WithCancel(runCtx)
 	watched := make(chan struct{})
 	go func() { defer close(watched); n.watch(watchCtx) }()
