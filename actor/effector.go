@@ -413,17 +413,17 @@ func (e *effector) attempt(d delivery) (state []byte, outs []output, err error) 
 // of the ack wait the server is told the record is still in progress.
 func (e *effector) checkSlow(now time.Time) {
 	e.mu.Lock()
-	since, msg, marked, progress := e.handSince, e.handMsg, e.marked, e.lastProgress
-	if !since.IsZero() && now.Sub(progress) >= e.kind.ackWait/3 {
+	since, msg, marked := e.handSince, e.handMsg, e.marked
+	slow := !since.IsZero() && now.Sub(since) >= slowLogic
+	extend := slow && now.Sub(e.lastProgress) >= e.kind.ackWait/3
+	if extend {
 		e.lastProgress = now
-	} else {
-		progress = time.Time{}
 	}
 	e.mu.Unlock()
-	if since.IsZero() || now.Sub(since) < slowLogic {
+	if !slow {
 		return
 	}
-	if !progress.IsZero() {
+	if extend {
 		_ = msg.InProgress()
 	}
 	if marked {

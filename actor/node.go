@@ -339,13 +339,7 @@ func (n *Node) watch(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case now := <-t.C:
-			n.mu.Lock()
-			all := make([]*effector, 0, len(n.effectors))
-			for _, e := range n.effectors {
-				all = append(all, e)
-			}
-			n.mu.Unlock()
-			for _, e := range all {
+			for _, e := range n.driven() {
 				e.checkSlow(now)
 			}
 		}
@@ -354,20 +348,25 @@ func (n *Node) watch(ctx context.Context) {
 
 // backlog sums, per kind, the records waiting for this node's effectors.
 func (n *Node) backlog() map[string]int {
+	out := make(map[string]int)
+	for _, k := range n.Kinds() {
+		out[k] = 0
+	}
+	for _, e := range n.driven() {
+		out[e.ref.Kind] += e.backlog()
+	}
+	return out
+}
+
+// driven returns the effectors the node drives right now.
+func (n *Node) driven() []*effector {
 	n.mu.Lock()
+	defer n.mu.Unlock()
 	all := make([]*effector, 0, len(n.effectors))
 	for _, e := range n.effectors {
 		all = append(all, e)
 	}
-	out := make(map[string]int, len(n.kinds))
-	for k := range n.kinds {
-		out[k] = 0
-	}
-	n.mu.Unlock()
-	for _, e := range all {
-		out[e.ref.Kind] += e.backlog()
-	}
-	return out
+	return all
 }
 
 // crashPoint names a step of processing at which a test can make the node die.
