@@ -198,7 +198,7 @@ func (c *Client) Subscribe(ctx context.Context, ref records.Ref, opts ...Subscri
 type DeadLetter struct {
 	Record records.Record
 	// Reason is the short code: decode, content_type, oversize, rejected,
-	// failed, panic or redelivered.
+	// failed, panic, redelivered, cancelled, no_effector or terminated.
 	Reason string
 	// Error says what went wrong.
 	Error string

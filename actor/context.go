@@ -32,6 +32,10 @@ type Context struct {
 	names bus.Names
 	now   time.Time // the time of the outputs, taken once
 	outs  []output
+	// now publishes a streamed record at once (EmitNow); nil outside a node,
+	// where streamed records join the outputs.
+	publishNow func(output) error
+	streamed   int
 }
 
 // output is a record to publish on subject once logic succeeds.
@@ -121,6 +125,28 @@ func (c *Context) Emit(typ string, payload any, opts ...SendOption) error {
 	return c.add(c.names.Outbox(c.self), true, typ, payload, opts)
 }
 
+// EmitNow publishes a record on the effector's outbox at once, without
+// waiting for the logic to succeed: for streaming partial results (text
+// chunks, progress events) while logic runs. Its id is <input id>:s<n>, so
+// the chunks a retried or redelivered record publishes again are dropped by
+// the stream's duplicate window. Unlike Emit it blocks until the record is
+// stored, and a chunk published before a failure stays published: readers
+// should treat streamed records as provisional until the final output.
+func (c *Context) EmitNow(typ string, payload any, opts ...SendOption) error {
+	rec, err := c.build(typ, payload, opts)
+	if err != nil {
+		return err
+	}
+	rec.ID = outputID(c.rec.ID, "s"+strconv.Itoa(c.streamed))
+	c.streamed++
+	o := output{subject: c.names.Outbox(c.self), rec: rec, stream: true}
+	if c.publishNow == nil {
+		c.outs = append(c.outs, o)
+		return nil
+	}
+	return c.publishNow(o)
+}
+
 // Reply answers the record in hand on its EA-Reply subject: durably when that
 // subject is a mailbox or outbox, as a plain NATS message otherwise.
 func (c *Context) Reply(typ string, payload any, opts ...SendOption) error {
@@ -131,6 +157,16 @@ func (c *Context) Reply(typ string, payload any, opts ...SendOption) error {
 }
 
 func (c *Context) add(subject string, stream bool, typ string, payload any, opts []SendOption) error {
+	rec, err := c.build(typ, payload, opts)
+	if err != nil {
+		return err
+	}
+	c.outs = append(c.outs, output{subject: subject, rec: rec, stream: stream})
+	return nil
+}
+
+// build makes the record logic sends, with the id of the next held output.
+func (c *Context) build(typ string, payload any, opts []SendOption) (records.Record, error) {
 	if typ == "" {
 		typ = records.DefaultType
 	}
@@ -138,14 +174,14 @@ func (c *Context) add(subject string, stream bool, typ string, payload any, opts
 	if payload != nil {
 		var err error
 		if body, err = codec.Marshal(payload); err != nil {
-			return fmt.Errorf("%w: record %q: payload %T does not encode: %w", ErrInvalid, typ, payload, err)
+			return records.Record{}, fmt.Errorf("%w: record %q: payload %T does not encode: %w", ErrInvalid, typ, payload, err)
 		}
 	}
 	if c.now.IsZero() {
 		c.now = time.Now().UTC()
 	}
 	rec := records.Record{
-		ID:          outputID(c.rec.ID, len(c.outs)),
+		ID:          outputID(c.rec.ID, strconv.Itoa(len(c.outs))),
 		Type:        typ,
 		From:        c.self,
 		Process:     c.rec.Process,
@@ -156,14 +192,13 @@ func (c *Context) add(subject string, stream bool, typ string, payload any, opts
 	}
 	for _, opt := range opts {
 		if err := opt(&rec); err != nil {
-			return fmt.Errorf("%w: record %q: %w", ErrInvalid, typ, err)
+			return records.Record{}, fmt.Errorf("%w: record %q: %w", ErrInvalid, typ, err)
 		}
 	}
 	if err := rec.Validate(); err != nil {
-		return fmt.Errorf("%w: record %q: %w", ErrInvalid, typ, err)
+		return records.Record{}, fmt.Errorf("%w: record %q: %w", ErrInvalid, typ, err)
 	}
-	c.outs = append(c.outs, output{subject: subject, rec: rec, stream: stream})
-	return nil
+	return rec, nil
 }
 
 // isStreamSubject reports whether subject is a mailbox or outbox subject,
@@ -176,8 +211,8 @@ func isStreamSubject(n bus.Names, subject string) bool {
 // outputID is the id of output n of the record with id in: <in>:<n>, with in
 // replaced by a hash of it when the result would be too long for an id. Either
 // way it is the same every time the record is processed.
-func outputID(in string, n int) string {
-	suffix := ":" + strconv.Itoa(n)
+func outputID(in string, n string) string {
+	suffix := ":" + n
 	if len(in)+len(suffix) > records.MaxIDLen {
 		sum := sha256.Sum256([]byte(in))
 		in = "h" + hex.EncodeToString(sum[:16])

@@ -80,6 +80,12 @@ type effector struct {
 	handMsg      jetstream.Msg
 	marked       bool
 	lastProgress time.Time
+	// The record in hand's process and a way to cancel its logic, and the
+	// processes cancelled by cancel records seen (process → the cancel
+	// record's sequence: records of that process below it start cancelled).
+	handProcess string
+	handCancel  context.CancelCauseFunc
+	cancelled   map[string]uint64
 
 	// doc and rev are the state document as last written. The drain
 	// goroutine owns them, except while logic runs, when the watchdog may
@@ -121,6 +127,15 @@ func (e *effector) deliver(msg jetstream.Msg) {
 		_ = msg.Nak()
 		return
 	}
+	if d.err == nil && d.rec.Type == TypeCancel && d.rec.Process != "" {
+		if e.cancelled == nil {
+			e.cancelled = map[string]uint64{}
+		}
+		e.cancelled[d.rec.Process] = max(e.cancelled[d.rec.Process], d.seq)
+		if e.handCancel != nil && e.handProcess == d.rec.Process {
+			e.handCancel(ErrCancelled)
+		}
+	}
 	e.held = append(e.held, d)
 	e.pending = d.pending
 	e.maxSeen = max(e.maxSeen, d.seq)
@@ -138,6 +153,7 @@ func (e *effector) drain() {
 		e.mu.Lock()
 		if e.stopped || len(e.held) == 0 {
 			e.running = false
+			e.cancelled = nil
 			e.mu.Unlock()
 			return
 		}
@@ -352,6 +368,8 @@ func (e *effector) evaluate(d delivery) (state []byte, outs []output, reason str
 		var pe *PanicError
 		var payload *records.PayloadError
 		switch {
+		case errors.Is(err, ErrCancelled):
+			return nil, nil, reasonCancelled, err
 		case errors.As(err, &pe):
 			e.log.Error("logic panicked", "record", d.rec.ID, "panic", pe.Value, "stack", string(pe.Stack))
 			return nil, nil, reasonPanic, err
@@ -376,24 +394,35 @@ func (e *effector) evaluate(d delivery) (state []byte, outs []output, reason str
 // runs, the node's watchdog (checkSlow) may mark the state PROCESSING and
 // extend the record's ack deadline.
 func (e *effector) attempt(d delivery) (state []byte, outs []output, err error) {
-	ctx := e.ctx
+	ctx, cancelCause := context.WithCancelCause(e.ctx)
+	defer cancelCause(nil)
 	if e.kind.timeout > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, e.kind.timeout)
 		defer cancel()
 	}
-	c := &Context{Context: ctx, self: e.ref, rec: d.rec, base: e.log, names: e.node.names}
+	c := &Context{Context: ctx, self: e.ref, rec: d.rec, base: e.log, names: e.node.names, publishNow: e.publishNow}
 
 	now := time.Now()
 	e.mu.Lock()
 	e.handSince, e.handMsg, e.marked, e.lastProgress = now, d.msg, false, now
+	e.handProcess, e.handCancel = d.rec.Process, cancelCause
+	if upTo, ok := e.cancelled[d.rec.Process]; ok && d.rec.Process != "" && d.seq < upTo {
+		cancelCause(ErrCancelled)
+	}
 	e.mu.Unlock()
 	defer func() {
 		e.docMu.Lock() // waits for a PROCESSING write in flight
 		e.mu.Lock()
 		e.handSince, e.handMsg = time.Time{}, nil
+		e.handProcess, e.handCancel = "", nil
 		e.mu.Unlock()
 		e.docMu.Unlock()
+	}()
+	defer func() {
+		if err != nil && errors.Is(context.Cause(ctx), ErrCancelled) && !errors.Is(err, ErrCancelled) {
+			err = fmt.Errorf("%w: %w", ErrCancelled, err)
+		}
 	}()
 
 	defer func() {
@@ -494,6 +523,12 @@ func (e *effector) backlog() int {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	return len(e.held) + int(e.pending)
+}
+
+// publishNow publishes a record logic streams with Context.EmitNow.
+func (e *effector) publishNow(o output) error {
+	_, err := e.node.conn.JS.PublishMsg(e.ctx, o.rec.Msg(o.subject))
+	return wrapPublish(o.subject, err)
 }
 
 // publish publishes outputs: stream subjects through JetStream (durable, and

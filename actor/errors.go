@@ -21,7 +21,21 @@ var (
 	ErrDuplicateKind = errors.New("kind already hosted")
 	// ErrRunning: the node is running; hosting must happen before Run.
 	ErrRunning = errors.New("node already running")
+	// ErrCancelled is the cause (context.Cause) of a logic context cancelled
+	// by a cancel record (type [TypeCancel]) of the same process.
+	ErrCancelled = errors.New("cancelled by a cancel record")
 )
+
+// TypeCancel is the record type that cancels running logic: a record of this
+// type arriving in an effector's mailbox with EA-Process P cancels the
+// context of the logic running on a record of process P, and of records of
+// process P held behind it (up to Kind.Prefetch records are held), with cause
+// [ErrCancelled]. Logic that then returns nil succeeds as usual; logic that
+// returns an error sends its record to dead letters at once (reason
+// "cancelled"), without retries. The cancel record itself is then handled by
+// the logic like any other record. Send it with EA-Priority high so it
+// overtakes the records held.
+const TypeCancel = "cancel"
 
 // permanentError marks an error that retrying cannot fix.
 type permanentError struct{ err error }

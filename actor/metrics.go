@@ -22,6 +22,9 @@ const (
 	reasonFailed      = "failed"       // logic failed on every attempt
 	reasonPanic       = "panic"        // logic panicked
 	reasonRedelivered = "redelivered"  // delivered MaxDeliveries times
+	reasonCancelled   = "cancelled"    // a cancel record stopped the logic, which failed
+	reasonNoEffector  = "no_effector"  // sent to an effector never created
+	reasonTerminated  = "terminated"   // sent to a terminated effector
 )
 
 type metrics struct {
