@@ -1,0 +1,301 @@
+package graph
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"regexp"
+	"slices"
+	"time"
+)
+
+// START and END are the virtual entry and exit nodes of every graph.
+const (
+	START = "__start__"
+	END   = "__end__"
+)
+
+// DefaultRecursionLimit is the number of super-steps one invocation may run.
+const DefaultRecursionLimit = 25
+
+// NodeFunc is a node: it reads the state (or, for a node run by a Send, the
+// Send's state) and returns an update. An error fails the node (retried under
+// its RetryPolicy); Interrupt pauses the graph; a panic becomes a *PanicError.
+type NodeFunc[S any] func(ctx context.Context, state S) (Update[S], error)
+
+// Router picks the next node (or END) after a node, reading the state after
+// the super-step's updates are applied.
+type Router[S any] func(ctx context.Context, state S) (string, error)
+
+// Fanout returns the Sends to run in the next step after a node (a map
+// step), reading the state after the super-step's updates are applied.
+type Fanout[S any] func(ctx context.Context, state S) ([]Send[S], error)
+
+// Builder collects the nodes, edges and fields of a graph of state S. Its
+// methods record mistakes instead of panicking; Compile reports them all.
+// A Builder is not safe for concurrent use.
+type Builder[S any] struct {
+	nodes     map[string]*nodeSpec[S]
+	order     []string
+	edges     map[string][]string
+	routers   map[string][]routerSpec[S]
+	fanouts   map[string][]Fanout[S]
+	fields    map[string]fieldDef[S]
+	fieldList []fieldDef[S]
+	stateRed  func(cur, upd S) S
+	errs      []error
+}
+
+type nodeSpec[S any] struct {
+	name  string
+	index int
+	fn    NodeFunc[S]
+	retry RetryPolicy
+}
+
+type routerSpec[S any] struct {
+	route   Router[S]
+	targets []string
+}
+
+// New returns an empty builder for a graph whose state is S (a struct).
+func New[S any]() *Builder[S] {
+	return &Builder[S]{
+		nodes:   map[string]*nodeSpec[S]{},
+		edges:   map[string][]string{},
+		routers: map[string][]routerSpec[S]{},
+		fanouts: map[string][]Fanout[S]{},
+		fields:  map[string]fieldDef[S]{},
+	}
+}
+
+var nameRE = regexp.MustCompile(`^[A-Za-z0-9_-]{1,128}$`)
+
+func (b *Builder[S]) addField(f fieldDef[S], missing bool) {
+	name := f.fieldName()
+	switch {
+	case missing:
+		b.errs = append(b.errs, invalidGraph("field %q: the field pointer function and reducer must not be nil", name))
+	case name == "":
+		b.errs = append(b.errs, invalidGraph("a field needs a name"))
+	case b.fields[name] != nil:
+		b.errs = append(b.errs, invalidGraph("field %q declared twice", name))
+	default:
+		b.fields[name] = f
+		b.fieldList = append(b.fieldList, f)
+	}
+}
+
+// NodeOption configures one node.
+type NodeOption func(*nodeOpts) error
+
+type nodeOpts struct{ retry RetryPolicy }
+
+// WithRetry gives a node a retry policy (default: one attempt).
+func WithRetry(p RetryPolicy) NodeOption {
+	return func(o *nodeOpts) error {
+		if err := p.Validate(); err != nil {
+			return err
+		}
+		o.retry = p
+		return nil
+	}
+}
+
+// AddNode adds a node. Names are 1–128 of [A-Za-z0-9_-], unique.
+func (b *Builder[S]) AddNode(name string, fn NodeFunc[S], opts ...NodeOption) *Builder[S] {
+	if !nameRE.MatchString(name) {
+		b.errs = append(b.errs, invalidGraph("node name %q: use 1-128 letters, digits, - or _", name))
+		return b
+	}
+	if b.nodes[name] != nil {
+		b.errs = append(b.errs, invalidGraph("node %q added twice", name))
+		return b
+	}
+	if fn == nil {
+		b.errs = append(b.errs, invalidGraph("node %q has a nil function", name))
+		return b
+	}
+	var o nodeOpts
+	for _, opt := range opts {
+		if err := opt(&o); err != nil {
+			b.errs = append(b.errs, fmt.Errorf("node %q: %w", name, err))
+		}
+	}
+	b.nodes[name] = &nodeSpec[S]{name: name, index: len(b.order), fn: fn, retry: o.retry}
+	b.order = append(b.order, name)
+	return b
+}
+
+// AddEdge adds a static edge: after from runs, to runs in the next
+// super-step. from may be START, to may be END. Several edges out of one node
+// fan out: their targets run concurrently in the next step.
+func (b *Builder[S]) AddEdge(from, to string) *Builder[S] {
+	if from == END || to == START {
+		b.errs = append(b.errs, invalidGraph("edge %s -> %s: nothing leaves END and nothing enters START", from, to))
+		return b
+	}
+	b.edges[from] = append(b.edges[from], to)
+	return b
+}
+
+// AddConditionalEdges routes after from with route. When targets are given,
+// route must return one of them (checked at run time; they are checked to
+// exist at Compile).
+func (b *Builder[S]) AddConditionalEdges(from string, route Router[S], targets ...string) *Builder[S] {
+	if route == nil {
+		b.errs = append(b.errs, invalidGraph("conditional edges from %q: nil router", from))
+		return b
+	}
+	b.routers[from] = append(b.routers[from], routerSpec[S]{route: route, targets: targets})
+	return b
+}
+
+// AddSends adds a fan-out after from: fan returns Sends, each one run of
+// a node in the next step with its own input state (LangGraph's conditional
+// edge returning Send objects).
+func (b *Builder[S]) AddSends(from string, fan Fanout[S]) *Builder[S] {
+	if fan == nil {
+		b.errs = append(b.errs, invalidGraph("sends from %q: nil fan-out function", from))
+		return b
+	}
+	b.fanouts[from] = append(b.fanouts[from], fan)
+	return b
+}
+
+// StateReducer declares the whole-state reducer that Merge updates go
+// through, for states whose merge is easiest written as one function.
+func (b *Builder[S]) StateReducer(reduce func(cur, upd S) S) *Builder[S] {
+	if reduce == nil {
+		b.errs = append(b.errs, invalidGraph("nil state reducer"))
+		return b
+	}
+	b.stateRed = reduce
+	return b
+}
+
+// Option configures a compiled graph.
+type Option func(*config) error
+
+type config struct {
+	saver     Checkpointer
+	limit     int
+	logger    *slog.Logger
+	now       func() time.Time
+	checkStep bool
+}
+
+// WithCheckpointer makes every run of the graph checkpoint to cp after every
+// super-step; threads, Resume, Continue, State, History and Fork need it.
+func WithCheckpointer(cp Checkpointer) Option {
+	return func(c *config) error {
+		if cp == nil {
+			return invalidArg("WithCheckpointer: nil checkpointer")
+		}
+		c.saver = cp
+		return nil
+	}
+}
+
+// WithRecursionLimit sets how many super-steps one invocation may run
+// (default 25); the next one fails the run with a *RecursionError.
+func WithRecursionLimit(n int) Option {
+	return func(c *config) error {
+		if n < 1 {
+			return invalidArg("WithRecursionLimit(%d): the limit must be at least 1", n)
+		}
+		c.limit = n
+		return nil
+	}
+}
+
+// WithLogger sets the logger (default: slog.Default()).
+func WithLogger(l *slog.Logger) Option {
+	return func(c *config) error {
+		if l == nil {
+			return invalidArg("WithLogger: nil logger")
+		}
+		c.logger = l
+		return nil
+	}
+}
+
+// Compile checks the graph and returns it ready to run. It reports every
+// mistake recorded by the builder, edges naming unknown nodes, and a graph
+// with no way out of START.
+func (b *Builder[S]) Compile(opts ...Option) (*Graph[S], error) {
+	errs := append([]error(nil), b.errs...)
+	cfg := config{limit: DefaultRecursionLimit, logger: slog.Default(), now: time.Now}
+	for _, o := range opts {
+		if o == nil {
+			continue
+		}
+		if err := o(&cfg); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	known := func(n string, to bool) bool {
+		if to && n == END {
+			return true
+		}
+		if !to && n == START {
+			return true
+		}
+		return b.nodes[n] != nil
+	}
+	for from, tos := range b.edges {
+		if !known(from, false) {
+			errs = append(errs, invalidGraph("edge from unknown node %q; add it with AddNode first", from))
+		}
+		for _, to := range tos {
+			if !known(to, true) {
+				errs = append(errs, invalidGraph("edge %s -> %s: unknown node %q", from, to, to))
+			}
+		}
+	}
+	for from, rs := range b.routers {
+		if !known(from, false) {
+			errs = append(errs, invalidGraph("conditional edges from unknown node %q", from))
+		}
+		for _, r := range rs {
+			for _, to := range r.targets {
+				if !known(to, true) {
+					errs = append(errs, invalidGraph("conditional edge %s -> %s: unknown node %q", from, to, to))
+				}
+			}
+		}
+	}
+	for from := range b.fanouts {
+		if !known(from, false) {
+			errs = append(errs, invalidGraph("sends from unknown node %q", from))
+		}
+	}
+	if len(b.edges[START]) == 0 && len(b.routers[START]) == 0 && len(b.fanouts[START]) == 0 {
+		errs = append(errs, invalidGraph("no edge leaves START; add one with AddEdge(graph.START, \"first-node\")"))
+	}
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	g := &Graph[S]{
+		nodes:    maps.Clone(b.nodes),
+		order:    slices.Clone(b.order),
+		edges:    map[string][]string{},
+		routers:  map[string][]routerSpec[S]{},
+		fanouts:  map[string][]Fanout[S]{},
+		fields:   maps.Clone(b.fields),
+		stateRed: b.stateRed,
+		cfg:      cfg,
+	}
+	for k, v := range b.edges {
+		g.edges[k] = append([]string(nil), v...)
+	}
+	for k, v := range b.routers {
+		g.routers[k] = append([]routerSpec[S](nil), v...)
+	}
+	for k, v := range b.fanouts {
+		g.fanouts[k] = append([]Fanout[S](nil), v...)
+	}
+	return g, nil
+}

@@ -1,0 +1,59 @@
+package effector_test
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/effectors/effectors/actor"
+	"github.com/effectors/effectors/graph"
+	"github.com/effectors/effectors/graph/effector"
+	"github.com/effectors/effectors/records"
+)
+
+type tally struct {
+	Sum  int      `json:"sum"`
+	Seen []string `json:"seen"`
+}
+
+// A graph as an effector kind; Kind.Apply runs one record through it without
+// NATS (a node hosting the kind does the same for every record).
+func ExampleKind() {
+	b := graph.New[tally]()
+	sum := graph.Reduced(b, "sum", func(s *tally) *int { return &s.Sum }, graph.Sum[int])
+	seen := graph.Reduced(b, "seen", func(s *tally) *[]string { return &s.Seen }, graph.Append[string])
+	b.AddNode("add", func(ctx context.Context, s tally) (graph.Update[tally], error) {
+		var in struct {
+			By int `json:"by"`
+		}
+		if err := effector.Decode(ctx, &in); err != nil {
+			return graph.Update[tally]{}, err
+		}
+		if err := effector.Emit(ctx, "added", in); err != nil {
+			return graph.Update[tally]{}, err
+		}
+		return graph.Updates(sum.Set(in.By)), nil
+	})
+	b.AddNode("log", func(ctx context.Context, s tally) (graph.Update[tally], error) {
+		rec, _ := effector.Record(ctx)
+		return graph.Updates(seen.Set([]string{rec.Type})), nil
+	})
+	b.AddEdge(graph.START, "add").AddEdge(graph.START, "log")
+	g, err := b.Compile()
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	kind, err := effector.Kind(actor.Kind[tally]{Name: "tally"}, g)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	rec, err := records.New("inc", map[string]int{"by": 5})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	next, outs, err := kind.Apply(context.Background(), records.Ref{Kind: "tally", ID: "t1"}, rec, tally{Sum: 10})
+	fmt.Println(next.Sum, next.Seen, len(outs), outs[0].Record.Type, err)
+	// Output: 15 [inc] 1 added <nil>
+}
