@@ -1,0 +1,22 @@
+// Package llmtest is a fake OpenAI-compatible server for tests, shaped like
+// httptest: [NewServer] starts it on a random loopback port and closes it
+// when the test ends.
+//
+// # Wire format
+//
+// It speaks the real chat-completions and embeddings wire format:
+// POST <base>/chat/completions answers a chat.completion object, or with
+// "stream": true a text/event-stream of chat.completion.chunk events ended by
+// "data: [DONE]"; POST <base>/embeddings answers an embeddings list. Errors
+// are HTTP statuses with an {"error": {...}} body; a failure in the middle of
+// a stream is a data event carrying "error", as OpenAI sends it.
+//
+// # Scripting
+//
+// Replies come from a queue ([Server.Enqueue]) and, when it is empty, from a
+// responder function ([Server.Respond]); with neither, the server answers
+// "ok". A [Reply] with Hang streams its chunks and then holds the response
+// open until the client closes the connection: [Server.Disconnects] reports
+// each such close, so a test can prove cancellation really stopped the HTTP
+// stream. [Server.Requests] returns every decoded request.
+package llmtest

@@ -1,0 +1,187 @@
+package core
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime/debug"
+	"time"
+
+	"github.com/effectors/effectors/actor"
+)
+
+// RunOption adjusts [Run].
+type RunOption func(*runConfig) error
+
+type runConfig struct {
+	timeout time.Duration
+	op      string
+}
+
+// Timeout bounds the run: past d the logic's context is cancelled and Run
+// returns a CodeTimeout error. d must be > 0.
+func Timeout(d time.Duration) RunOption {
+	return func(c *runConfig) error {
+		if d <= 0 {
+			return Errorf(CodeInvalid, "run", "timeout must be > 0, got %v", d)
+		}
+		c.timeout = d
+		return nil
+	}
+}
+
+// Named sets the operation name errors carry (default "run").
+func Named(op string) RunOption {
+	return func(c *runConfig) error {
+		if op == "" {
+			return Errorf(CodeInvalid, "run", "operation name must not be empty")
+		}
+		c.op = op
+		return nil
+	}
+}
+
+// errRunTimeout is the cause of a run's context when its time limit passes.
+var errRunTimeout = errors.New("run time limit passed")
+
+// Run is the run bridge: it runs fn with scope in its context (reach it with
+// [From]) and returns fn's result, or an *Error for every failure, keeping the
+// cause for errors.Is/As:
+//
+//   - fn returns an *Error: returned as is;
+//   - fn returns another error: CodeFailed (CodeTimeout or CodeCancelled when
+//     the error comes from the run's context ending);
+//   - fn panics: CodePanic, cause a *PanicError with the value and stack;
+//   - the time limit passes: CodeTimeout, at once, even if fn ignores its context;
+//   - ctx ends: CodeCancelled (CodeTimeout when its deadline passed), at
+//     once, cause context.Cause(ctx).
+//
+// fn runs on its own goroutine so that Run returns at once on timeout or
+// cancellation; fn should honour its context so that it stops too.
+func Run[T any](ctx context.Context, scope *Scope, fn func(context.Context) (T, error), opts ...RunOption) (T, error) {
+	var zero T
+	cfg := runConfig{op: "run"}
+	for _, o := range opts {
+		if o == nil {
+			continue
+		}
+		if err := o(&cfg); err != nil {
+			return zero, err
+		}
+	}
+	if fn == nil {
+		return zero, Errorf(CodeInvalid, cfg.op, "no function to run")
+	}
+	if ctx.Err() != nil {
+		return zero, classify(cfg.op, ctx, ctx, context.Cause(ctx))
+	}
+	runCtx, cancel := context.WithCancelCause(ctx)
+	defer cancel(context.Canceled)
+	if cfg.timeout > 0 {
+		var stop context.CancelFunc
+		runCtx, stop = context.WithTimeoutCause(runCtx, cfg.timeout, errRunTimeout)
+		defer stop()
+	}
+	if scope != nil {
+		runCtx = With(runCtx, scope)
+	}
+	type result struct {
+		v   T
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		var r result
+		defer func() {
+			if p := recover(); p != nil {
+				r = result{err: E(CodePanic, cfg.op, &PanicError{Value: p, Stack: debug.Stack()})}
+			}
+			done <- r
+		}()
+		r.v, r.err = fn(runCtx)
+	}()
+	select {
+	case r := <-done:
+		if r.err == nil {
+			return r.v, nil
+		}
+		return zero, classify(cfg.op, runCtx, ctx, r.err)
+	case <-runCtx.Done():
+		return zero, classify(cfg.op, runCtx, ctx, context.Cause(runCtx))
+	}
+}
+
+// classify turns err into an *Error with the right code.
+func classify(op string, runCtx, parent context.Context, err error) error {
+	var ce *Error
+	if errors.As(err, &ce) {
+		return err
+	}
+	switch {
+	case errors.Is(parent.Err(), context.DeadlineExceeded):
+		return E(CodeTimeout, op, joinCause(err, context.Cause(parent)))
+	case parent.Err() != nil:
+		return E(CodeCancelled, op, joinCause(err, context.Cause(parent)))
+	case errors.Is(context.Cause(runCtx), errRunTimeout):
+		return E(CodeTimeout, op, joinCause(err, errRunTimeout))
+	case errors.Is(err, context.DeadlineExceeded):
+		return E(CodeTimeout, op, err)
+	case errors.Is(err, context.Canceled):
+		return E(CodeCancelled, op, err)
+	}
+	return E(CodeFailed, op, err)
+}
+
+func joinCause(err, cause error) error {
+	if err == nil || errors.Is(err, cause) {
+		return cause
+	}
+	if cause == nil {
+		return err
+	}
+	return fmt.Errorf("%w (%w)", err, cause)
+}
+
+// Permanent reports whether retrying cannot fix err: permission, invalid
+// input, unknown names, missing services, answers that do not fit, panics.
+func Permanent(err error) bool {
+	switch CodeOf(err) {
+	case CodePermission, CodeInvalid, CodeNotFound, CodeUnavailable, CodeSchema, CodePanic:
+		return true
+	}
+	return false
+}
+
+// Wrap returns kind k whose logic runs with the services, as seen by k's
+// [Scope] under perms, in its context: the logic reaches them with
+// core.From(ctx) on its *actor.Context. Failures become *Error values; those
+// retrying cannot fix ([Permanent]) are marked actor.Permanent so the record
+// goes to dead letters at once, others are retried by the node.
+func Wrap[S any](svc *Services, perms Permissions, k actor.Kind[S]) (actor.Kind[S], error) {
+	if k.Logic == nil {
+		return k, Errorf(CodeInvalid, "core.wrap", "kind %q has no logic", k.Name)
+	}
+	scope := svc.Scope(k.Name, perms)
+	inner := k.Logic
+	k.Logic = func(c *actor.Context, s S) (S, error) {
+		// The *actor.Context is made for this attempt and dropped after it:
+		// set its context once, before the logic derives any child from it
+		// (restoring it later would race with children that outlive the
+		// logic, such as an HTTP transport's cancellation).
+		parent := c.Context
+		c.Context = With(parent, scope)
+		next, err := inner(c, s)
+		if err == nil {
+			return next, nil
+		}
+		if actor.IsPermanent(err) {
+			return next, err
+		}
+		err = classify("kind "+k.Name, c.Context, parent, err)
+		if Permanent(err) {
+			return next, actor.Permanent(err)
+		}
+		return next, err
+	}
+	return k, nil
+}

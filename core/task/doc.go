@@ -1,0 +1,29 @@
+// Package task runs agents in the background and collects their streamed
+// output into one result (the seed's "startBackgroundTask").
+//
+// # Agents
+//
+// An [Agent] starts a run from an input, a [Start] (session, workspace) and
+// [Sinks] for text chunks, events, completion and failure, and returns a
+// [Handle] with Cancel and the session id. [LLMAgent] streams an LLM's
+// answer; [Remote] runs an agent hosted by an effector on another node.
+//
+// # Collecting
+//
+// [Collect] starts a run and waits for exactly one outcome: completed (the
+// result), failed, timed out or cancelled (the result so far, marked Partial,
+// with a *core.Error of code failed, timeout or cancelled). On timeout and
+// cancellation it cancels the run and waits (up to a grace period) until the
+// agent reports that it stopped, so the underlying work — the LLM's HTTP
+// stream — is really closed when Collect returns.
+//
+// # Remote runs over NATS
+//
+// [Kind] hosts an agent as an effector kind: a "task" record (EA-Process =
+// session) starts a run; its text chunks and events are published at once on
+// the effector's outbox (actor.Context.EmitNow, types "task.chunk" and
+// "task.event"), then one "task.done" or "task.error". [Remote] is the caller's
+// side: it subscribes to that outbox, sends the task record and feeds the
+// records of its session to the sinks; Cancel sends a high-priority "cancel"
+// record of the same process, which cancels the logic's context on the node.
+package task

@@ -1,0 +1,310 @@
+package task
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+
+	"github.com/effectors/effectors/actor"
+	"github.com/effectors/effectors/core"
+	"github.com/effectors/effectors/records"
+)
+
+// Record types of remote runs.
+const (
+	// TypeTask starts a run; payload Request, EA-Process the session.
+	TypeTask = "task"
+	// TypeChunk is a text chunk (payload Chunk), published at once.
+	TypeChunk = "task.chunk"
+	// TypeEvent is an Event, published at once.
+	TypeEvent = "task.event"
+	// TypeDone ends a completed run (payload Done).
+	TypeDone = "task.done"
+	// TypeError ends a failed or cancelled run (payload Failure).
+	TypeError = "task.error"
+)
+
+// Request is the payload of a task record.
+type Request struct {
+	Input     string `json:"input"`
+	Workspace string `json:"workspace,omitempty"`
+}
+
+// Chunk is the payload of a task.chunk record.
+type Chunk struct {
+	Text string `json:"text"`
+}
+
+// Done is the payload of a task.done record: how many chunks and events the
+// run published.
+type Done struct {
+	Chunks int `json:"chunks"`
+	Events int `json:"events"`
+}
+
+// Failure is the payload of a task.error record.
+type Failure struct {
+	// Code is a core.Code: failed, cancelled, provider, …
+	Code    string `json:"code"`
+	Message string `json:"message"`
+}
+
+// Stats is the state of a task effector: counts of its runs by outcome.
+type Stats struct {
+	Completed int `json:"completed"`
+	Failed    int `json:"failed"`
+	Cancelled int `json:"cancelled"`
+}
+
+// Kind hosts agent as an effector kind: each "task" record (EA-Process =
+// session) runs the agent to its end within the logic; chunks and events are
+// published at once on the outbox (EmitNow), then task.done or task.error,
+// all in the task's process. A "cancel" record of that process cancels the
+// run (the node cancels the logic's context; the agent sees its context end).
+// A failed run is an outcome, not a logic failure: it is reported with
+// task.error and the record is not retried. The agent gets the logic's
+// context, so a kind wrapped with core.Wrap gives it the services.
+func Kind(name string, agent Agent) actor.Kind[Stats] {
+	return actor.Kind[Stats]{Name: name, Logic: func(c *actor.Context, s Stats) (Stats, error) {
+		rec := c.Record()
+		switch rec.Type {
+		case actor.TypeCancel:
+			return s, nil // it took effect on the run it names, if any
+		case TypeTask:
+		default:
+			return s, actor.UnknownType(rec.Type)
+		}
+		if agent == nil {
+			return s, actor.Permanent(core.Errorf(core.CodeUnavailable, "task.kind", "kind %q has no agent", name))
+		}
+		if rec.Process == "" {
+			return s, actor.Permanent(core.Errorf(core.CodeInvalid, "task.kind", "a task record needs EA-Process (the session id)"))
+		}
+		var req Request
+		if err := c.Decode(&req); err != nil {
+			return s, err
+		}
+		return serve(c, s, agent, req)
+	}}
+}
+
+type item struct {
+	text  string
+	event *Event
+	end   bool
+	err   error
+}
+
+func serve(c *actor.Context, s Stats, agent Agent, req Request) (Stats, error) {
+	rec := c.Record()
+	ch := make(chan item, 64)
+	h, err := agent.Start(c, req.Input, Start{Session: rec.Process, Workspace: req.Workspace}, Sinks{
+		Text:  func(t string) { ch <- item{text: t} },
+		Event: func(e Event) { ch <- item{event: &e} },
+		Done:  func() { ch <- item{end: true} },
+		Fail:  func(err error) { ch <- item{end: true, err: err} },
+	})
+	if err != nil {
+		return s, c.Emit(TypeError, failure(c, err))
+	}
+	var done Done
+	var pubErr error
+	for it := range ch {
+		switch {
+		case it.end:
+			if pubErr != nil {
+				return s, pubErr // retried; chunks already published are de-duplicated
+			}
+			if it.err != nil {
+				f := failure(c, it.err)
+				if f.Code == string(core.CodeCancelled) {
+					s.Cancelled++
+				} else {
+					s.Failed++
+				}
+				return s, c.Emit(TypeError, f)
+			}
+			s.Completed++
+			return s, c.Emit(TypeDone, done)
+		case pubErr != nil:
+			// Publishing failed: the run is being cancelled; drain it.
+		case it.event != nil:
+			done.Events++
+			if pubErr = c.EmitNow(TypeEvent, *it.event); pubErr != nil {
+				h.Cancel()
+			}
+		default:
+			done.Chunks++
+			if pubErr = c.EmitNow(TypeChunk, Chunk{Text: it.text}); pubErr != nil {
+				h.Cancel()
+			}
+		}
+	}
+	return s, nil // not reached: the channel is never closed
+}
+
+func failure(ctx context.Context, err error) Failure {
+	code := core.CodeOf(err)
+	if errors.Is(context.Cause(ctx), actor.ErrCancelled) || errors.Is(err, actor.ErrCancelled) {
+		code = core.CodeCancelled
+	}
+	if code == "" {
+		code = core.CodeFailed
+	}
+	return Failure{Code: string(code), Message: err.Error()}
+}
+
+// Remote is an Agent run by effector Target (a kind made with Kind) on
+// whichever node hosts it. The effector must exist.
+type Remote struct {
+	Client *actor.Client
+	Target records.Ref
+	// StopWait is how long a cancelled run waits for the effector to confirm
+	// that it stopped before it reports the cancellation anyway (a node may be
+	// down). Default 30s.
+	StopWait time.Duration
+}
+
+var _ Agent = Remote{}
+
+// Start subscribes to the target's outbox, sends the task record and feeds
+// the records of the session to sinks. Ending ctx cancels the run like
+// Handle.Cancel.
+func (r Remote) Start(ctx context.Context, input string, start Start, sinks Sinks) (Handle, error) {
+	const op = "task.remote"
+	if r.Client == nil {
+		return nil, core.Errorf(core.CodeInvalid, op, "no client")
+	}
+	if err := records.ValidateKind(r.Target.Kind); err != nil {
+		return nil, core.Errorf(core.CodeInvalid, op, "target: %w", err)
+	}
+	if err := records.ValidateID(r.Target.ID); err != nil {
+		return nil, core.Errorf(core.CodeInvalid, op, "target: %w", err)
+	}
+	if sinks.Done == nil || sinks.Fail == nil {
+		return nil, core.Errorf(core.CodeInvalid, op, "sinks need Done and Fail")
+	}
+	if start.Session == "" {
+		start.Session = records.NewID()
+	} else if err := records.ValidateID(start.Session); err != nil {
+		return nil, core.Errorf(core.CodeInvalid, op, "session: %w", err)
+	}
+	wait := r.StopWait
+	if wait <= 0 {
+		wait = 30 * time.Second
+	}
+	// The subscription outlives ctx: after a cancel it waits for the
+	// effector's confirmation that the run stopped.
+	subCtx, stopSub := context.WithCancelCause(context.WithoutCancel(ctx))
+	outputs, err := r.Client.Subscribe(subCtx, r.Target)
+	if err != nil {
+		stopSub(nil)
+		return nil, core.E(core.CodeUnavailable, op, err)
+	}
+	task, err := records.New(TypeTask, Request{Input: input, Workspace: start.Workspace})
+	if err != nil {
+		stopSub(nil)
+		return nil, core.E(core.CodeInvalid, op, err)
+	}
+	task.Process = start.Session
+	// Sent whatever happens to ctx meanwhile (bounded by StopWait): a task
+	// record that may be stored must be followed by its cancel, not orphaned.
+	sendCtx, cancelSend := context.WithTimeout(context.WithoutCancel(ctx), wait)
+	_, err = r.Client.Send(sendCtx, r.Target, task)
+	cancelSend()
+	if err != nil {
+		stopSub(nil)
+		return nil, core.E(core.CodeUnavailable, op, err)
+	}
+	h := &remoteHandle{r: r, session: start.Session, sendCtx: context.WithoutCancel(ctx), stopSub: stopSub, wait: wait}
+	unwatch := context.AfterFunc(ctx, h.Cancel)
+	go func() {
+		defer unwatch()
+		defer stopSub(nil)
+		defer h.ended()
+		for out, err := range outputs {
+			if err != nil || out.Process != start.Session {
+				continue
+			}
+			switch out.Type {
+			case TypeChunk:
+				var c Chunk
+				if out.Decode(&c) == nil && sinks.Text != nil {
+					sinks.Text(c.Text)
+				}
+			case TypeEvent:
+				var e Event
+				if out.Decode(&e) == nil && sinks.Event != nil {
+					sinks.Event(e)
+				}
+			case TypeDone:
+				sinks.Done()
+				return
+			case TypeError:
+				var f Failure
+				if err := out.Decode(&f); err != nil {
+					f = Failure{Code: string(core.CodeFailed), Message: "undecodable task.error: " + err.Error()}
+				}
+				sinks.Fail(core.E(core.Code(f.Code), op+" "+r.Target.String(), errors.New(f.Message)))
+				return
+			}
+		}
+		// The subscription ended without the run's end: cancelled and
+		// unconfirmed, or the connection closed.
+		sinks.Fail(core.E(core.CodeCancelled, op+" "+r.Target.String(), context.Cause(subCtx)))
+	}()
+	return h, nil
+}
+
+type remoteHandle struct {
+	r       Remote
+	session string
+	sendCtx context.Context
+	stopSub context.CancelCauseFunc
+	wait    time.Duration
+	once    sync.Once
+
+	mu    sync.Mutex
+	done  bool
+	timer *time.Timer
+}
+
+// ended stops the confirmation timer once the run's end is in.
+func (h *remoteHandle) ended() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.done = true
+	if h.timer != nil {
+		h.timer.Stop()
+	}
+}
+
+func (h *remoteHandle) Session() string { return h.session }
+
+// errStopUnconfirmed ends a cancelled run's subscription when the effector
+// does not confirm in time.
+var errStopUnconfirmed = errors.New("the effector did not confirm that the run stopped")
+
+// Cancel sends a high-priority cancel record of the session to the effector.
+func (h *remoteHandle) Cancel() {
+	h.once.Do(func() {
+		ctx, cancel := context.WithTimeout(h.sendCtx, h.wait)
+		defer cancel()
+		rec, err := records.New(actor.TypeCancel, nil)
+		if err == nil {
+			rec.Process = h.session
+			rec.Priority = records.PriorityHigh
+			_, err = h.r.Client.Send(ctx, h.r.Target, rec)
+		}
+		if err != nil {
+			h.stopSub(errors.Join(errStopUnconfirmed, err))
+			return
+		}
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		if !h.done {
+			h.timer = time.AfterFunc(h.wait, func() { h.stopSub(errStopUnconfirmed) })
+		}
+	})
+}
