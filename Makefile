@@ -2,7 +2,8 @@
 #
 #   make run                 build, then run ea-node with an embedded NATS
 #                            server storing in ./data (STORE=dir to change;
-#                            ARGS='--log-level debug' for more flags)
+#                            ARGS='--log-level debug' for more flags) and
+#                            ea-supervisor beside it (SUPERVISOR_ARGS=...)
 #   make test                the whole test suite, with the race detector
 #   make bench               benchmarks of ./bench, output also in bench.out
 #   make fuzz                fuzz the record decoders, FUZZTIME each (30s)
@@ -14,6 +15,7 @@ GO       ?= go
 BIN      ?= bin
 STORE    ?= ./data
 ARGS     ?=
+SUPERVISOR_ARGS ?=
 FUZZTIME ?= 30s
 ROUNDS   ?= 5
 
@@ -25,8 +27,20 @@ build:
 	$(GO) build -o $(BIN)/ea-node ./cmd/node
 	$(GO) build -o $(BIN)/ea-supervisor ./cmd/supervisor
 
+# run starts ea-node (embedded NATS on 127.0.0.1:4222, hosting the example
+# kinds and the demo's workers) and ea-supervisor connected to it. Ctrl-C
+# reaches both (they stop gracefully); if one exits on its own with an
+# error, the other is stopped.
 run: build
-	./$(BIN)/ea-node --store $(STORE) $(ARGS)
+	@./$(BIN)/ea-node --store $(STORE) $(ARGS) & node=$$!; \
+	./$(BIN)/ea-supervisor $(SUPERVISOR_ARGS) & sup=$$!; \
+	trap : INT TERM; first=0; \
+	while kill -0 $$node 2>/dev/null && kill -0 $$sup 2>/dev/null; do wait -n $$node $$sup && first=0 || first=$$?; done; \
+	if [ $$first != 0 ] && [ $$first -lt 128 ]; then kill -TERM $$node $$sup 2>/dev/null || true; fi; \
+	n=0; s=0; wait $$node || n=$$?; wait $$sup || s=$$?; \
+	if [ $$n != 0 ] || [ $$s != 0 ]; then \
+		echo "make run: ea-node exited with status $$n, ea-supervisor with $$s" >&2; exit 1; \
+	fi
 
 test:
 	$(GO) test -race -count=1 -timeout 25m ./...
@@ -43,3 +57,9 @@ vet:
 
 clean:
 	rm -rf $(BIN) bench.out
+
+# Graph engine vs LangGraph.js (needs Node.js and npm; not part of make test).
+.PHONY: bench-graph
+bench-graph:
+	cd bench/langgraph && npm install --no-audit --no-fund
+	bash bench/langgraph/compare.sh | tee bench-graph.out

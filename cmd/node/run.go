@@ -106,7 +106,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if err != nil {
 		return err
 	}
-	if err := node.Host(kinds.Counter(), kinds.Controller()); err != nil {
+	// task-a and task-b are the workers of ea-supervisor's demo orchestration.
+	if err := node.Host(kinds.Counter(), kinds.Controller(), kinds.TaskA(), kinds.TaskB()); err != nil {
 		return err
 	}
 	state.attach(conn, node, "attaching effectors and starting control endpoints")

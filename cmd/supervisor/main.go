@@ -1,36 +1,35 @@
-// Command ea-supervisor will run supervisors: orchestrations that publish
-// task records to worker effectors and react to their results, with the
-// orchestration API (ea.orch.*) and the live web view. It is a stub until the
-// supervisor issue: it prints that it is not built yet and exits 1.
+// Command ea-supervisor runs supervisors: orchestrations that publish task
+// records to worker effectors and react to their result records, with the
+// orchestration API (<prefix>.orch.start, status, input, cancel) as a NATS
+// micro service. It connects to the NATS the nodes use (by default the
+// embedded server of an ea-node on 127.0.0.1:4222) and runs the example
+// orchestration "demo" (see package supervisor).
+//
+// Every flag has an environment variable EA_<FLAG>; a flag wins over its
+// variable. Run ea-supervisor -h for the list. Metrics, /healthz and /readyz
+// are served on --metrics (default 127.0.0.1:9465).
+//
+// SIGINT or SIGTERM stops it gracefully; a second one kills it at once.
+// Orchestrations live in KV, not in the process: stopping or killing it
+// loses nothing, and results that arrive meanwhile are processed when a
+// supervisor runs again. Exit status: 0 after a clean shutdown, 1 on
+// failure, 2 for a bad flag or environment value.
 package main
 
 import (
-	"fmt"
-	"io"
+	"context"
 	"os"
+	"os/signal"
+	"syscall"
 )
 
-const notBuilt = "ea-supervisor: not built yet (orchestration arrives with the supervisor issue); nothing to run"
-
-const usage = `Usage: ea-supervisor [-h]
-
-ea-supervisor will serve orchestrations (ea.orch.start, status, input,
-cancel) and the live web view of the record log. It is not built yet: the
-supervisor arrives with its own issue. Until then it exits with status 1.
-
-To run effectors now, use ea-node (make run).
-`
-
-func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }
-
-// run returns the exit status: 0 for -h, 1 otherwise.
-func run(args []string, stdout, stderr io.Writer) int {
-	for _, a := range args {
-		if a == "-h" || a == "-help" || a == "--help" || a == "--h" {
-			fmt.Fprint(stdout, usage)
-			return 0
-		}
-	}
-	fmt.Fprintln(stderr, notBuilt)
-	return 1
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	go func() {
+		<-ctx.Done()
+		stop() // a second signal kills at once
+	}()
+	err := run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr)
+	stop()
+	os.Exit(exitStatus(err, os.Stderr))
 }

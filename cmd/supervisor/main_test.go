@@ -1,31 +1,45 @@
 package main
 
 import (
-	"bytes"
-	"strings"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"testing"
+
+	"go.uber.org/goleak"
 )
 
-func TestRun(t *testing.T) {
-	for _, tc := range []struct {
-		args           []string
-		status         int
-		stdout, stderr string
-	}{
-		{args: nil, status: 1, stderr: notBuilt},
-		{args: []string{"--nats", "nats://x:4222"}, status: 1, stderr: notBuilt},
-		{args: []string{"-h"}, status: 0, stdout: "Usage: ea-supervisor"},
-		{args: []string{"--help"}, status: 0, stdout: "Usage: ea-supervisor"},
-	} {
-		var out, errOut bytes.Buffer
-		if got := run(tc.args, &out, &errOut); got != tc.status {
-			t.Errorf("run(%q) = %d, want %d", tc.args, got, tc.status)
-		}
-		if !strings.Contains(out.String(), tc.stdout) || (tc.stdout == "" && out.Len() > 0) {
-			t.Errorf("run(%q) stdout = %q, want %q", tc.args, out.String(), tc.stdout)
-		}
-		if !strings.Contains(errOut.String(), tc.stderr) || (tc.stderr == "" && errOut.Len() > 0) {
-			t.Errorf("run(%q) stderr = %q, want %q", tc.args, errOut.String(), tc.stderr)
-		}
+// binary is the ea-supervisor binary TestMain builds for the process tests.
+var binary string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "ea-supervisor-test-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "TestMain:", err)
+		os.Exit(1)
 	}
+	binary = filepath.Join(dir, "ea-supervisor")
+	if err := build(binary); err != nil {
+		_ = os.RemoveAll(dir)
+		fmt.Fprintln(os.Stderr, "TestMain: build ea-supervisor:", err)
+		os.Exit(1)
+	}
+	goleak.VerifyTestMain(m, goleak.Cleanup(func(int) { _ = os.RemoveAll(dir) }))
+}
+
+// build compiles this package into out, with the race detector when the
+// tests themselves run with it.
+func build(out string) error {
+	goBin, err := exec.LookPath("go")
+	if err != nil {
+		return err
+	}
+	args := []string{"build", "-o", out}
+	if raceEnabled {
+		args = append(args, "-race")
+	}
+	cmd := exec.Command(goBin, append(args, ".")...)
+	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+	return cmd.Run()
 }

@@ -1,0 +1,347 @@
+//go:build unix
+
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/effectors/effectors/actor"
+	"github.com/effectors/effectors/bus"
+	"github.com/effectors/effectors/bus/bustest"
+	"github.com/effectors/effectors/kinds"
+	"github.com/effectors/effectors/supervisor"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// TestCrashResume kills a real ea-supervisor process with SIGKILL while an
+// orchestration has a task out, lets the worker answer while no supervisor
+// runs, starts a new process and sees the orchestration complete with exact
+// results, each task sent once.
+func TestCrashResume(t *testing.T) {
+	srv := bustest.NewServer(t)
+	conn := srv.Connect(t)
+	c, err := supervisor.NewClient(conn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+
+	workers := startWorkers(t, conn)
+	first := startSupervisor(t, "first", srv.URL)
+	first.waitReady(t, 60*time.Second)
+	eventually(t, 10*time.Second, "the hint of how to start the demo", func() bool {
+		out := first.stdout.String()
+		return strings.Contains(out, "nats req ea.orch.start") && strings.Contains(out, `"name":"demo"`) &&
+			strings.Contains(out, "nats req ea.orch.input")
+	})
+
+	id, err := c.Start(ctx, "demo", supervisor.DemoInput{Text: "crash test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := waitStatus(t, c, id, supervisor.StatusWaiting)
+	if o.Step != "ask" {
+		t.Fatalf("waiting in %q", o.Step)
+	}
+	// Stop the workers so that task B stays out, give the input, and kill
+	// the supervisor while the orchestration waits for task B.
+	workers.stop(t)
+	if st, err := c.Input(ctx, id, supervisor.DemoNote{Note: "after the crash"}); err != nil || st != supervisor.StatusRunning {
+		t.Fatalf("input: %s %v", st, err)
+	}
+	if err := first.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	if code := first.wait(t, 30*time.Second); code != -1 {
+		t.Fatalf("exit code after SIGKILL = %d, want -1 (killed)", code)
+	}
+	if _, err := c.Status(ctx, id); !errors.Is(err, supervisor.ErrUnavailable) {
+		t.Fatalf("status with no supervisor: %v, want ErrUnavailable", err)
+	}
+
+	// Task B is answered while no supervisor runs: the result waits in the
+	// supervisor's mailbox.
+	startWorkers(t, conn)
+	mailbox := "ea.mbox.supervisor." + id
+	eventually(t, 30*time.Second, "task B's result in the supervisor's mailbox", func() bool {
+		return countRecords(t, ctx, conn, mailbox) == 2
+	})
+
+	second := startSupervisor(t, "second", srv.URL)
+	second.waitReady(t, 60*time.Second)
+	o = waitStatus(t, c, id, supervisor.StatusCompleted)
+	var r supervisor.DemoResults
+	if err := json.Unmarshal(o.Results, &r); err != nil {
+		t.Fatal(err)
+	}
+	if r.A != "CRASH TEST" || r.Note != "after the crash" || r.B != "crash the after TEST CRASH" || r.Attempts != 1 || o.Steps != 4 {
+		t.Fatalf("after restart: %+v, results %+v", o, r)
+	}
+	for _, w := range []string{"task-a", "task-b"} {
+		if n := countRecords(t, ctx, conn, "ea.mbox."+w+".demo"); n != 1 {
+			t.Fatalf("%d records in %s's mailbox, want 1", n, w)
+		}
+	}
+	code, body := get("http://" + second.metrics + "/metrics")
+	if code != 200 || !strings.Contains(body, `ea_orchestrations_finished_total{name="demo",status="COMPLETED"} 1`) {
+		t.Fatalf("metrics of the second process (%d) lack the completion:\n%s", code, grepLines(body, "ea_orch"))
+	}
+
+	if err := second.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if code := second.wait(t, 30*time.Second); code != 0 {
+		t.Fatalf("exit status after SIGTERM = %d, want 0", code)
+	}
+}
+
+// TestBadUsage checks the exit status and message of a bad flag.
+func TestBadUsage(t *testing.T) {
+	p := startProcess(t, "bad", "", "--log-level", "loud")
+	if code := p.wait(t, 30*time.Second); code != 2 {
+		t.Fatalf("exit status %d, want 2", code)
+	}
+	if !strings.Contains(p.stderr.String(), `--log-level "loud": want debug, info, warn or error`) {
+		t.Fatalf("stderr: %s", p.stderr)
+	}
+}
+
+func grepLines(s, sub string) string {
+	var out []string
+	for _, l := range strings.Split(s, "\n") {
+		if strings.Contains(l, sub) {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
+}
+
+// countRecords counts the records stored on subject.
+func countRecords(t testing.TB, ctx context.Context, conn *bus.Conn, subject string) uint64 {
+	t.Helper()
+	stream, err := conn.Stream(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := stream.Info(ctx, jetstream.WithSubjectFilter(subject))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n uint64
+	for _, c := range info.State.Subjects {
+		n += c
+	}
+	return n
+}
+
+// workerNode is an in-process node hosting the task kinds.
+type workerNode struct {
+	cancel context.CancelFunc
+	done   chan error
+	once   sync.Once
+}
+
+func (w *workerNode) stop(t testing.TB) {
+	t.Helper()
+	w.once.Do(func() {
+		w.cancel()
+		select {
+		case err := <-w.done:
+			if err != nil {
+				t.Errorf("worker node: %v", err)
+			}
+		case <-time.After(30 * time.Second):
+			t.Errorf("worker node did not stop")
+		}
+	})
+}
+
+func startWorkers(t testing.TB, conn *bus.Conn) *workerNode {
+	t.Helper()
+	quiet := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	n, err := actor.NewNode(conn, actor.Options{ShutdownGrace: 5 * time.Second, Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := n.Host(kinds.TaskA(), kinds.TaskB()); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	w := &workerNode{cancel: cancel, done: make(chan error, 1)}
+	go func() { w.done <- n.Run(ctx) }()
+	t.Cleanup(func() { w.stop(t) })
+	eventually(t, 30*time.Second, "worker node ready", n.Ready)
+	return w
+}
+
+func waitStatus(t testing.TB, c *supervisor.Client, id string, want supervisor.Status) supervisor.Orchestration {
+	t.Helper()
+	var o supervisor.Orchestration
+	eventually(t, 60*time.Second, "orchestration "+string(want), func() bool {
+		var err error
+		o, err = c.Status(context.Background(), id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if o.Status != want && o.Status.Final() {
+			t.Fatalf("orchestration is %s (%q), want %s", o.Status, o.Error, want)
+		}
+		return o.Status == want
+	})
+	return o
+}
+
+// syncBuffer is a bytes.Buffer safe for a writer and readers at once.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+type process struct {
+	name    string
+	cmd     *exec.Cmd
+	metrics string
+	stdout  *syncBuffer
+	stderr  *syncBuffer
+	exited  chan struct{}
+	err     error
+}
+
+func startSupervisor(t testing.TB, name, url string) *process {
+	t.Helper()
+	metrics := freeAddr(t)
+	return startProcess(t, name, metrics, "--nats", url, "--metrics", metrics)
+}
+
+// startProcess starts the ea-supervisor binary with args and no inherited
+// EA_* variable; it is killed at cleanup if still running.
+func startProcess(t testing.TB, name, metrics string, args ...string) *process {
+	t.Helper()
+	p := &process{name: name, metrics: metrics, stdout: &syncBuffer{}, stderr: &syncBuffer{}, exited: make(chan struct{})}
+	p.cmd = exec.Command(binary, args...)
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "EA_") {
+			p.cmd.Env = append(p.cmd.Env, kv)
+		}
+	}
+	p.cmd.Stdout, p.cmd.Stderr = p.stdout, p.stderr
+	if err := p.cmd.Start(); err != nil {
+		t.Fatalf("start %s: %v", name, err)
+	}
+	go func() {
+		p.err = p.cmd.Wait()
+		close(p.exited)
+	}()
+	t.Cleanup(func() {
+		select {
+		case <-p.exited:
+		default:
+			_ = p.cmd.Process.Kill()
+			<-p.exited
+		}
+		if t.Failed() {
+			t.Logf("%s stdout:\n%s\n%s stderr:\n%s", name, p.stdout, name, p.stderr)
+		}
+	})
+	return p
+}
+
+func (p *process) running() bool {
+	select {
+	case <-p.exited:
+		return false
+	default:
+		return true
+	}
+}
+
+func (p *process) waitReady(t testing.TB, timeout time.Duration) {
+	t.Helper()
+	eventually(t, timeout, p.name+" /readyz 200", func() bool {
+		if !p.running() {
+			t.Fatalf("%s exited before ready: %v", p.name, p.err)
+		}
+		code, _ := get("http://" + p.metrics + "/readyz")
+		return code == http.StatusOK
+	})
+}
+
+func (p *process) wait(t testing.TB, timeout time.Duration) int {
+	t.Helper()
+	select {
+	case <-p.exited:
+	case <-time.After(timeout):
+		t.Fatalf("%s did not exit within %s", p.name, timeout)
+	}
+	var ee *exec.ExitError
+	if p.err != nil && !errors.As(p.err, &ee) {
+		t.Fatalf("%s: %v", p.name, p.err)
+	}
+	return p.cmd.ProcessState.ExitCode()
+}
+
+func freeAddr(t testing.TB) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	if err := ln.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return addr
+}
+
+var httpClient = &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
+
+func get(url string) (int, string) {
+	resp, err := httpClient.Get(url)
+	if err != nil {
+		return 0, err.Error()
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return 0, err.Error()
+	}
+	return resp.StatusCode, string(b)
+}
+
+func eventually(t testing.TB, timeout time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %s waiting for %s", timeout, what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}

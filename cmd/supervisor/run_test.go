@@ -1,0 +1,65 @@
+package main
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/effectors/effectors/bus/bustest"
+)
+
+func TestRunInProcess(t *testing.T) {
+	srv := bustest.NewServer(t)
+	metrics := freeAddr(t)
+	var out, errOut syncBuffer
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- run(ctx, []string{"--nats", srv.URL, "--metrics", metrics, "--log-format", "json"}, envOf(nil), &out, &errOut)
+	}()
+	eventually(t, 30*time.Second, "the hint", func() bool { return strings.Contains(out.String(), "ea-supervisor is ready") })
+	if code, body := get("http://" + metrics + "/readyz"); code != 200 || body != "ready\n" {
+		t.Fatalf("/readyz %d %q", code, body)
+	}
+	if code, _ := get("http://" + metrics + "/healthz"); code != 200 {
+		t.Fatalf("/healthz %d", code)
+	}
+	if code, body := get("http://" + metrics + "/metrics"); code != 200 || !strings.Contains(body, "ea_orchestration_conflicts_total 0") {
+		t.Fatalf("/metrics %d:\n%s", code, grepLines(body, "ea_"))
+	}
+	if !strings.Contains(errOut.String(), `"msg":"supervisor ready"`) {
+		t.Fatalf("logs are not JSON: %s", errOut.String())
+	}
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("run: %v", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("run did not return")
+	}
+}
+
+func TestRunHelp(t *testing.T) {
+	var out, errOut syncBuffer
+	if err := run(context.Background(), []string{"-h"}, envOf(nil), &out, &errOut); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.String(), "Usage: ea-supervisor") || exitStatus(nil, &errOut) != 0 {
+		t.Fatalf("help: %s", out.String())
+	}
+}
+
+func TestRunNoNATS(t *testing.T) {
+	var out, errOut syncBuffer
+	err := run(context.Background(), []string{"--nats", "nats://" + freeAddr(t), "--metrics", "off", "--connect-timeout", "300ms"}, envOf(nil), &out, &errOut)
+	if err == nil || !strings.Contains(err.Error(), "is ea-node running?") {
+		t.Fatalf("run without NATS: %v", err)
+	}
+	var b strings.Builder
+	if exitStatus(err, &b) != 1 || !strings.HasPrefix(b.String(), "ea-supervisor: ") {
+		t.Fatalf("exit status message %q", b.String())
+	}
+}

@@ -1,0 +1,72 @@
+package supervisor_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	"github.com/effectors/effectors/bus/bustest"
+	"github.com/effectors/effectors/supervisor"
+)
+
+func TestAPIErrorIs(t *testing.T) {
+	all := []error{supervisor.ErrInvalid, supervisor.ErrUnknownOrchestration, supervisor.ErrUnknownName,
+		supervisor.ErrNotWaiting, supervisor.ErrConflict, supervisor.ErrFinished, supervisor.ErrUnavailable}
+	for _, tc := range []struct {
+		err  *supervisor.APIError
+		want error
+	}{
+		{&supervisor.APIError{Code: 400, Message: "invalid: bad"}, supervisor.ErrInvalid},
+		{&supervisor.APIError{Code: 404, Message: `unknown orchestration "x"`}, supervisor.ErrUnknownOrchestration},
+		{&supervisor.APIError{Code: 404, Message: `no orchestration definition by that name "x": ...`}, supervisor.ErrUnknownName},
+		{&supervisor.APIError{Code: 409, Message: "orchestration is not waiting for input: ..."}, supervisor.ErrNotWaiting},
+		{&supervisor.APIError{Code: 409, Message: "orchestration changed concurrently: ..."}, supervisor.ErrConflict},
+		{&supervisor.APIError{Code: 410, Message: "orchestration already finished: ..."}, supervisor.ErrFinished},
+		{&supervisor.APIError{Code: 503, Message: "unavailable: ..."}, supervisor.ErrUnavailable},
+		{&supervisor.APIError{Code: 500, Message: "boom"}, nil},
+	} {
+		for _, s := range all {
+			if got := errors.Is(tc.err, s); got != (s == tc.want) {
+				t.Errorf("errors.Is(%v, %v) = %v", tc.err, s, got)
+			}
+		}
+	}
+}
+
+func TestNotRunning(t *testing.T) {
+	srv := bustest.NewServer(t)
+	conn := srv.Connect(t)
+	s, err := supervisor.New(conn, supervisor.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Status(context.Background(), "x"); !errors.Is(err, supervisor.ErrUnavailable) {
+		t.Fatalf("status before Run: %v", err)
+	}
+	if err := s.Register(nil); !errors.Is(err, supervisor.ErrInvalid) {
+		t.Fatalf("register nil: %v", err)
+	}
+	demo, err := supervisor.Demo()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Register(demo, demo); !errors.Is(err, supervisor.ErrInvalid) {
+		t.Fatalf("register twice: %v", err)
+	}
+	if err := s.Register(demo); err != nil {
+		t.Fatal(err)
+	}
+	other, err := supervisor.New(conn, supervisor.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := other.Register(demo); !errors.Is(err, supervisor.ErrInvalid) {
+		t.Fatalf("register on a second supervisor: %v", err)
+	}
+	if _, err := supervisor.New(nil, supervisor.Options{}); !errors.Is(err, supervisor.ErrInvalid) {
+		t.Fatalf("New(nil): %v", err)
+	}
+	if _, err := supervisor.NewClient(nil); !errors.Is(err, supervisor.ErrInvalid) {
+		t.Fatalf("NewClient(nil): %v", err)
+	}
+}
