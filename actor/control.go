@@ -222,9 +222,7 @@ func (n *Node) create(ctx context.Context, kind string, data []byte) (Document, 
 	if err != nil {
 		return Document{}, fmt.Errorf("write state: %w", err)
 	}
-	if err := n.attach(ctx, doc, rev); err != nil {
-		return Document{}, fmt.Errorf("state written but not attached (it will be on the next node start): %w", err)
-	}
+	_ = rev // passive until its first record wakes it
 	n.log.Info("effector created", "effector", ref.String())
 	return doc, nil
 }
@@ -260,15 +258,40 @@ func (n *Node) terminate(ctx context.Context, kind string, data []byte) (Documen
 	case err != nil:
 		return Document{}, fmt.Errorf("write state: %w", err)
 	}
-	n.mu.Lock()
-	e := n.effectors[ref]
-	n.mu.Unlock()
-	if e != nil {
-		n.detach(ref, e)
-	}
-	if err := n.stream.DeleteConsumer(ctx, consumerName(ref)); err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
-		return Document{}, fmt.Errorf("delete consumer: %w", err)
+	if err := n.retireCtx(ctx, ref); err != nil {
+		return Document{}, err
 	}
 	n.log.Info("effector terminated", "effector", ref.String())
 	return ent.Value, nil
+}
+
+// retire stops driving a terminated effector, on whichever node drives it:
+// its consumer and marker go, and records left in its mailbox go to dead
+// letters.
+func (n *Node) retire(ref records.Ref) {
+	ctx, cancel := context.WithTimeout(n.runCtx, 30*time.Second)
+	defer cancel()
+	if err := n.retireCtx(ctx, ref); err != nil && ctx.Err() == nil {
+		n.log.Warn("retire terminated effector", "effector", ref.String(), "err", err)
+	}
+}
+
+func (n *Node) retireCtx(ctx context.Context, ref records.Ref) error {
+	unlock := n.place.lock(ref)
+	defer unlock()
+	if e := n.driving(ref); e != nil {
+		n.detach(ref, e)
+	}
+	if err := n.stream.DeleteConsumer(ctx, consumerName(ref)); err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
+		return fmt.Errorf("delete consumer: %w", err)
+	}
+	// Whoever drives it lets go when the marker goes.
+	if err := n.place.kv.Delete(ctx, keyActive+n.names.StateKey(ref)); err != nil {
+		return fmt.Errorf("delete marker: %w", err)
+	}
+	ent, err := n.states.Get(ctx, n.names.StateKey(ref))
+	if err != nil {
+		return fmt.Errorf("read state: %w", err)
+	}
+	return n.deadTerminated(ctx, ent.Value, ent.Revision)
 }

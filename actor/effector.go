@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/effectors/effectors/kv"
@@ -72,6 +73,18 @@ type effector struct {
 	running  bool
 	stopped  bool
 	drainers sync.WaitGroup
+	// nextDelivery is the consumer sequence the next delivery must have;
+	// shared is set once one did not (see exclusive).
+	nextDelivery uint64
+	shared       bool
+	// checking: a look-up of the consumer is in flight.
+	checking atomic.Bool
+	// seen is the highest mailbox sequence the node's wake scan saw for the
+	// effector: if it stays above the state's Seq while the effector idles,
+	// its consumer is stalled.
+	seen atomic.Uint64
+	// lastActive is when the effector was attached or last finished a record.
+	lastActive time.Time
 
 	// While logic runs (under mu): when it started, the record's message,
 	// whether the state shows PROCESSING for it and when the ack deadline
@@ -116,6 +129,9 @@ func (e *effector) deliver(msg jetstream.Msg) {
 		return
 	}
 	d.seq, d.delivered, d.pending = meta.Sequence.Stream, meta.NumDelivered, meta.NumPending
+	if !e.exclusive(meta.Sequence.Consumer) {
+		return
+	}
 	d.rec, d.err = records.FromMsg(msg.Subject(), msg.Headers(), msg.Data())
 	d.rec.Subject, d.rec.Seq = msg.Subject(), d.seq
 	if d.rec.ID == "" {
@@ -124,8 +140,7 @@ func (e *effector) deliver(msg jetstream.Msg) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.stopped {
-		_ = msg.Nak()
-		return
+		return // left unacknowledged; whoever drives next recreates the consumer
 	}
 	if d.err == nil && d.rec.Type == TypeCancel && d.rec.Process != "" {
 		if e.cancelled == nil {
@@ -146,6 +161,28 @@ func (e *effector) deliver(msg jetstream.Msg) {
 	}
 }
 
+// exclusive checks that the consumer delivers to this effector alone, in
+// order: consumer sequences must follow one another. A gap means another
+// puller took a record (a node that drove the effector before, or the
+// consumer was recreated under us), and applying what follows could advance
+// seq past a record this node never saw. Then the effector stops taking
+// records and lets placement attach it afresh.
+func (e *effector) exclusive(cseq uint64) bool {
+	e.mu.Lock()
+	ok := !e.shared && cseq == e.nextDelivery
+	if ok {
+		e.nextDelivery++
+	}
+	first := !ok && !e.shared
+	e.shared = e.shared || !ok
+	e.mu.Unlock()
+	if first {
+		e.log.Info("consumer shared with another puller; attaching afresh", "delivery", cseq)
+		go e.node.consumerGone(e.ref, e)
+	}
+	return ok
+}
+
 // drain processes held records until none is left or the effector stops.
 func (e *effector) drain() {
 	defer e.drainers.Done()
@@ -154,6 +191,7 @@ func (e *effector) drain() {
 		if e.stopped || len(e.held) == 0 {
 			e.running = false
 			e.cancelled = nil
+			e.lastActive = time.Now()
 			e.mu.Unlock()
 			return
 		}
@@ -192,9 +230,9 @@ func (e *effector) stop(grace time.Duration) {
 		<-done
 	}
 	e.cancel()
-	for _, d := range held {
-		_ = d.msg.Nak()
-	}
+	// The records held stay unacknowledged: the next node to drive the
+	// effector recreates its consumer from the state's seq anyway.
+	_ = held
 }
 
 // errAbandon: the effector stopped while a record was in hand; the record is
@@ -212,6 +250,7 @@ func (e *effector) process(d delivery) {
 	}
 	for {
 		if e.doc.applied(d.seq) {
+			e.log.Debug("skip", "seq", d.seq, "docseq", e.doc.Seq)
 			e.skip(d)
 			return
 		}
@@ -263,6 +302,7 @@ func (e *effector) process(d delivery) {
 			}
 			continue
 		}
+		e.log.Debug("applied", "seq", d.seq, "newseq", next.Seq, "rev", rev, "prev", e.rev)
 		e.doc, e.rev = next, rev
 		if e.crashed(afterState, d.seq) {
 			return
@@ -281,11 +321,11 @@ func (e *effector) process(d delivery) {
 	}
 }
 
-// release hands back a record the effector stopped processing, for
-// redelivery now rather than after the ack wait.
-func (e *effector) release(d delivery) {
-	_ = d.msg.Nak()
-}
+// release leaves a record the effector stopped processing unacknowledged.
+// No Nak: the consumer may already belong to another driver, and a Nak would
+// count as a delivery of its record there; whoever drives the effector next
+// recreates the consumer from the state's seq.
+func (e *effector) release(d delivery) {}
 
 // skip acknowledges a record already applied (a redelivery). When it was
 // applied ahead of its turn, its redelivery proves every record below it was
@@ -336,7 +376,7 @@ func (e *effector) reload() bool {
 	e.doc, e.rev = ent.Value, ent.Revision
 	if e.doc.Status == StatusTerminated {
 		e.log.Info("effector terminated; stopping")
-		go e.node.detach(e.ref, e)
+		go e.node.retire(e.ref)
 		return false
 	}
 	return true
@@ -516,6 +556,36 @@ func (e *effector) advance(seq uint64) (uint64, []uint64) {
 		}
 	}
 	return floor, ahead
+}
+
+// idleSince returns how long the effector has had nothing to do: no record
+// in hand, held or pending on the server; 0 while it is busy.
+func (e *effector) idleSince(now time.Time) time.Duration {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.running || len(e.held) > 0 || e.pending > 0 || e.stopped {
+		return 0
+	}
+	return now.Sub(e.lastActive)
+}
+
+// see notes that the wake scan saw a record at seq in the mailbox.
+func (e *effector) see(seq uint64) {
+	for {
+		cur := e.seen.Load()
+		if seq <= cur || e.seen.CompareAndSwap(cur, seq) {
+			return
+		}
+	}
+}
+
+// stalled reports whether the mailbox holds a record the wake scan saw and
+// the effector has not applied.
+func (e *effector) stalled() bool {
+	seen := e.seen.Load()
+	e.docMu.Lock()
+	defer e.docMu.Unlock()
+	return seen > e.doc.Seq && !e.doc.applied(seen)
 }
 
 // backlog is how many records wait behind the one in hand.

@@ -1,6 +1,7 @@
 package actor_test
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"sync"
@@ -50,11 +51,20 @@ func (r *runningNode) Stop(t testing.TB) {
 // and waits until it is ready. setup, if given, runs before Run.
 func startNode(t testing.TB, conn *bus.Conn, setup func(*actor.Node), defs ...actor.Definition) *runningNode {
 	t.Helper()
+	return startNodeWith(t, conn, actor.Options{}, setup, defs...)
+}
+
+// startNodeWith is startNode with options (a registry and a 5s shutdown
+// grace unless set).
+func startNodeWith(t testing.TB, conn *bus.Conn, opts actor.Options, setup func(*actor.Node), defs ...actor.Definition) *runningNode {
+	t.Helper()
 	if len(defs) == 0 {
 		defs = []actor.Definition{kinds.Counter(), kinds.Controller()}
 	}
 	reg := prometheus.NewRegistry()
-	n, err := actor.NewNode(conn, actor.Options{Registerer: reg, ShutdownGrace: 5 * time.Second})
+	opts.Registerer = reg
+	opts.ShutdownGrace = cmp.Or(opts.ShutdownGrace, 5*time.Second)
+	n, err := actor.NewNode(conn, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -219,4 +229,41 @@ func server(t testing.TB) (*bustest.Server, *bus.Conn) {
 	t.Helper()
 	srv := bustest.NewServer(t)
 	return srv, srv.Connect(t)
+}
+
+// metricSum sums the samples of the metric named name in reg whose labels
+// include want.
+func metricSum(t testing.TB, reg *prometheus.Registry, name string, want map[string]string) float64 {
+	t.Helper()
+	families, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sum float64
+	for _, f := range families {
+		if f.GetName() != name {
+			continue
+		}
+	metrics:
+		for _, m := range f.GetMetric() {
+			for k, v := range want {
+				found := false
+				for _, l := range m.GetLabel() {
+					if l.GetName() == k && l.GetValue() == v {
+						found = true
+					}
+				}
+				if !found {
+					continue metrics
+				}
+			}
+			switch {
+			case m.GetCounter() != nil:
+				sum += m.GetCounter().GetValue()
+			case m.GetGauge() != nil:
+				sum += m.GetGauge().GetValue()
+			}
+		}
+	}
+	return sum
 }

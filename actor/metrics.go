@@ -36,7 +36,12 @@ type metrics struct {
 	retries    *prometheus.CounterVec
 	active     *prometheus.GaugeVec
 	backlog    *prometheus.Desc
-	node       *Node
+
+	activations  *prometheus.CounterVec
+	passivations *prometheus.CounterVec
+	handovers    *prometheus.CounterVec
+	nodes        prometheus.Gauge
+	node         *Node
 }
 
 func newMetrics(reg prometheus.Registerer, n *Node) (*metrics, error) {
@@ -73,12 +78,28 @@ func newMetrics(reg prometheus.Registerer, n *Node) (*metrics, error) {
 		backlog: prometheus.NewDesc("ea_mailbox_backlog",
 			"Records waiting in the mailboxes of effectors this node drives (held by the node or pending on the server as last reported), by kind.",
 			[]string{"kind"}, nil),
+		activations: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "ea_activations_total",
+			Help: "Passive effectors this node woke up because a record arrived for them, by kind.",
+		}, []string{"kind"}),
+		passivations: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "ea_passivations_total",
+			Help: "Effectors this node passivated after they were idle (consumer deleted), by kind.",
+		}, []string{"kind"}),
+		handovers: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "ea_handovers_total",
+			Help: "Effectors this node took over from another node (dead, leaving, or no longer their owner), by kind.",
+		}, []string{"kind"}),
+		nodes: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "ea_nodes_live",
+			Help: "Nodes this node sees alive (its own heartbeat included).",
+		}),
 		node: n,
 	}
 	if reg == nil {
 		return m, nil
 	}
-	for _, c := range []prometheus.Collector{m.processed, m.duration, m.redelivers, m.dead, m.conflicts, m.retries, m.active, m} {
+	for _, c := range []prometheus.Collector{m.processed, m.duration, m.redelivers, m.dead, m.conflicts, m.retries, m.active, m.activations, m.passivations, m.handovers, m.nodes, m} {
 		if err := reg.Register(c); err != nil {
 			var are prometheus.AlreadyRegisteredError
 			if errors.As(err, &are) {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -12,6 +13,7 @@ import (
 	"github.com/effectors/effectors/bus"
 	"github.com/effectors/effectors/kv"
 	"github.com/effectors/effectors/records"
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -25,6 +27,51 @@ type Options struct {
 	// ShutdownGrace is how long a stopping node lets records in hand finish
 	// before cancelling their logic. Default 10s.
 	ShutdownGrace time.Duration
+
+	// NodeID names the node in placement. Default: random, new at every
+	// start (a restarted node is a new member).
+	NodeID string
+	// Heartbeat is how often the node announces itself. Default 1s.
+	Heartbeat time.Duration
+	// HeartbeatTTL is how long a node not heard from counts as alive; then
+	// the others take over its effectors. Default 3s; must exceed Heartbeat.
+	HeartbeatTTL time.Duration
+	// IdleTimeout is how long an effector with nothing to do keeps its
+	// consumer before it is passivated; the next record activates it again.
+	// Default 2m; negative: never passivate.
+	IdleTimeout time.Duration
+	// ClaimWorkers is how many effectors the node takes over in parallel
+	// when membership changes. Default 4.
+	ClaimWorkers int
+}
+
+// withDefaults validates o and fills in defaults.
+func (o Options) withDefaults() (Options, error) {
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	for name, d := range map[string]time.Duration{"ShutdownGrace": o.ShutdownGrace, "Heartbeat": o.Heartbeat, "HeartbeatTTL": o.HeartbeatTTL} {
+		if d < 0 {
+			return o, invalidf("NewNode: %s %s must not be negative", name, d)
+		}
+	}
+	o.ShutdownGrace = orDefault(o.ShutdownGrace, 10*time.Second)
+	o.Heartbeat = orDefault(o.Heartbeat, time.Second)
+	o.HeartbeatTTL = orDefault(o.HeartbeatTTL, 3*o.Heartbeat)
+	o.IdleTimeout = orDefault(o.IdleTimeout, 2*time.Minute)
+	o.ClaimWorkers = orDefault(o.ClaimWorkers, 4)
+	if o.HeartbeatTTL <= o.Heartbeat {
+		return o, invalidf("NewNode: HeartbeatTTL %s must exceed Heartbeat %s (use about 3 beats)", o.HeartbeatTTL, o.Heartbeat)
+	}
+	if o.ClaimWorkers < 1 {
+		return o, invalidf("NewNode: ClaimWorkers %d must be positive", o.ClaimWorkers)
+	}
+	if o.NodeID == "" {
+		o.NodeID = strings.ToLower(records.NewID()[16:])
+	} else if err := records.ValidateID(o.NodeID); err != nil {
+		return o, invalidf("NewNode: NodeID: %v", err)
+	}
+	return o, nil
 }
 
 // Node hosts kinds and drives their effectors: it serves the control
@@ -45,26 +92,28 @@ type Node struct {
 	// crash, when set (by tests only), is asked at each step of processing
 	// whether the node dies there; see crashPoint.
 	crash func(point crashPoint, ref records.Ref, seq uint64) bool
+	// ownerHook, when set (by tests only), overrides placement's choice of
+	// owner where it returns true.
+	ownerHook func(ref records.Ref) (string, bool)
 
 	// Set by Run.
 	states *kv.Store[Document]
 	stream jetstream.Stream
 	runCtx context.Context
+	place  *placement
 }
+
+// ID returns the node's id in placement.
+func (n *Node) ID() string { return n.opts.NodeID }
 
 // NewNode returns a node on conn. Host kinds on it, then Run it.
 func NewNode(conn *bus.Conn, opts Options) (*Node, error) {
 	if conn == nil {
 		return nil, invalidf("NewNode: conn is nil")
 	}
-	if opts.Logger == nil {
-		opts.Logger = slog.Default()
-	}
-	if opts.ShutdownGrace < 0 {
-		return nil, invalidf("NewNode: ShutdownGrace %s must not be negative", opts.ShutdownGrace)
-	}
-	if opts.ShutdownGrace == 0 {
-		opts.ShutdownGrace = 10 * time.Second
+	opts, err := opts.withDefaults()
+	if err != nil {
+		return nil, err
 	}
 	n := &Node{
 		conn:      conn,
@@ -150,12 +199,28 @@ func (n *Node) Run(ctx context.Context) error {
 	defer cancelRun()
 	n.runCtx = runCtx
 
-	if err := n.attachAll(ctx); err != nil {
+	placeBucket, err := n.conn.JS.KeyValue(ctx, n.names.PlaceBucket())
+	if err != nil {
+		return fmt.Errorf("bucket %s: %w (was it provisioned?)", n.names.PlaceBucket(), err)
+	}
+	n.place = newPlacement(n, placeBucket)
+	placeCtx, stopPlace := context.WithCancel(runCtx)
+	var placeLoops sync.WaitGroup
+	stopPlacement := func() {
+		stopPlace()
+		placeLoops.Wait()
+		leaveCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		n.place.leave(leaveCtx)
+		cancel()
+	}
+	if err := n.place.start(placeCtx, &placeLoops); err != nil {
+		stopPlacement()
 		n.stopAll()
 		return err
 	}
 	ctl, err := n.serveControl()
 	if err != nil {
+		stopPlacement()
 		n.stopAll()
 		return err
 	}
@@ -166,6 +231,7 @@ func (n *Node) Run(ctx context.Context) error {
 	cancelFlush()
 	if err != nil {
 		ctl.stop()
+		stopPlacement()
 		n.stopAll()
 		return fmt.Errorf("register control endpoints: %w", err)
 	}
@@ -173,12 +239,13 @@ func (n *Node) Run(ctx context.Context) error {
 	watched := make(chan struct{})
 	go func() { defer close(watched); n.watch(watchCtx) }()
 	n.ready.Store(true)
-	n.log.Info("node ready", "kinds", n.Kinds(), "effectors", n.count())
+	n.log.Info("node ready", "node", n.opts.NodeID, "kinds", n.Kinds(), "effectors", n.count())
 
 	<-ctx.Done()
 	n.ready.Store(false)
 	n.log.Info("node stopping", "grace", n.opts.ShutdownGrace)
 	ctl.stop()
+	stopPlacement()
 	n.stopAll()
 	stopWatch()
 	<-watched
@@ -192,38 +259,11 @@ func (n *Node) count() int {
 	return len(n.effectors)
 }
 
-// attachAll attaches every live effector of the hosted kinds.
-func (n *Node) attachAll(ctx context.Context) error {
-	for _, kind := range n.Kinds() {
-		var docs []kv.Entry[Document]
-		keys, err := n.states.Keys(ctx, kind+".*")
-		if err != nil {
-			return fmt.Errorf("list effectors of kind %s: %w", kind, err)
-		}
-		for _, key := range keys {
-			ent, err := n.states.Get(ctx, key)
-			if errors.Is(err, kv.ErrNotFound) {
-				continue
-			}
-			if err != nil {
-				return fmt.Errorf("read state %s: %w", key, err)
-			}
-			if ent.Value.Status != StatusTerminated {
-				docs = append(docs, ent)
-			}
-		}
-		for _, ent := range docs {
-			if err := n.attach(ctx, ent.Value, ent.Revision); err != nil {
-				return err
-			}
-		}
-	}
-	return nil
-}
-
-// attach starts driving the effector of doc. The consumer is reused when it
-// holds no unacknowledged record; otherwise it is recreated to start right
-// after the document's Seq, so nothing is applied out of order.
+// attach starts driving the effector of doc. Its consumer is created afresh
+// to start right after the document's Seq (a consumer left by another node is
+// deleted first, which also stops that node pulling from it), so nothing is
+// applied out of order. Consumers are cheap: memory storage, one replica; the
+// state document's Seq is the true cursor.
 func (n *Node) attach(ctx context.Context, doc Document, rev uint64) error {
 	ref := doc.Ref()
 	n.mu.Lock()
@@ -242,19 +282,25 @@ func (n *Node) attach(ctx context.Context, doc Document, rev uint64) error {
 		MaxDeliver:    -1,
 		MaxAckPending: k.prefetch,
 		DeliverPolicy: jetstream.DeliverAllPolicy,
+		MemoryStorage: true,
+		Replicas:      1,
+		// A safety net: a consumer nobody pulls from goes after an hour.
+		InactiveThreshold: time.Hour,
 	}
 	if doc.Seq > 0 {
 		cfg.DeliverPolicy, cfg.OptStartSeq = jetstream.DeliverByStartSequencePolicy, doc.Seq+1
 	}
-	cons, err := n.stream.Consumer(ctx, cfg.Durable)
-	switch {
-	case errors.Is(err, jetstream.ErrConsumerNotFound):
-		cons, err = n.stream.CreateConsumer(ctx, cfg)
-	case err == nil:
-		info := cons.CachedInfo()
-		if info.NumAckPending > 0 || info.Config.AckWait != cfg.AckWait || info.Config.MaxAckPending != cfg.MaxAckPending {
-			if err = n.stream.DeleteConsumer(ctx, cfg.Durable); err == nil || errors.Is(err, jetstream.ErrConsumerNotFound) {
-				cons, err = n.stream.CreateConsumer(ctx, cfg)
+	cons, err := n.stream.CreateConsumer(ctx, cfg)
+	if err == nil && cons.CachedInfo().Delivered.Consumer > 0 {
+		// An identical consumer another driver created and pulls from.
+		err = jetstream.ErrConsumerExists
+	}
+	for try := 0; errors.Is(err, jetstream.ErrConsumerExists) && try < 5; try++ {
+		// Left by a node that drove it before (perhaps still pulling).
+		if err = n.stream.DeleteConsumer(ctx, cfg.Durable); err == nil || errors.Is(err, jetstream.ErrConsumerNotFound) {
+			cons, err = n.stream.CreateConsumer(ctx, cfg)
+			if err == nil && cons.CachedInfo().Delivered.Consumer > 0 {
+				err = jetstream.ErrConsumerExists
 			}
 		}
 	}
@@ -268,6 +314,8 @@ func (n *Node) attach(ctx context.Context, doc Document, rev uint64) error {
 		log: n.log.With("effector", ref.String()),
 		ctx: ectx, cancel: cancel,
 		doc: doc, rev: rev,
+		lastActive:   time.Now(),
+		nextDelivery: 1, // see effector.exclusive
 	}
 	n.mu.Lock()
 	if _, have := n.effectors[ref]; have {
@@ -282,10 +330,17 @@ func (n *Node) attach(ctx context.Context, doc Document, rev uint64) error {
 		jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
 			if errors.Is(err, jetstream.ErrConsumerDeleted) || errors.Is(err, jetstream.ErrConsumerNotFound) {
 				e.log.Info("consumer gone; detaching", "err", err)
-				go n.detach(ref, e)
+				go n.consumerGone(ref, e)
 				return
 			}
 			e.log.Debug("consume", "err", err)
+			if errors.Is(err, nats.ErrNoResponders) || errors.Is(err, jetstream.ErrNoHeartbeat) {
+				// After a server restart a memory consumer is gone and pulls
+				// find no responder: check, and attach again if so.
+				if e.checking.CompareAndSwap(false, true) {
+					go n.checkConsumer(ref, e)
+				}
+			}
 		}))
 	if err != nil {
 		n.mu.Lock()
@@ -299,6 +354,42 @@ func (n *Node) attach(ctx context.Context, doc Document, rev uint64) error {
 	e.mu.Unlock()
 	n.metrics.active.WithLabelValues(ref.Kind).Inc()
 	return nil
+}
+
+// checkConsumer looks up e's consumer and calls consumerGone if the server no
+// longer has it.
+func (n *Node) checkConsumer(ref records.Ref, e *effector) {
+	defer e.checking.Store(false)
+	ctx, cancel := context.WithTimeout(e.ctx, 10*time.Second)
+	defer cancel()
+	for ctx.Err() == nil {
+		_, err := n.stream.Consumer(ctx, consumerName(ref))
+		switch {
+		case err == nil:
+			return
+		case errors.Is(err, jetstream.ErrConsumerNotFound):
+			e.log.Info("consumer gone from the server; attaching again")
+			n.consumerGone(ref, e)
+			return
+		}
+		sleep(ctx, 250*time.Millisecond) // JetStream may still be starting
+	}
+}
+
+// consumerGone lets go of an effector whose consumer vanished: another node
+// took it over, or the server lost it (memory consumers do not survive a
+// server restart). If its marker still names this node, it is attached again.
+func (n *Node) consumerGone(ref records.Ref, e *effector) {
+	p := n.place
+	unlock := p.lock(ref)
+	n.detach(ref, e)
+	unlock()
+	p.mu.Lock()
+	m, ok := p.markers[ref]
+	p.mu.Unlock()
+	if ok && m.node == p.id && n.runCtx.Err() == nil {
+		p.enqueue(ref)
+	}
 }
 
 // detach stops driving ref if e still drives it.

@@ -67,6 +67,12 @@ func (n Names) StateBucket() string { return n.prefix + "_state" }
 // OrchBucket is the KV bucket of orchestration state (ea_orch).
 func (n Names) OrchBucket() string { return n.prefix + "_orch" }
 
+// PlaceBucket is the KV bucket of placement (ea_place): node heartbeats
+// (node.<node id>), the effectors being driven (active.<kind>.<id>, naming
+// the node that drives each) and each node's wake-up scan position
+// (floor.<node id>).
+func (n Names) PlaceBucket() string { return n.prefix + "_place" }
+
 // StateKey is the key of r's state document: <kind>.<id>.
 func (n Names) StateKey(r records.Ref) string { return r.Kind + "." + r.ID }
 

@@ -56,6 +56,7 @@ func (c *Conn) Provision(ctx context.Context) error {
 	buckets := []jetstream.KeyValueConfig{
 		{Bucket: n.StateBucket(), Description: "effector state documents", History: uint8(cfg.StateHistory), Storage: jetstream.FileStorage, Replicas: cfg.Replicas},
 		{Bucket: n.OrchBucket(), Description: "orchestration state", History: 5, Storage: jetstream.FileStorage, Replicas: cfg.Replicas},
+		{Bucket: n.PlaceBucket(), Description: "placement: node heartbeats, driven effectors, wake-up scan positions", History: 1, Storage: jetstream.FileStorage, Replicas: cfg.Replicas},
 	}
 	for _, kc := range buckets {
 		if err := retry(ctx, func() error {

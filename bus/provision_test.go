@@ -95,7 +95,7 @@ func checkProvisioned(t *testing.T, js jetstream.JetStream, w want) {
 		t.Errorf("dead retention/storage = %v/%v; want limits/file", dc.Retention, dc.Storage)
 	}
 
-	for bucket, history := range map[string]int64{names.StateBucket(): w.stateHistory, names.OrchBucket(): 5} {
+	for bucket, history := range map[string]int64{names.StateBucket(): w.stateHistory, names.OrchBucket(): 5, names.PlaceBucket(): 1} {
 		kv, err := js.KeyValue(ctx, bucket)
 		if err != nil {
 			t.Errorf("bucket %s: %v", bucket, err)
@@ -139,7 +139,7 @@ func TestProvisionDefaults(t *testing.T) {
 		t.Fatal(err)
 	}
 	checkProvisioned(t, conn.JS, want{prefix: "ea", duplicateWindow: 2 * time.Minute, maxConsumers: 1_000_000, stateHistory: 5})
-	if got, want := streamNames(t, conn.JS), []string{"EA_DEAD", "EA_RECORDS", "KV_ea_orch", "KV_ea_state"}; !slices.Equal(got, want) {
+	if got, want := streamNames(t, conn.JS), []string{"EA_DEAD", "EA_RECORDS", "KV_ea_orch", "KV_ea_place", "KV_ea_state"}; !slices.Equal(got, want) {
 		t.Errorf("streams = %q; want %q", got, want)
 	}
 
@@ -223,7 +223,7 @@ func TestProvisionConcurrent(t *testing.T) {
 		}
 	}
 	checkProvisioned(t, conns[0].JS, want{prefix: "ea", duplicateWindow: 3 * time.Minute, maxConsumers: 20_000, stateHistory: 9})
-	if got, want := streamNames(t, conns[0].JS), []string{"EA_DEAD", "EA_RECORDS", "KV_ea_orch", "KV_ea_state"}; !slices.Equal(got, want) {
+	if got, want := streamNames(t, conns[0].JS), []string{"EA_DEAD", "EA_RECORDS", "KV_ea_orch", "KV_ea_place", "KV_ea_state"}; !slices.Equal(got, want) {
 		t.Errorf("streams = %q; want %q", got, want)
 	}
 }
@@ -240,7 +240,7 @@ func TestProvisionCustomPrefix(t *testing.T) {
 	// Two deployments share the server without touching each other.
 	checkProvisioned(t, ea.JS, want{prefix: "ea", duplicateWindow: 2 * time.Minute, maxConsumers: 1_000_000, stateHistory: 5})
 	checkProvisioned(t, acme.JS, want{prefix: "acme", duplicateWindow: 2 * time.Minute, maxConsumers: 1_000_000, stateHistory: 2})
-	want := []string{"ACME_DEAD", "ACME_RECORDS", "EA_DEAD", "EA_RECORDS", "KV_acme_orch", "KV_acme_state", "KV_ea_orch", "KV_ea_state"}
+	want := []string{"ACME_DEAD", "ACME_RECORDS", "EA_DEAD", "EA_RECORDS", "KV_acme_orch", "KV_acme_place", "KV_acme_state", "KV_ea_orch", "KV_ea_place", "KV_ea_state"}
 	if got := streamNames(t, ea.JS); !slices.Equal(got, want) {
 		t.Errorf("streams = %q; want %q", got, want)
 	}

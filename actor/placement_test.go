@@ -1,0 +1,289 @@
+package actor_test
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/effectors/effectors/actor"
+	"github.com/effectors/effectors/bus"
+	"github.com/effectors/effectors/records"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// fastPlacement makes membership changes take effect in a fraction of a
+// second, so the tests run quickly.
+var fastPlacement = actor.Options{Heartbeat: 100 * time.Millisecond, HeartbeatTTL: 400 * time.Millisecond}
+
+// createCounters creates counters c0..c<n-1>.
+func createCounters(t testing.TB, c *actor.Client, n int) []records.Ref {
+	t.Helper()
+	refs := make([]records.Ref, n)
+	for i := range refs {
+		refs[i] = ref("counter", fmt.Sprintf("c%d", i))
+		if _, err := c.Create(ctxT(t), refs[i], nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return refs
+}
+
+// publishAll publishes per incs to every ref, a few refs at a time.
+func publishAll(t testing.TB, conn *bus.Conn, refs []records.Ref, per int) {
+	t.Helper()
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, 3)
+	for _, r := range refs {
+		sem <- struct{}{}
+		wg.Go(func() { defer func() { <-sem }(); publishIncs(t, conn, r, per) })
+	}
+	wg.Wait()
+}
+
+func active(t testing.TB, n *runningNode) float64 {
+	return metricSum(t, n.Registry, "ea_effectors_active", nil)
+}
+
+// TestPlacementSpreadsAndFailsOver runs three nodes on one server: the work
+// spreads over all three; one node dies without a word (its connection
+// drops) while records flow, and the other two take over its effectors;
+// every count is exact and no output is duplicated.
+func TestPlacementSpreadsAndFailsOver(t *testing.T) {
+	srv, conn := server(t)
+	c := newClient(t, conn)
+	var nodes []*runningNode
+	var conns []*bus.Conn
+	for range 3 {
+		nc := srv.Connect(t)
+		conns = append(conns, nc)
+		nodes = append(nodes, startNodeWith(t, nc, fastPlacement, nil))
+	}
+	eventually(t, 10*time.Second, "three nodes see each other", func() bool {
+		for _, n := range nodes {
+			if metricSum(t, n.Registry, "ea_nodes_live", nil) != 3 {
+				return false
+			}
+		}
+		return true
+	})
+	refs := createCounters(t, c, 60)
+	publishAll(t, conn, refs, 50)
+	for _, r := range refs {
+		waitCount(t, c, r, 50, time.Minute)
+	}
+	for i, n := range nodes {
+		if a := active(t, n); a == 0 {
+			t.Fatalf("node %d drives no effector: placement did not spread the work", i)
+		}
+	}
+
+	// Node 0 dies mid-load: its connection drops, no goodbye.
+	victim := active(t, nodes[0])
+	done := make(chan struct{})
+	go func() { defer close(done); publishAll(t, conn, refs, 100) }()
+	conns[0].NC.Close()
+	killed := time.Now()
+	<-done
+	for _, r := range refs {
+		waitCount(t, c, r, 150, time.Minute)
+	}
+	t.Logf("node 0 drove %v effectors; all counts exact %s after it died", victim, time.Since(killed).Round(time.Millisecond))
+	var handovers float64
+	for _, n := range nodes[1:] {
+		handovers += metricSum(t, n.Registry, "ea_handovers_total", nil)
+	}
+	if handovers == 0 {
+		t.Fatal("no hand-over recorded by the surviving nodes")
+	}
+	for _, r := range refs {
+		if got := len(outputs(t, conn, conn.Names().Outbox(r))); got != 150 {
+			t.Fatalf("%s: %d outputs, want 150", r, got)
+		}
+	}
+}
+
+// TestJoiningNodeTakesItsShare starts one node under load, then a second:
+// the second takes over its share while records flow, and counts stay exact.
+func TestJoiningNodeTakesItsShare(t *testing.T) {
+	srv, conn := server(t)
+	c := newClient(t, conn)
+	first := startNodeWith(t, srv.Connect(t), fastPlacement, nil)
+	refs := createCounters(t, c, 40)
+	publishAll(t, conn, refs, 20)
+	eventually(t, 30*time.Second, "first node drives all", func() bool { return active(t, first) == 40 })
+	done := make(chan struct{})
+	go func() { defer close(done); publishAll(t, conn, refs, 100) }()
+	second := startNodeWith(t, srv.Connect(t), fastPlacement, nil)
+	<-done
+	for _, r := range refs {
+		waitCount(t, c, r, 120, time.Minute)
+	}
+	if h := metricSum(t, second.Registry, "ea_handovers_total", nil) + metricSum(t, second.Registry, "ea_activations_total", nil); h == 0 {
+		t.Fatal("the joining node took over nothing")
+	}
+	eventually(t, 10*time.Second, "the drive is split", func() bool {
+		a, b := active(t, first), active(t, second)
+		return a > 0 && b > 0 && a+b == 40
+	})
+	for _, r := range refs {
+		if got := len(outputs(t, conn, conn.Names().Outbox(r))); got != 120 {
+			t.Fatalf("%s: %d outputs, want 120", r, got)
+		}
+	}
+}
+
+// TestTwoDriversNeverDoubleApply makes two nodes both believe they own every
+// effector for a while, so they fight over each one (claiming it back and
+// forth, each recreating its consumer under the other): the state's
+// compare-and-set and seq must still apply every record exactly once.
+func TestTwoDriversNeverDoubleApply(t *testing.T) {
+	srv, conn := server(t)
+	c := newClient(t, conn)
+	var fight atomic.Bool
+	fight.Store(true)
+	var nodes []*runningNode
+	for range 2 {
+		nodes = append(nodes, startNodeWith(t, srv.Connect(t), fastPlacement, func(n *actor.Node) {
+			id := n.ID()
+			n.SetOwner(func(records.Ref) (string, bool) { return id, fight.Load() })
+		}))
+	}
+	refs := createCounters(t, c, 10)
+	publishAll(t, conn, refs, 300)
+	eventually(t, time.Minute, "both nodes processed records", func() bool {
+		return metricSum(t, nodes[0].Registry, "ea_records_processed_total", nil) > 0 &&
+			metricSum(t, nodes[1].Registry, "ea_records_processed_total", nil) > 0
+	})
+	time.Sleep(time.Second) // let them fight over the rest
+	fight.Store(false)
+	t.Cleanup(func() {
+		if t.Failed() {
+			for _, n := range nodes {
+				t.Log(n.Debug())
+			}
+			for _, r := range refs {
+				doc, err := c.State(ctxT(t), r)
+				t.Logf("%s: seq %d ahead %v count %d status %s err %v", r, doc.Seq, doc.Ahead, count(t, c, r), doc.Status, err)
+			}
+		}
+	})
+	for _, r := range refs {
+		waitCount(t, c, r, 300, time.Minute)
+		if got := len(outputs(t, conn, conn.Names().Outbox(r))); got != 300 {
+			t.Fatalf("%s: %d outputs, want 300", r, got)
+		}
+	}
+	var handovers float64
+	for _, n := range nodes {
+		handovers += metricSum(t, n.Registry, "ea_handovers_total", nil)
+	}
+	if handovers == 0 {
+		t.Fatal("the nodes never took an effector from each other: the test proves nothing")
+	}
+	t.Logf("%v hand-overs between the two nodes", handovers)
+}
+
+// TestPassivationAndActivation: an idle effector loses its consumer and
+// marker; the next record brings it back.
+func TestPassivationAndActivation(t *testing.T) {
+	_, conn := server(t)
+	opts := fastPlacement
+	opts.IdleTimeout = 200 * time.Millisecond
+	n := startNodeWith(t, conn, opts, nil)
+	c := newClient(t, conn)
+	r := ref("counter", "p1")
+	if _, err := c.Create(ctxT(t), r, nil); err != nil {
+		t.Fatal(err)
+	}
+	stream, err := conn.Stream(ctxT(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	consumerExists := func() bool {
+		_, err := stream.Consumer(ctxT(t), "counter~p1")
+		if err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
+			t.Fatal(err)
+		}
+		return err == nil
+	}
+	if consumerExists() {
+		t.Fatal("a created effector has a consumer before any record: it should start passive")
+	}
+	for round := int64(1); round <= 3; round++ {
+		publishIncs(t, conn, r, 1)
+		waitCount(t, c, r, round, 10*time.Second)
+		eventually(t, 10*time.Second, "passivated", func() bool { return !consumerExists() && active(t, n) == 0 })
+	}
+	if a := metricSum(t, n.Registry, "ea_activations_total", nil); a != 3 {
+		t.Fatalf("activations = %v, want 3", a)
+	}
+	if p := metricSum(t, n.Registry, "ea_passivations_total", nil); p != 3 {
+		t.Fatalf("passivations = %v, want 3", p)
+	}
+}
+
+// TestRecordsWhileNoNodeRuns: records published while no node runs are
+// processed once one starts (the wake scan resumes from the saved position).
+func TestRecordsWhileNoNodeRuns(t *testing.T) {
+	srv, conn := server(t)
+	c := newClient(t, conn)
+	n := startNodeWith(t, srv.Connect(t), fastPlacement, nil)
+	refs := createCounters(t, c, 20)
+	publishAll(t, conn, refs, 5)
+	for _, r := range refs {
+		waitCount(t, c, r, 5, 30*time.Second)
+	}
+	n.Stop(t)
+	publishAll(t, conn, refs, 7)
+	startNodeWith(t, srv.Connect(t), fastPlacement, nil)
+	for _, r := range refs {
+		waitCount(t, c, r, 12, 30*time.Second)
+	}
+}
+
+// TestStrayRecordsGoToDeadLetters: records a plain client sends to an
+// effector never created, or terminated, end in dead letters with a reason.
+func TestStrayRecordsGoToDeadLetters(t *testing.T) {
+	_, conn := server(t)
+	startNodeWith(t, conn, fastPlacement, nil)
+	c := newClient(t, conn)
+	ghost := ref("counter", "ghost")
+	publishIncs(t, conn, ghost, 2)
+	gone := ref("counter", "gone")
+	if _, err := c.Create(ctxT(t), gone, nil); err != nil {
+		t.Fatal(err)
+	}
+	publishIncs(t, conn, gone, 1)
+	waitCount(t, c, gone, 1, 10*time.Second)
+	if _, err := c.Terminate(ctxT(t), gone); err != nil {
+		t.Fatal(err)
+	}
+	publishIncs(t, conn, gone, 3)
+	for r, want := range map[records.Ref]struct {
+		reason string
+		n      int
+	}{ghost: {"no_effector", 2}, gone: {"terminated", 3}} {
+		dead, err := c.DeadLetters(ctxT(t), r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := 0
+		for dl, err := range dead {
+			if err != nil {
+				t.Fatal(err)
+			}
+			if dl.Reason != want.reason {
+				t.Fatalf("%s: dead letter reason %q, want %q", r, dl.Reason, want.reason)
+			}
+			if got++; got == want.n {
+				break
+			}
+		}
+	}
+	if got := count(t, c, gone); got != 1 {
+		t.Fatalf("terminated counter counted %d, want 1", got)
+	}
+}
