@@ -43,6 +43,26 @@
 // overtake normal records that wait. The state document's Ahead field keeps
 // the records applied out of order, so a crash never skips or repeats one.
 //
+// # Placement
+//
+// Run several nodes against one NATS server or cluster and they share the
+// effectors with no coordinator. Each node announces itself with a heartbeat in
+// the placement bucket (<prefix>_place); the owner of an effector is the live
+// node hosting its kind with the highest rendezvous hash of (node, <kind>/<id>).
+// Only effectors with work are driven: a marker in the bucket names the node
+// that drives each, with a memory consumer recreated from the state's Seq on
+// every attach. An idle effector is passivated after Options.IdleTimeout (its
+// consumer and marker go); a record arriving for it wakes it through each
+// node's wake scan of mailbox headers. When a node dies, the owners of its
+// effectors claim them within Options.HeartbeatTTL. See the README for the
+// whole design and its metrics.
+//
+// # Streaming and cancelling
+//
+// [Context.EmitNow] publishes a record at once, for partial results while logic
+// runs. A record of type [TypeCancel] cancels the logic running on a record of
+// the same process (context.Cause is [ErrCancelled]).
+//
 // # Control
 //
 // Nodes serve a NATS micro service (named after the prefix) with endpoints

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"errors"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -15,6 +16,7 @@ import (
 	"github.com/effectors/effectors/records"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 	"go.uber.org/goleak"
 )
 
@@ -231,9 +233,9 @@ func server(t testing.TB) (*bustest.Server, *bus.Conn) {
 	return srv, srv.Connect(t)
 }
 
-// metricSum sums the samples of the metric named name in reg whose labels
-// include want.
-func metricSum(t testing.TB, reg *prometheus.Registry, name string, want map[string]string) float64 {
+// metricSum sums the counters or gauges named name in reg whose labels
+// include the given name/value pairs; 0 when there is none.
+func metricSum(t testing.TB, reg *prometheus.Registry, name string, labels ...string) float64 {
 	t.Helper()
 	families, err := reg.Gather()
 	if err != nil {
@@ -246,23 +248,14 @@ func metricSum(t testing.TB, reg *prometheus.Registry, name string, want map[str
 		}
 	metrics:
 		for _, m := range f.GetMetric() {
-			for k, v := range want {
-				found := false
-				for _, l := range m.GetLabel() {
-					if l.GetName() == k && l.GetValue() == v {
-						found = true
-					}
-				}
-				if !found {
+			for i := 0; i+1 < len(labels); i += 2 {
+				if !slices.ContainsFunc(m.GetLabel(), func(l *dto.LabelPair) bool {
+					return l.GetName() == labels[i] && l.GetValue() == labels[i+1]
+				}) {
 					continue metrics
 				}
 			}
-			switch {
-			case m.GetCounter() != nil:
-				sum += m.GetCounter().GetValue()
-			case m.GetGauge() != nil:
-				sum += m.GetGauge().GetValue()
-			}
+			sum += m.GetCounter().GetValue() + m.GetGauge().GetValue()
 		}
 	}
 	return sum

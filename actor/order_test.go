@@ -88,7 +88,7 @@ func TestHighPriorityOvertakes(t *testing.T) {
 	sendLabel(t, c, g, "item", "high", true)
 	// Wait until the node holds all 21 waiting records, then open the gate.
 	eventually(t, 10*time.Second, "records held", func() bool {
-		return metricValue(t, node.Registry, "ea_mailbox_backlog", "kind", "gate") == 21
+		return metricSum(t, node.Registry, "ea_mailbox_backlog", "kind", "gate") == 21
 	})
 	close(gate)
 	want = append([]string{"block", "high"}, want...)
@@ -184,7 +184,7 @@ func TestCrashWithHighPriorityAhead(t *testing.T) {
 	}
 	highSeq.Store(sent.Seq)
 	eventually(t, 10*time.Second, "records held", func() bool {
-		return metricValue(t, node.Registry, "ea_mailbox_backlog", "kind", "gate") == 6
+		return metricSum(t, node.Registry, "ea_mailbox_backlog", "kind", "gate") == 6
 	})
 	close(gate)
 	<-crashed
@@ -323,7 +323,7 @@ func TestMoreThanThousandEffectors(t *testing.T) {
 		}
 	}
 	round(1)
-	if got := metricValue(t, node.Registry, "ea_effectors_active", "kind", "counter"); got != n {
+	if got := metricSum(t, node.Registry, "ea_effectors_active", "kind", "counter"); got != n {
 		t.Fatalf("ea_effectors_active = %v, want %d", got, n)
 	}
 	node.Stop(t)
@@ -380,7 +380,7 @@ func TestSlowLogicShowsProcessing(t *testing.T) {
 	if got := count(t, c, r); got != 1 {
 		t.Fatalf("count %d, want 1", got)
 	}
-	if got := metricValue(t, node.Registry, "ea_record_redeliveries_total", "kind", "slow"); got != 0 {
+	if got := metricSum(t, node.Registry, "ea_record_redeliveries_total", "kind", "slow"); got != 0 {
 		t.Fatalf("%v redeliveries: the ack deadline was not extended", got)
 	}
 }

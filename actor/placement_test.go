@@ -44,7 +44,7 @@ func publishAll(t testing.TB, conn *bus.Conn, refs []records.Ref, per int) {
 }
 
 func active(t testing.TB, n *runningNode) float64 {
-	return metricSum(t, n.Registry, "ea_effectors_active", nil)
+	return metricSum(t, n.Registry, "ea_effectors_active")
 }
 
 // TestPlacementSpreadsAndFailsOver runs three nodes on one server: the work
@@ -63,7 +63,7 @@ func TestPlacementSpreadsAndFailsOver(t *testing.T) {
 	}
 	eventually(t, 10*time.Second, "three nodes see each other", func() bool {
 		for _, n := range nodes {
-			if metricSum(t, n.Registry, "ea_nodes_live", nil) != 3 {
+			if metricSum(t, n.Registry, "ea_nodes_live") != 3 {
 				return false
 			}
 		}
@@ -93,7 +93,7 @@ func TestPlacementSpreadsAndFailsOver(t *testing.T) {
 	t.Logf("node 0 drove %v effectors; all counts exact %s after it died", victim, time.Since(killed).Round(time.Millisecond))
 	var handovers float64
 	for _, n := range nodes[1:] {
-		handovers += metricSum(t, n.Registry, "ea_handovers_total", nil)
+		handovers += metricSum(t, n.Registry, "ea_handovers_total")
 	}
 	if handovers == 0 {
 		t.Fatal("no hand-over recorded by the surviving nodes")
@@ -121,7 +121,7 @@ func TestJoiningNodeTakesItsShare(t *testing.T) {
 	for _, r := range refs {
 		waitCount(t, c, r, 120, time.Minute)
 	}
-	if h := metricSum(t, second.Registry, "ea_handovers_total", nil) + metricSum(t, second.Registry, "ea_activations_total", nil); h == 0 {
+	if h := metricSum(t, second.Registry, "ea_handovers_total") + metricSum(t, second.Registry, "ea_activations_total"); h == 0 {
 		t.Fatal("the joining node took over nothing")
 	}
 	eventually(t, 10*time.Second, "the drive is split", func() bool {
@@ -154,8 +154,8 @@ func TestTwoDriversNeverDoubleApply(t *testing.T) {
 	refs := createCounters(t, c, 10)
 	publishAll(t, conn, refs, 300)
 	eventually(t, time.Minute, "both nodes processed records", func() bool {
-		return metricSum(t, nodes[0].Registry, "ea_records_processed_total", nil) > 0 &&
-			metricSum(t, nodes[1].Registry, "ea_records_processed_total", nil) > 0
+		return metricSum(t, nodes[0].Registry, "ea_records_processed_total") > 0 &&
+			metricSum(t, nodes[1].Registry, "ea_records_processed_total") > 0
 	})
 	time.Sleep(time.Second) // let them fight over the rest
 	fight.Store(false)
@@ -178,7 +178,7 @@ func TestTwoDriversNeverDoubleApply(t *testing.T) {
 	}
 	var handovers float64
 	for _, n := range nodes {
-		handovers += metricSum(t, n.Registry, "ea_handovers_total", nil)
+		handovers += metricSum(t, n.Registry, "ea_handovers_total")
 	}
 	if handovers == 0 {
 		t.Fatal("the nodes never took an effector from each other: the test proves nothing")
@@ -217,10 +217,10 @@ func TestPassivationAndActivation(t *testing.T) {
 		waitCount(t, c, r, round, 10*time.Second)
 		eventually(t, 10*time.Second, "passivated", func() bool { return !consumerExists() && active(t, n) == 0 })
 	}
-	if a := metricSum(t, n.Registry, "ea_activations_total", nil); a != 3 {
+	if a := metricSum(t, n.Registry, "ea_activations_total"); a != 3 {
 		t.Fatalf("activations = %v, want 3", a)
 	}
-	if p := metricSum(t, n.Registry, "ea_passivations_total", nil); p != 3 {
+	if p := metricSum(t, n.Registry, "ea_passivations_total"); p != 3 {
 		t.Fatalf("passivations = %v, want 3", p)
 	}
 }

@@ -11,7 +11,6 @@ import (
 	"github.com/effectors/effectors/bus"
 	"github.com/effectors/effectors/records"
 	"github.com/nats-io/nats.go"
-	"github.com/prometheus/client_golang/prometheus"
 )
 
 type strictState struct {
@@ -139,13 +138,13 @@ func TestPoisonRecords(t *testing.T) {
 			})
 		})
 	}
-	if got := metricValue(t, node.Registry, "ea_dead_letters_total", "kind", "strict", "reason", "decode"); got != 3 {
+	if got := metricSum(t, node.Registry, "ea_dead_letters_total", "kind", "strict", "reason", "decode"); got != 3 {
 		t.Errorf("ea_dead_letters_total{reason=decode} = %v, want 3", got)
 	}
-	if got := metricValue(t, node.Registry, "ea_logic_retries_total", "kind", "strict"); got != float64(2*len(cases)+2) {
+	if got := metricSum(t, node.Registry, "ea_logic_retries_total", "kind", "strict"); got != float64(2*len(cases)+2) {
 		t.Errorf("ea_logic_retries_total = %v, want %d (2 per flaky record, 2 for fail)", got, 2*len(cases)+2)
 	}
-	if got := metricValue(t, node.Registry, "ea_records_processed_total", "kind", "strict", "outcome", "dead"); got != float64(len(cases)) {
+	if got := metricSum(t, node.Registry, "ea_records_processed_total", "kind", "strict", "outcome", "dead"); got != float64(len(cases)) {
 		t.Errorf("dead outcomes = %v, want %d", got, len(cases))
 	}
 }
@@ -198,40 +197,4 @@ func iterPull[T any](seq func(func(T, error) bool)) (next func() (T, error), sto
 		}, func() {
 			once.Do(func() { close(done) })
 		}
-}
-
-// metricValue returns the value of the counter or gauge name with the given
-// label pairs, 0 when absent.
-func metricValue(t testing.TB, reg *prometheus.Registry, name string, labels ...string) float64 {
-	t.Helper()
-	families, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, f := range families {
-		if f.GetName() != name {
-			continue
-		}
-	metrics:
-		for _, m := range f.GetMetric() {
-			for i := 0; i < len(labels); i += 2 {
-				found := false
-				for _, lp := range m.GetLabel() {
-					if lp.GetName() == labels[i] && lp.GetValue() == labels[i+1] {
-						found = true
-					}
-				}
-				if !found {
-					continue metrics
-				}
-			}
-			switch {
-			case m.GetCounter() != nil:
-				return m.GetCounter().GetValue()
-			case m.GetGauge() != nil:
-				return m.GetGauge().GetValue()
-			}
-		}
-	}
-	return 0
 }

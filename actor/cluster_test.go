@@ -1,0 +1,256 @@
+package actor_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/effectors/effectors/bus"
+	"github.com/effectors/effectors/bus/bustest"
+	"github.com/effectors/effectors/records"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// clusterLoad is one record a plain publisher sends: its id is fixed up
+// front, so a publish retried after a lost acknowledgement is dropped by
+// JetStream's duplicate window instead of being stored twice.
+type clusterLoad struct {
+	to records.Ref
+	id string
+}
+
+// publishResilient publishes every load as an inc record with workers
+// parallel publishers, retrying each until JetStream acknowledges it (the
+// stream may be electing a new leader, the connection moving to another
+// server). It counts acknowledged records in acked and returns the first
+// record that could not be published by deadline.
+func publishResilient(conn *bus.Conn, loads []clusterLoad, workers int, deadline time.Time, acked *atomic.Int64) error {
+	jobs := make(chan clusterLoad)
+	errs := make(chan error, workers)
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Go(func() {
+			for l := range jobs {
+				rec, err := records.New("inc", nil)
+				if err != nil {
+					errs <- err
+					return
+				}
+				rec.ID = l.id
+				msg := rec.Msg(conn.Names().Mailbox(l.to))
+				for {
+					ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+					_, err := conn.JS.PublishMsg(ctx, msg)
+					cancel()
+					if err == nil {
+						acked.Add(1)
+						break
+					}
+					if time.Now().After(deadline) {
+						errs <- fmt.Errorf("publish %s to %s: %w", l.id, l.to, err)
+						return
+					}
+					time.Sleep(20 * time.Millisecond)
+				}
+			}
+		})
+	}
+	var err error
+feed:
+	for _, l := range loads {
+		select {
+		case jobs <- l:
+		case err = <-errs:
+			break feed
+		}
+	}
+	close(jobs)
+	wg.Wait()
+	if err == nil {
+		select {
+		case err = <-errs:
+		default:
+		}
+	}
+	return err
+}
+
+// TestClusterStreamLeaderDies runs two nodes against a 3-server NATS cluster
+// holding every stream and bucket in 3 replicas. While a plain publisher
+// drives 30 counters, the server leading the records stream stops: JetStream
+// elects another leader, clients move to the surviving servers, consumers
+// that lived on the stopped server are recreated, and processing goes on.
+// At the end every count is exact and no outbox holds an output twice.
+func TestClusterStreamLeaderDies(t *testing.T) {
+	const (
+		counters = 30
+		per      = 100
+		total    = counters * per
+	)
+	start := time.Now()
+	cl := bustest.NewCluster(t, 3)
+	conn := cl.Connect(t, bus.Config{Replicas: 3})
+	if urls := strings.Split(conn.Config().URL, ","); len(urls) != 3 {
+		t.Fatalf("connection URL %q: want the 3 servers' URLs", conn.Config().URL)
+	}
+	names := conn.Names()
+	for _, stream := range []string{names.RecordsStream(), names.DeadStream(), "KV_" + names.StateBucket(), "KV_" + names.PlaceBucket(), "KV_" + names.OrchBucket()} {
+		s, err := conn.JS.Stream(ctxT(t), stream)
+		if err != nil {
+			t.Fatal(err)
+		}
+		info := s.CachedInfo()
+		if info.Config.Replicas != 3 || info.Cluster == nil || len(info.Cluster.Replicas) != 2 {
+			t.Fatalf("stream %s: %d replicas configured, cluster %+v; want 3 replicas", stream, info.Config.Replicas, info.Cluster)
+		}
+	}
+	c := newClient(t, conn)
+	var nodes []*runningNode
+	for range 2 {
+		nodes = append(nodes, startNodeWith(t, cl.Connect(t, bus.Config{Replicas: 3}), fastPlacement, nil))
+	}
+	eventually(t, 10*time.Second, "two nodes see each other", func() bool {
+		for _, n := range nodes {
+			if metricSum(t, n.Registry, "ea_nodes_live") != 2 {
+				return false
+			}
+		}
+		return true
+	})
+	refs := createCounters(t, c, counters)
+	t.Cleanup(func() {
+		if t.Failed() {
+			for _, n := range nodes {
+				t.Log(n.Debug())
+			}
+			for _, r := range refs {
+				doc, err := c.State(ctxT(t), r)
+				t.Logf("%s: seq %d count %d status %s err %v", r, doc.Seq, count(t, c, r), doc.Status, err)
+			}
+		}
+	})
+
+	// Round-robin, so every counter has records before and after the stop.
+	var loads []clusterLoad
+	for range per {
+		for _, r := range refs {
+			loads = append(loads, clusterLoad{to: r, id: records.NewID()})
+		}
+	}
+	var acked atomic.Int64
+	published := make(chan error, 1)
+	go func() { published <- publishResilient(conn, loads, 6, time.Now().Add(45*time.Second), &acked) }()
+
+	processed := func() float64 {
+		var sum float64
+		for _, n := range nodes {
+			sum += metricSum(t, n.Registry, "ea_records_processed_total")
+		}
+		return sum
+	}
+	eventually(t, 30*time.Second, "a third of the load published and some processed", func() bool {
+		return acked.Load() >= total/3 && processed() >= total/10
+	})
+	leader := cl.StreamLeader(t, names.RecordsStream())
+	before, atStop := acked.Load(), processed()
+	leader.Shutdown()
+	stopped := time.Now()
+	t.Logf("stopped %s, leader of %s, with %d/%d records published and %v processed", leader.Name, names.RecordsStream(), before, total, atStop)
+	if before == total {
+		t.Fatal("the load was all published before the leader stopped: the test proves nothing")
+	}
+
+	if err := <-published; err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range refs {
+		waitCount(t, c, r, per, time.Until(stopped.Add(60*time.Second)))
+	}
+	t.Logf("all %d counts exact %s after the leader stopped (%s in all)", counters, time.Since(stopped).Round(time.Millisecond), time.Since(start).Round(time.Millisecond))
+	if next := cl.StreamLeader(t, names.RecordsStream()); next == leader {
+		t.Fatalf("stream %s is still led by the stopped server", names.RecordsStream())
+	}
+	for i, n := range nodes {
+		if p := metricSum(t, n.Registry, "ea_records_processed_total"); p == 0 {
+			t.Errorf("node %d processed nothing: the work did not spread", i)
+		}
+	}
+	if after := processed(); after <= atStop {
+		t.Fatalf("nothing processed after the leader stopped (%v before, %v after)", atStop, after)
+	}
+	outs := outboxes(t, conn, "counter")
+	for _, r := range refs {
+		if got := len(outs[names.Outbox(r)]); got != per {
+			t.Fatalf("%s: %d outputs, want %d", r, got, per)
+		}
+	}
+}
+
+// outboxes returns the ids of the records on every outbox of kind, by
+// subject, failing t on an id stored twice on one outbox. Right after a
+// leader change the JetStream API may briefly fail; it reads everything
+// again then, for up to 30s.
+func outboxes(t *testing.T, conn *bus.Conn, kind string) map[string][]string {
+	t.Helper()
+	filter := conn.Names().Outbox(records.Ref{Kind: kind, ID: "*"})
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		outs, err := readOutboxes(t, conn, filter)
+		if err == nil {
+			return outs
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("read %s: %v", filter, err)
+		}
+		t.Logf("read %s: %v; reading again", filter, err)
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+func readOutboxes(t *testing.T, conn *bus.Conn, filter string) (map[string][]string, error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	stream, err := conn.Stream(ctx)
+	if err != nil {
+		return nil, err
+	}
+	info, err := stream.Info(ctx, jetstream.WithSubjectFilter(filter))
+	if err != nil {
+		return nil, err
+	}
+	var total uint64
+	for _, n := range info.State.Subjects {
+		total += n
+	}
+	cons, err := stream.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{FilterSubjects: []string{filter}})
+	if err != nil {
+		return nil, err
+	}
+	outs := map[string][]string{}
+	seen := map[string]bool{}
+	for read := uint64(0); read < total; {
+		batch, err := cons.Fetch(int(min(total-read, 1000)), jetstream.FetchMaxWait(5*time.Second))
+		if err != nil {
+			return nil, err
+		}
+		for msg := range batch.Messages() {
+			subject, id := msg.Subject(), msg.Headers().Get(records.HeaderID)
+			if seen[subject+" "+id] {
+				t.Fatalf("output %s stored twice on %s", id, subject)
+			}
+			seen[subject+" "+id] = true
+			outs[subject] = append(outs[subject], id)
+			read++
+		}
+		if err := batch.Error(); err != nil && !errors.Is(err, jetstream.ErrNoMessages) {
+			return nil, err
+		}
+	}
+	return outs, nil
+}
