@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/effectors/effectors/actor"
 	"github.com/effectors/effectors/bus"
 	"github.com/effectors/effectors/bus/bustest"
 	"github.com/effectors/effectors/records"
@@ -80,6 +81,12 @@ feed:
 	return err
 }
 
+// clusterPlacement is fast placement for a cluster: heartbeats are KV writes
+// to a replicated bucket, which stall for a leader election (about 2s here),
+// so fastPlacement's 400ms TTL would have nodes declare each other dead
+// whenever a stream leader moves, and fight over effectors.
+var clusterPlacement = actor.Options{Heartbeat: 200 * time.Millisecond, HeartbeatTTL: 2 * time.Second}
+
 // TestClusterStreamLeaderDies runs two nodes against a 3-server NATS cluster
 // holding every stream and bucket in 3 replicas. While a plain publisher
 // drives 30 counters, the server leading the records stream stops: JetStream
@@ -112,7 +119,7 @@ func TestClusterStreamLeaderDies(t *testing.T) {
 	c := newClient(t, conn)
 	var nodes []*runningNode
 	for range 2 {
-		nodes = append(nodes, startNodeWith(t, cl.Connect(t, bus.Config{Replicas: 3}), fastPlacement, nil))
+		nodes = append(nodes, startNodeWith(t, cl.Connect(t, bus.Config{Replicas: 3}), clusterPlacement, nil))
 	}
 	eventually(t, 10*time.Second, "two nodes see each other", func() bool {
 		for _, n := range nodes {

@@ -55,6 +55,11 @@ import (
 // Records sent to an effector that was never created, or was terminated, go
 // to dead letters (reasons no_effector, terminated).
 
+// stallAfter is the least time an effector whose mailbox has records must sit
+// idle before its consumer counts as stalled: a one-replica consumer on a
+// cluster may lag the stream's leader for a moment.
+const stallAfter = 3 * time.Second
+
 // Placement key prefixes in the placement bucket.
 const (
 	keyNode   = "node."
@@ -359,10 +364,17 @@ func refOfKey(key string) (records.Ref, bool) {
 // and claims the markers this node now owns.
 func (p *placement) refresh(now time.Time) {
 	p.mu.Lock()
+	// While our own heartbeats do not come back on the watch (the watch
+	// stalled, say on a server that died, or we are cut off), silence from
+	// the others proves nothing: keep them alive until it recovers.
+	blind := false
+	if me, ok := p.members[p.id]; !ok || now.Sub(me.seen) >= p.ttl {
+		blind = true
+	}
 	var live []string
 	hosts := map[string][]string{}
 	for id, m := range p.members {
-		if id != p.id && now.Sub(m.seen) >= p.ttl {
+		if id != p.id && now.Sub(m.seen) >= p.ttl && !(blind && slices.Contains(p.live, id)) {
 			continue
 		}
 		live = append(live, id)
@@ -615,7 +627,7 @@ func (p *placement) sweep(ctx context.Context) {
 				switch {
 				case p.idle > 0 && idle >= p.idle:
 					p.passivate(ctx, e)
-				case idle >= 2*p.beat && e.stalled():
+				case idle >= max(2*p.beat, stallAfter) && e.stalled():
 					go p.checkStalled(ctx, e)
 				}
 			}
@@ -705,7 +717,8 @@ func (p *placement) scanFrom(ctx context.Context, from uint64) error {
 	if err != nil {
 		return fmt.Errorf("wake scan consumer: %w", err)
 	}
-	it, err := cons.Messages(jetstream.PullMaxMessages(1024))
+	// A short heartbeat notices a lost server in seconds, not the default ten.
+	it, err := cons.Messages(jetstream.PullMaxMessages(1024), jetstream.PullExpiry(3*time.Second), jetstream.PullHeartbeat(time.Second))
 	if err != nil {
 		return fmt.Errorf("wake scan: %w", err)
 	}

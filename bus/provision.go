@@ -50,7 +50,7 @@ func (c *Conn) Provision(ctx context.Context) error {
 			_, err := c.JS.CreateOrUpdateStream(ctx, sc)
 			return err
 		}); err != nil {
-			return fmt.Errorf("provision stream %s: %w", sc.Name, err)
+			return fmt.Errorf("provision stream %s: %w", sc.Name, c.explain(err))
 		}
 	}
 	buckets := []jetstream.KeyValueConfig{
@@ -63,10 +63,23 @@ func (c *Conn) Provision(ctx context.Context) error {
 			_, err := c.JS.CreateOrUpdateKeyValue(ctx, kc)
 			return err
 		}); err != nil {
-			return fmt.Errorf("provision bucket %s: %w", kc.Bucket, err)
+			return fmt.Errorf("provision bucket %s: %w", kc.Bucket, c.explain(err))
 		}
 	}
 	return nil
+}
+
+// errCodeReplicasNotClustered is JetStream's "replicas > 1 not supported in
+// non-clustered mode".
+const errCodeReplicasNotClustered = 10074
+
+// explain adds what to do to the JetStream errors a misconfiguration gives.
+func (c *Conn) explain(err error) error {
+	var apiErr *jetstream.APIError
+	if errors.As(err, &apiErr) && apiErr.ErrorCode == errCodeReplicasNotClustered {
+		return fmt.Errorf("%w: %w: replicas %d need a NATS cluster of at least %d servers; use replicas 1 against a single server", ErrInvalidConfig, err, c.cfg.Replicas, c.cfg.Replicas)
+	}
+	return err
 }
 
 // checkStreamPrefix fails when stream exists with subjects outside this

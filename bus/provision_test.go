@@ -285,10 +285,13 @@ func TestProvisionReplicasOnSingleServer(t *testing.T) {
 		t.Fatal("Provision with 3 replicas on one server succeeded")
 	}
 	t.Logf("Provision with 3 replicas on one server: %v (after %s)", err, time.Since(start))
-	for _, want := range []string{"EA_RECORDS", "replicas"} {
+	for _, want := range []string{"EA_RECORDS", "replicas", "cluster of at least 3 servers"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error %q does not say %q", err, want)
 		}
+	}
+	if !errors.Is(err, bus.ErrInvalidConfig) {
+		t.Errorf("error %v does not match bus.ErrInvalidConfig", err)
 	}
 	if got := streamNames(t, conn.JS); len(got) != 0 {
 		t.Errorf("streams after the failed Provision = %q; want none", got)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -26,6 +27,91 @@ type ServerConfig struct {
 	SyncAlways bool
 	// Logger receives the server's warnings and errors. Nil discards them.
 	Logger *slog.Logger
+	// Name is the server's name, which must be unique within a cluster.
+	// Default "ea-embedded"; required when Cluster is set.
+	Name string
+	// Cluster makes the server join a NATS cluster; the zero value runs it
+	// alone.
+	Cluster ClusterConfig
+}
+
+// ClusterConfig makes an embedded server one of a NATS cluster. JetStream
+// then replicates streams and buckets across the servers (see
+// [Config.Replicas]); a cluster of 3 keeps working when one server stops.
+type ClusterConfig struct {
+	// Name is the cluster's name, the same on every server of the cluster.
+	// Empty means no cluster: Listen and Routes must then be empty too.
+	Name string
+	// Listen is the address, host:port, on which the server accepts routes
+	// from the other servers of the cluster. Port 0 picks a free port (see
+	// [Server.ClusterAddr]). Required with Name.
+	Listen string
+	// Routes are the route URLs of other servers of the cluster, e.g.
+	// nats-route://10.0.0.2:6222 (nats:// is accepted as well). Servers
+	// tell each other about the rest, so each needs at least one route to
+	// a server already running; listing all of them is the usual choice,
+	// and a server's own address among them is ignored.
+	Routes []string
+}
+
+// Validate reports the first invalid setting, wrapping [ErrInvalidConfig].
+func (c ServerConfig) Validate() error {
+	if c.Listen != "" {
+		if _, _, err := parseListen(c.Listen); err != nil {
+			return err
+		}
+	}
+	if c.Name != "" && !validServerName(c.Name) {
+		return fmtInvalid("server name %q: use letters, digits, '-', '_' and '.' only (no spaces)", c.Name)
+	}
+	cl := c.Cluster
+	if cl.Name == "" {
+		if cl.Listen != "" || len(cl.Routes) > 0 {
+			return fmtInvalid("cluster listen address or routes given without a cluster name: set Cluster.Name (the same on every server of the cluster)")
+		}
+		return nil
+	}
+	switch {
+	case !validServerName(cl.Name):
+		return fmtInvalid("cluster name %q: use letters, digits, '-', '_' and '.' only (no spaces)", cl.Name)
+	case c.Name == "":
+		return fmtInvalid("cluster %q: set the server Name, unique within the cluster (JetStream tells servers apart by name)", cl.Name)
+	case cl.Listen == "":
+		return fmtInvalid("cluster %q: set Cluster.Listen, the host:port on which the server accepts routes (port 0 picks a free one)", cl.Name)
+	}
+	if _, _, err := parseListen(cl.Listen); err != nil {
+		return fmtInvalid("cluster %q: Cluster.Listen %q: want host:port with port 0-65535, e.g. 127.0.0.1:6222", cl.Name, cl.Listen)
+	}
+	for _, r := range cl.Routes {
+		if _, err := parseRoute(r); err != nil {
+			return fmtInvalid("cluster %q: %s", cl.Name, err)
+		}
+	}
+	return nil
+}
+
+// validServerName reports whether name is a usable server or cluster name.
+func validServerName(name string) bool {
+	for _, r := range name {
+		switch {
+		case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r >= '0' && r <= '9', r == '-', r == '_', r == '.':
+		default:
+			return false
+		}
+	}
+	return name != ""
+}
+
+// parseRoute parses a route URL, nats-route://host:port or nats://host:port.
+func parseRoute(route string) (*url.URL, error) {
+	u, err := url.Parse(route)
+	if err != nil || (u.Scheme != "nats-route" && u.Scheme != "nats") || u.Hostname() == "" || u.Port() == "" {
+		return nil, fmt.Errorf("route %q: want nats-route://host:port", route)
+	}
+	if port, err := strconv.Atoi(u.Port()); err != nil || port < 1 || port > 65535 {
+		return nil, fmt.Errorf("route %q: port must be 1-65535", route)
+	}
+	return u, nil
 }
 
 // Server is an embedded nats-server with JetStream.
@@ -36,7 +122,17 @@ type Server struct {
 
 // StartServer starts an embedded nats-server with JetStream and waits until it
 // accepts clients.
+//
+// With cfg.Cluster set it joins the cluster; JetStream there needs a meta
+// leader, elected once a majority of the servers run, before it serves
+// requests: see [Server.JetStreamStatus].
 func StartServer(cfg ServerConfig) (*Server, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if cfg.Name == "" {
+		cfg.Name = "ea-embedded"
+	}
 	if cfg.Listen == "" {
 		cfg.Listen = "127.0.0.1:4222"
 	}
@@ -58,7 +154,7 @@ func StartServer(cfg ServerConfig) (*Server, error) {
 		return nil, fmt.Errorf("create store dir: %w (set --store to a writable directory)", err)
 	}
 	opts := &server.Options{
-		ServerName: "ea-embedded",
+		ServerName: cfg.Name,
 		Host:       host,
 		Port:       port,
 		JetStream:  true,
@@ -66,6 +162,18 @@ func StartServer(cfg ServerConfig) (*Server, error) {
 		SyncAlways: cfg.SyncAlways,
 		NoSigs:     true,
 		MaxPayload: server.MAX_PAYLOAD_SIZE,
+	}
+	if cl := cfg.Cluster; cl.Name != "" {
+		host, port, _ := parseListen(cl.Listen)
+		if port == 0 {
+			port = server.RANDOM_PORT
+		}
+		opts.Cluster = server.ClusterOpts{Name: cl.Name, Host: host, Port: port}
+		for _, r := range cl.Routes {
+			u, _ := parseRoute(r)
+			u.Scheme = "nats-route"
+			opts.Routes = append(opts.Routes, u)
+		}
 	}
 	srv, err := server.NewServer(opts)
 	if err != nil {
@@ -114,6 +222,74 @@ func (s *Server) ClientURL() string { return s.srv.ClientURL() }
 
 // Addr is the address clients connect to, host:port.
 func (s *Server) Addr() string { return s.srv.Addr().String() }
+
+// Name is the server's name.
+func (s *Server) Name() string { return s.srv.Name() }
+
+// ClusterAddr is the address, host:port, on which the server accepts routes
+// from the other servers of its cluster; "" when it is not in a cluster.
+func (s *Server) ClusterAddr() string {
+	if s.cfg.Cluster.Name == "" {
+		return ""
+	}
+	addr := s.srv.ClusterAddr()
+	if addr == nil {
+		return ""
+	}
+	return addr.String()
+}
+
+// JetStreamStatus is what a server knows of JetStream's readiness.
+type JetStreamStatus struct {
+	// Clustered is true when JetStream runs in a cluster.
+	Clustered bool
+	// Current is true when the server can serve JetStream requests: always
+	// when standalone; in a cluster, once a meta leader is elected and this
+	// server has caught up with it.
+	Current bool
+	// MetaLeader is true when this server leads the cluster's JetStream
+	// meta group (which places streams and consumers).
+	MetaLeader bool
+	// Peers names the live JetStream servers of the cluster; only the meta
+	// leader knows them, so it is empty on the others.
+	Peers []string
+}
+
+// JetStreamStatus reports whether JetStream on this server is ready and, in a
+// cluster, whether it leads the meta group. A cluster can create replicated
+// streams once one server is MetaLeader with Peers listing enough servers.
+func (s *Server) JetStreamStatus() JetStreamStatus {
+	st := JetStreamStatus{Clustered: s.srv.JetStreamIsClustered(), Current: s.srv.JetStreamIsCurrent()}
+	if st.Clustered {
+		st.MetaLeader = s.srv.JetStreamIsLeader()
+		if st.MetaLeader {
+			st.Peers = s.srv.JetStreamClusterPeers()
+		}
+	}
+	return st
+}
+
+// Healthy reports whether the server is fully up, the way its /healthz
+// monitoring endpoint does: nil once it accepts clients and, with JetStream,
+// every stream and consumer it holds is running and caught up; otherwise an
+// error saying what is not.
+func (s *Server) Healthy() error {
+	h := s.srv.Healthz(nil)
+	if h.Status == "ok" {
+		return nil
+	}
+	if h.Error != "" {
+		return fmt.Errorf("nats-server %s: %s", s.srv.Name(), h.Error)
+	}
+	return fmt.Errorf("nats-server %s: status %s", s.srv.Name(), h.Status)
+}
+
+// LeadsStream reports whether this server is the leader of the replicated
+// stream named stream (a KV bucket is stream KV_<bucket>): the server that
+// orders and acknowledges its writes. Always false when not in a cluster.
+func (s *Server) LeadsStream(stream string) bool {
+	return s.srv.JetStreamIsStreamLeader(s.srv.GlobalAccount().Name, stream)
+}
 
 // StoreDir is the JetStream store directory in use.
 func (s *Server) StoreDir() string { return s.srv.StoreDir() }

@@ -4,6 +4,12 @@
 //	srv := bustest.NewServer(t)  // random port, storage in t.TempDir()
 //	conn := srv.Connect(t)       // *bus.Conn, streams and buckets provisioned
 //
+// [NewCluster] starts a NATS cluster of in-process servers the same way:
+//
+//	c := bustest.NewCluster(t, 3)  // routed on 127.0.0.1, a JetStream meta leader elected
+//	conn := c.Connect(t)           // all three URLs, streams and buckets in 3 replicas
+//	c.StreamLeader(t, "EA_RECORDS").Shutdown()
+//
 // Everything started is stopped by t.Cleanup.
 package bustest
 

@@ -1,0 +1,354 @@
+package bustest
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/effectors/effectors/bus"
+)
+
+// Cluster is a NATS cluster of in-process servers with JetStream, routed to
+// each other on 127.0.0.1:
+//
+//	c := bustest.NewCluster(t, 3)  // 3 servers, a JetStream meta leader elected
+//	conn := c.Connect(t)           // provisioned with 3 replicas
+//	c.StreamLeader(t, "EA_RECORDS").Shutdown()
+//
+// Everything started is stopped by t.Cleanup.
+type Cluster struct {
+	// Name is the cluster name.
+	Name string
+	// Servers are the servers, in start order; each can be stopped and
+	// restarted on its own.
+	Servers []*ClusterServer
+}
+
+// ClusterServer is one server of a [Cluster].
+type ClusterServer struct {
+	// Name is the server name, unique in the cluster.
+	Name string
+	// URL is the client URL, stable across Restart.
+	URL string
+	// StoreDir is the JetStream store directory, kept across Restart.
+	StoreDir string
+
+	cluster     *Cluster
+	addr        string // client address
+	clusterAddr string // route address
+
+	mu  sync.Mutex
+	srv *bus.Server
+}
+
+// clusterReadyTimeout bounds the wait for a meta leader.
+const clusterReadyTimeout = 30 * time.Second
+
+// NewCluster starts a cluster of n servers (1-5) on free ports of 127.0.0.1,
+// each storing in its own t.TempDir(), and waits until JetStream has a meta
+// leader that knows all n servers.
+func NewCluster(t testing.TB, n int) *Cluster {
+	t.Helper()
+	if n < 1 || n > 5 {
+		t.Fatalf("bustest: NewCluster(%d): want 1-5 servers", n)
+	}
+	var c *Cluster
+	var err error
+	for range 5 { // a reserved port may be taken by someone else before we use it
+		if c, err = startCluster(t, n); err == nil {
+			break
+		}
+	}
+	if err != nil {
+		t.Fatalf("bustest: start cluster of %d: %v", n, err)
+	}
+	c.WaitReady(t)
+	return c
+}
+
+// startCluster reserves 2n ports and starts n servers on them.
+func startCluster(t testing.TB, n int) (*Cluster, error) {
+	ports, err := freePorts(2 * n)
+	if err != nil {
+		return nil, err
+	}
+	c := &Cluster{Name: "ea-test"}
+	for i := range n {
+		c.Servers = append(c.Servers, &ClusterServer{
+			Name:        fmt.Sprintf("ea-test-%d", i),
+			StoreDir:    t.TempDir(),
+			cluster:     c,
+			addr:        ports[2*i],
+			clusterAddr: ports[2*i+1],
+		})
+	}
+	// Start them together: each waits for clients only, JetStream elects
+	// its meta leader once the routes are up.
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i, s := range c.Servers {
+		wg.Go(func() { errs[i] = s.start() })
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			c.Shutdown()
+			return nil, err
+		}
+	}
+	for _, s := range c.Servers {
+		s.URL = "nats://" + s.addr
+	}
+	t.Cleanup(c.Shutdown)
+	return c, nil
+}
+
+// freePorts returns n distinct free addresses on 127.0.0.1.
+func freePorts(n int) ([]string, error) {
+	var ls []net.Listener
+	defer func() {
+		for _, l := range ls {
+			_ = l.Close()
+		}
+	}()
+	var addrs []string
+	for range n {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, fmt.Errorf("reserve a port: %w", err)
+		}
+		ls = append(ls, l)
+		addrs = append(addrs, l.Addr().String())
+	}
+	return addrs, nil
+}
+
+func (s *ClusterServer) start() error {
+	var routes []string
+	for _, o := range s.cluster.Servers {
+		if o != s {
+			routes = append(routes, "nats-route://"+o.clusterAddr)
+		}
+	}
+	cfg := bus.ServerConfig{
+		Name:     s.Name,
+		Listen:   s.addr,
+		StoreDir: s.StoreDir,
+		Cluster:  bus.ClusterConfig{Name: s.cluster.Name, Listen: s.clusterAddr, Routes: routes},
+	}
+	srv, err := bus.StartServer(cfg)
+	if err != nil {
+		return err
+	}
+	s.mu.Lock()
+	s.srv = srv
+	s.mu.Unlock()
+	return nil
+}
+
+// URL is the comma-separated client URLs of all servers, the form
+// [bus.Config.URL] takes.
+func (c *Cluster) URL() string {
+	urls := make([]string, len(c.Servers))
+	for i, s := range c.Servers {
+		urls[i] = s.URL
+	}
+	return strings.Join(urls, ",")
+}
+
+// Connect connects to the cluster with cfg (URL set to every server,
+// replicas to the cluster size, at most 3, unless set; prefix "ea" unless
+// set), provisions streams and buckets, and closes the connection at
+// cleanup.
+func (c *Cluster) Connect(t testing.TB, cfg ...bus.Config) *bus.Conn {
+	t.Helper()
+	var conf bus.Config
+	if len(cfg) > 0 {
+		conf = cfg[0]
+	}
+	conf.URL = c.URL()
+	if conf.Replicas == 0 {
+		conf.Replicas = min(len(c.Servers), 3)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 40*time.Second)
+	defer cancel()
+	conn, err := bus.Connect(ctx, conf)
+	if err != nil {
+		t.Fatalf("bustest: connect to cluster: %v", err)
+	}
+	t.Cleanup(func() { _ = conn.Close() })
+	// A JetStream API reply can be lost while a young cluster moves a
+	// leader, and the request then waits for its whole context: bound each
+	// attempt and provision again (it is idempotent).
+	for attempt := 1; ; attempt++ {
+		actx, acancel := context.WithTimeout(ctx, 10*time.Second)
+		err = conn.Provision(actx)
+		acancel()
+		if err == nil {
+			return conn
+		}
+		if attempt == 3 || ctx.Err() != nil {
+			t.Fatalf("bustest: provision on cluster (%d attempts): %v", attempt, err)
+		}
+		t.Logf("bustest: provision on cluster: %v; trying again", err)
+	}
+}
+
+// WaitReady waits until a running server leads the JetStream meta group,
+// knows every running server as a peer, and every running server has caught
+// up with it.
+func (c *Cluster) WaitReady(t testing.TB) {
+	t.Helper()
+	deadline := time.Now().Add(clusterReadyTimeout)
+	for {
+		ready, why := c.ready()
+		if ready {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("bustest: cluster not ready after %s: %s", clusterReadyTimeout, why)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func (c *Cluster) ready() (bool, string) {
+	var running []string
+	var leader *bus.JetStreamStatus
+	for _, s := range c.Servers {
+		srv := s.server()
+		if srv == nil {
+			continue
+		}
+		running = append(running, s.Name)
+		st := srv.JetStreamStatus()
+		if !st.Current {
+			return false, s.Name + " has not caught up with a meta leader"
+		}
+		if st.MetaLeader {
+			leader = &st
+		}
+	}
+	if leader == nil {
+		return false, "no meta leader"
+	}
+	for _, name := range running {
+		if !slices.Contains(leader.Peers, name) {
+			return false, fmt.Sprintf("the meta leader knows peers %q, not %s", leader.Peers, name)
+		}
+	}
+	return true, ""
+}
+
+// MetaLeader returns the server leading the JetStream meta group, waiting
+// for one.
+func (c *Cluster) MetaLeader(t testing.TB) *ClusterServer {
+	t.Helper()
+	return c.waitFor(t, "a JetStream meta leader", func(srv *bus.Server) bool { return srv.JetStreamStatus().MetaLeader })
+}
+
+// StreamLeader returns the server leading stream (a KV bucket b is stream
+// KV_b), waiting for a running server to lead it.
+func (c *Cluster) StreamLeader(t testing.TB, stream string) *ClusterServer {
+	t.Helper()
+	return c.waitFor(t, "a leader of stream "+stream, func(srv *bus.Server) bool { return srv.LeadsStream(stream) })
+}
+
+func (c *Cluster) waitFor(t testing.TB, what string, match func(*bus.Server) bool) *ClusterServer {
+	t.Helper()
+	deadline := time.Now().Add(clusterReadyTimeout)
+	for {
+		for _, s := range c.Servers {
+			if srv := s.server(); srv != nil && match(srv) {
+				return s
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("bustest: no server is %s after %s", what, clusterReadyTimeout)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// Shutdown stops every server; it is safe to call more than once. It first
+// waits (up to 10s) for the running servers to be healthy: nats-server leaks
+// the goroutines of a replicated group's log when it stops while still
+// creating that group (after a restart, or while consumers are created).
+func (c *Cluster) Shutdown() {
+	c.waitHealthy(10 * time.Second)
+	var wg sync.WaitGroup
+	for _, s := range c.Servers {
+		wg.Go(s.Shutdown)
+	}
+	wg.Wait()
+}
+
+// waitHealthy waits up to timeout until every running server is healthy,
+// and returns the last problem seen, or nil.
+func (c *Cluster) waitHealthy(timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	for {
+		var err error
+		for _, s := range c.Servers {
+			if srv := s.server(); srv != nil {
+				if err = srv.Healthy(); err != nil {
+					break
+				}
+			}
+		}
+		if err == nil || time.Now().After(deadline) {
+			return err
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func (s *ClusterServer) server() *bus.Server {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.srv
+}
+
+// Running reports whether the server is running.
+func (s *ClusterServer) Running() bool { return s.server() != nil }
+
+// Server returns the running server, nil when stopped.
+func (s *ClusterServer) Server() *bus.Server { return s.server() }
+
+// Shutdown stops the server; the others go on. It is safe to call more than
+// once.
+func (s *ClusterServer) Shutdown() {
+	s.mu.Lock()
+	srv := s.srv
+	s.srv = nil
+	s.mu.Unlock()
+	if srv != nil {
+		srv.Shutdown()
+	}
+}
+
+// Restart stops the server if it runs and starts it again with the same name,
+// addresses and store, as an operator restarting one nats-server of a
+// cluster would; it then waits until the cluster is ready and every running
+// server healthy (its streams and consumers caught up).
+func (s *ClusterServer) Restart(t testing.TB) {
+	t.Helper()
+	s.Shutdown()
+	var err error
+	for range 50 { // the port may linger briefly after a shutdown
+		if err = s.start(); err == nil {
+			s.cluster.WaitReady(t)
+			if err := s.cluster.waitHealthy(clusterReadyTimeout); err != nil {
+				t.Fatalf("bustest: restart %s: not healthy after %s: %v", s.Name, clusterReadyTimeout, err)
+			}
+			return
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Fatalf("bustest: restart %s: %v", s.Name, err)
+}
