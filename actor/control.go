@@ -282,8 +282,16 @@ func (n *Node) retireCtx(ctx context.Context, ref records.Ref) error {
 	if e := n.driving(ref); e != nil {
 		n.detach(ref, e)
 	}
-	if err := n.stream.DeleteConsumer(ctx, consumerName(ref)); err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
-		return fmt.Errorf("delete consumer: %w", err)
+	drivers := []string{n.opts.NodeID}
+	n.place.mu.Lock()
+	if m, ok := n.place.markers[ref]; ok && m.node != n.opts.NodeID {
+		drivers = append(drivers, m.node)
+	}
+	n.place.mu.Unlock()
+	for _, node := range drivers {
+		if err := n.stream.DeleteConsumer(ctx, consumerName(ref, node)); err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
+			return fmt.Errorf("delete consumer: %w", err)
+		}
 	}
 	// Whoever drives it lets go when the marker goes.
 	if err := n.place.kv.Delete(ctx, keyActive+n.names.StateKey(ref)); err != nil {

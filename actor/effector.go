@@ -108,15 +108,18 @@ type effector struct {
 	rev   uint64
 }
 
-// consumerName is the durable consumer name of ref: <kind>~<id>, hashed when
-// too long for a consumer name.
-func consumerName(ref records.Ref) string {
-	name := ref.Kind + "~" + ref.ID
-	if len(name) > 200 {
+// consumerName is the durable consumer name of ref when node drives it:
+// <kind>~<id>~<node>, with the id hashed when too long for a consumer name.
+// Each driver has a consumer of its own, so a node that lost an effector
+// without knowing it yet can never pull records from its successor's
+// consumer (and apply a record without the ones before it).
+func consumerName(ref records.Ref, node string) string {
+	id := ref.ID
+	if len(ref.Kind)+len(id)+len(node) > 200 {
 		sum := sha256.Sum256([]byte(ref.ID))
-		name = ref.Kind + "~h" + hex.EncodeToString(sum[:20])
+		id = "h" + hex.EncodeToString(sum[:20])
 	}
-	return name
+	return ref.Kind + "~" + id + "~" + node
 }
 
 // deliver receives a record from the consumer.

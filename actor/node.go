@@ -274,7 +274,7 @@ func (n *Node) attach(ctx context.Context, doc Document, rev uint64) error {
 		return nil
 	}
 	cfg := jetstream.ConsumerConfig{
-		Durable:       consumerName(ref),
+		Durable:       consumerName(ref, n.opts.NodeID),
 		Description:   "mailbox of " + ref.String(),
 		FilterSubject: n.names.Mailbox(ref),
 		AckPolicy:     jetstream.AckExplicitPolicy,
@@ -363,7 +363,7 @@ func (n *Node) checkConsumer(ref records.Ref, e *effector) {
 	ctx, cancel := context.WithTimeout(e.ctx, 10*time.Second)
 	defer cancel()
 	for ctx.Err() == nil {
-		_, err := n.stream.Consumer(ctx, consumerName(ref))
+		_, err := n.stream.Consumer(ctx, consumerName(ref, n.opts.NodeID))
 		switch {
 		case err == nil:
 			return

@@ -508,6 +508,12 @@ func (p *placement) ensure(ctx context.Context, ref records.Ref, seq uint64) err
 	if err := p.mark(ctx, ref); err != nil {
 		return err
 	}
+	if marked && m.node != p.id {
+		// The former driver's consumer: nobody should pull from it any more.
+		if err := p.n.stream.DeleteConsumer(ctx, consumerName(ref, m.node)); err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
+			p.n.log.Debug("delete the former driver's consumer", "effector", ref.String(), "err", err)
+		}
+	}
 	if err := p.n.attach(ctx, ent.Value, ent.Revision); err != nil {
 		return err
 	}
@@ -652,12 +658,12 @@ func (p *placement) checkStalled(ctx context.Context, e *effector) {
 func (p *placement) passivate(ctx context.Context, e *effector) {
 	ref := e.ref
 	unlock := p.lock(ref)
-	defer unlock()
+	defer func() { unlock() }() // unlock may be replaced below
 	if p.n.driving(ref) != e || e.idleSince(time.Now()) < p.idle {
 		return
 	}
 	p.n.detach(ref, e)
-	if err := p.n.stream.DeleteConsumer(ctx, consumerName(ref)); err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) && ctx.Err() == nil {
+	if err := p.n.stream.DeleteConsumer(ctx, consumerName(ref, p.id)); err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) && ctx.Err() == nil {
 		p.n.log.Debug("delete consumer of passivated effector", "effector", ref.String(), "err", err)
 	}
 	if err := p.unmark(ctx, ref); err != nil {
