@@ -161,7 +161,7 @@ func TestDashboardShape(t *testing.T) {
 			if tg.Datasource == nil || tg.Datasource.UID != "${DS_PROMETHEUS}" {
 				t.Errorf("panel %q, query %s: datasource %+v, want ${DS_PROMETHEUS}", p.Title, tg.RefID, tg.Datasource)
 			}
-			if !strings.Contains(tg.Expr, `kind=~"$kind"`) {
+			if !strings.Contains(tg.Expr, `kind=~"$kind"`) && !onlyNodeWide(tg.Expr) {
 				t.Errorf("panel %q, query %s: %q does not filter by the kind variable", p.Title, tg.RefID, tg.Expr)
 			}
 			if strings.Count(tg.Expr, "(") != strings.Count(tg.Expr, ")") ||
@@ -175,6 +175,24 @@ func TestDashboardShape(t *testing.T) {
 		t.Fatal("the dashboard has no queries")
 	}
 }
+
+// nodeWide are the metrics without a kind label: a query of them alone
+// cannot filter by the kind variable.
+var nodeWide = []string{"ea_nodes_live"}
+
+// onlyNodeWide reports whether every ea_ metric expr uses is node-wide.
+func onlyNodeWide(expr string) bool {
+	names := metricRe.FindAllString(expr, -1)
+	for _, n := range names {
+		if !slices.Contains(nodeWide, n) {
+			return false
+		}
+	}
+	return len(names) > 0
+}
+
+// targetLabels are the labels Prometheus adds to every scraped series.
+var targetLabels = []string{"instance", "job"}
 
 // recordingRegisterer registers collectors in a registry and remembers what
 // they describe, so that metric vectors without children yet (no dead letter,
@@ -301,7 +319,7 @@ func TestDashboardMetricsAreRegistered(t *testing.T) {
 	stop()
 
 	// The node registered on our registry, and what it did shows.
-	for _, name := range []string{"ea_records_processed_total", "ea_record_processing_seconds", "ea_effectors_active", "ea_mailbox_backlog"} {
+	for _, name := range []string{"ea_records_processed_total", "ea_record_processing_seconds", "ea_effectors_active", "ea_mailbox_backlog", "ea_nodes_live"} {
 		if !gathered[name] {
 			t.Errorf("after one record, Gather has no %s", name)
 		}
@@ -325,6 +343,7 @@ func TestDashboardMetricsAreRegistered(t *testing.T) {
 					continue
 				}
 				labels = append(labels, l...)
+				labels = append(labels, targetLabels...)
 				if series != name {
 					labels = append(labels, "le")
 				}
@@ -340,6 +359,11 @@ func TestDashboardMetricsAreRegistered(t *testing.T) {
 	}
 	if len(used) == 0 {
 		t.Fatal("the dashboard uses no ea_ metric")
+	}
+	for _, name := range []string{"ea_effectors_active", "ea_activations_total", "ea_passivations_total", "ea_handovers_total", "ea_nodes_live"} {
+		if !used[name] {
+			t.Errorf("the dashboard does not show the placement metric %s", name)
+		}
 	}
 	// The kind variable's query too.
 	for _, v := range d.Templating.List {
@@ -450,7 +474,7 @@ func TestTemplateValuesExist(t *testing.T) {
 		"terminationGracePeriodSeconds", "metrics.address", "metrics.serviceMonitor.enabled", "node.replicaCount",
 		"image.repository", "image.tag", "image.pullPolicy", "resources", "nodeSelector", "tolerations", "affinity",
 		"podAnnotations", "securityContext.runAsNonRoot", "securityContext.readOnlyRootFilesystem",
-		"podDisruptionBudget.enabled"} {
+		"podDisruptionBudget.enabled", "placement.heartbeat", "placement.heartbeatTTL", "placement.idle"} {
 		if !keys[want] {
 			t.Errorf("values.yaml has no %s", want)
 		}
@@ -505,15 +529,29 @@ func TestChart(t *testing.T) {
 	}
 	deployment := readTemplates(t)["deployment.yaml"]
 	env := envRe.FindAllString(deployment, -1)
-	for _, want := range []string{"EA_NATS", "EA_PREFIX", "EA_REPLICAS", "EA_LOG_LEVEL", "EA_LOG_FORMAT", "EA_SHUTDOWN_GRACE", "EA_METRICS"} {
+	for _, want := range []string{"EA_NATS", "EA_PREFIX", "EA_REPLICAS", "EA_LOG_LEVEL", "EA_LOG_FORMAT", "EA_SHUTDOWN_GRACE", "EA_METRICS",
+		"EA_HEARTBEAT", "EA_HEARTBEAT_TTL", "EA_IDLE"} {
 		if !slices.Contains(env, want) {
 			t.Errorf("deployment.yaml does not set %s", want)
 		}
 	}
+	// The flags are ea-node's settings, named in cmd/node/config.go.
+	nodeConfig, err := os.ReadFile(filepath.Join("..", "cmd", "node", "config.go"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	chartReadme, err := os.ReadFile(filepath.Join(chartDir, "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, e := range env {
-		flag := "--" + strings.ReplaceAll(strings.ToLower(strings.TrimPrefix(e, "EA_")), "_", "-")
-		if !strings.Contains(string(readme), "`"+flag+"`") {
-			t.Errorf("deployment.yaml sets %s, but the README documents no flag %s", e, flag)
+		name := strings.ReplaceAll(strings.ToLower(strings.TrimPrefix(e, "EA_")), "_", "-")
+		if !strings.Contains(string(nodeConfig), `{name: "`+name+`",`) {
+			t.Errorf("deployment.yaml sets %s, but ea-node has no flag --%s (cmd/node/config.go)", e, name)
+		}
+		flag := "`--" + name + "`"
+		if !strings.Contains(string(readme), flag) && !strings.Contains(string(chartReadme), flag) {
+			t.Errorf("deployment.yaml sets %s, but neither the README nor the chart README documents the flag %s", e, flag)
 		}
 	}
 	for _, probe := range []string{"path: /healthz", "path: /readyz", "port: metrics"} {

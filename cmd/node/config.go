@@ -11,7 +11,10 @@ import (
 	"strings"
 	"time"
 
+	"github.com/effectors/effectors/actor"
 	"github.com/effectors/effectors/bus"
+	"github.com/effectors/effectors/records"
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // config is the node's configuration, read from flags and the environment.
@@ -27,6 +30,12 @@ type config struct {
 	LogFormat     string // "text" or "json"
 	ShutdownGrace time.Duration
 
+	// Placement (see package actor, Options).
+	NodeID       string        // empty: random, new at every start
+	Heartbeat    time.Duration // how often the node announces itself
+	HeartbeatTTL time.Duration // zero: three heartbeats
+	IdleTimeout  time.Duration // negative: never passivate
+
 	// explicit holds the names of the settings given by a flag or the
 	// environment rather than left at their default.
 	explicit map[string]bool
@@ -36,10 +45,13 @@ type config struct {
 // is kept as text and checked after parsing, so that a bad value, from a flag
 // or from the environment, gets one clear message.
 type setting struct {
-	name  string // flag name without dashes
-	arg   string // placeholder in the usage, e.g. "URLS"; empty for a bool
-	def   string
-	usage string
+	name string // flag name without dashes
+	arg  string // placeholder in the usage, e.g. "URLS"; empty for a bool
+	def  string
+	// defText, when set, is how the usage shows a default that is not a
+	// literal value (an empty def that means "derived" or "random").
+	defText string
+	usage   string
 	// check converts the text into cfg, or returns what is allowed.
 	check func(cfg *config, v string) (want string)
 
@@ -169,7 +181,92 @@ func settings() []*setting {
 				c.ShutdownGrace = d
 				return ""
 			}},
+		{name: "node-id", arg: "ID", def: "",
+			defText: "random, new at every start",
+			usage:   "this node's name in placement (1-128 characters of A-Z a-z 0-9 _ -); a restarted node with a random id is a new member",
+			check: func(c *config, v string) string {
+				if v == "" {
+					c.NodeID = ""
+					return ""
+				}
+				if err := records.ValidateID(v); err != nil {
+					return "want 1-128 characters of A-Z a-z 0-9 _ - (or empty for a random id)"
+				}
+				c.NodeID = v
+				return ""
+			}},
+		{name: "heartbeat", arg: "DURATION", def: "1s",
+			usage: "how often the node announces itself to the other nodes",
+			check: func(c *config, v string) string {
+				d, err := time.ParseDuration(v)
+				if err != nil || d < 10*time.Millisecond {
+					return "want a duration of at least 10ms, such as 1s or 500ms"
+				}
+				c.Heartbeat = d
+				return ""
+			}},
+		{name: "heartbeat-ttl", arg: "DURATION", def: "",
+			defText: "three heartbeats: 3s with --heartbeat 1s",
+			usage:   "how long a node not heard from counts as alive; then the others take over its effectors (failover time). Must exceed --heartbeat",
+			check: func(c *config, v string) string {
+				if v == "" {
+					c.HeartbeatTTL = 0
+					return ""
+				}
+				d, err := time.ParseDuration(v)
+				if err != nil || d <= 0 {
+					return "want a positive duration such as 3s, longer than --heartbeat"
+				}
+				c.HeartbeatTTL = d
+				return ""
+			}},
+		{name: "idle", arg: "DURATION", def: "2m",
+			usage: `how long an effector with nothing to do keeps its consumer before it is passivated (the next record activates it); "off" never passivates`,
+			check: func(c *config, v string) string {
+				if strings.EqualFold(v, "off") {
+					c.IdleTimeout = -1
+					return ""
+				}
+				d, err := time.ParseDuration(v)
+				if err != nil || d <= 0 {
+					return `want a positive duration such as 2m or 30s, or "off" to never passivate`
+				}
+				c.IdleTimeout = d
+				return ""
+			}},
 	}
+}
+
+// heartbeatTTL is the TTL in effect: --heartbeat-ttl, or three heartbeats.
+func (c config) heartbeatTTL() time.Duration {
+	if c.HeartbeatTTL > 0 {
+		return c.HeartbeatTTL
+	}
+	return 3 * c.Heartbeat
+}
+
+// actorOptions are the node options the configuration sets.
+func (c config) actorOptions(log *slog.Logger, reg prometheus.Registerer) actor.Options {
+	return actor.Options{
+		Logger:        log,
+		Registerer:    reg,
+		ShutdownGrace: c.ShutdownGrace,
+		NodeID:        c.NodeID,
+		Heartbeat:     c.Heartbeat,
+		HeartbeatTTL:  c.heartbeatTTL(),
+		IdleTimeout:   c.IdleTimeout,
+	}
+}
+
+// defaultText is the default as the usage shows it.
+func (s *setting) defaultText() string {
+	switch {
+	case s.defText != "":
+		return s.defText
+	case s.def == "":
+		return "empty"
+	}
+	return strconv.Quote(s.def)
 }
 
 func isHostPort(v string) bool {
@@ -226,6 +323,9 @@ func parseConfig(args []string, getenv func(string) string) (config, error) {
 			cfg.explicit[s.name] = true
 		}
 	}
+	if ttl := cfg.heartbeatTTL(); ttl <= cfg.Heartbeat {
+		return config{}, usageErrorf("--heartbeat-ttl %s must exceed --heartbeat %s: a node would count as dead between two of its own heartbeats (use about 3 heartbeats)", ttl, cfg.Heartbeat)
+	}
 	return cfg, nil
 }
 
@@ -247,10 +347,7 @@ Flags:
 		if s.arg != "" {
 			head += " " + s.arg
 		}
-		def := strconv.Quote(s.def)
-		if s.def == "" {
-			def = "empty"
-		}
+		def := s.defaultText()
 		fmt.Fprintf(&b, "%s\n        %s\n        (env %s; default %s)\n", head, s.usage, s.env(), def)
 	}
 	b.WriteString(`  -h, --help

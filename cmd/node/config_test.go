@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/effectors/effectors/actor"
 )
 
 func envOf(m map[string]string) func(string) string {
@@ -22,7 +24,7 @@ func TestParseConfigDefaults(t *testing.T) {
 	want := config{
 		NATS: "", Listen: "127.0.0.1:4222", Store: "./data", SyncAlways: false, Prefix: "ea",
 		Replicas: 1, Metrics: "127.0.0.1:9464", LogLevel: slog.LevelInfo, LogFormat: "text",
-		ShutdownGrace: 10 * time.Second,
+		ShutdownGrace: 10 * time.Second, Heartbeat: time.Second, IdleTimeout: 2 * time.Minute,
 	}
 	if len(cfg.explicit) != 0 {
 		t.Errorf("explicit = %v, want none", cfg.explicit)
@@ -76,6 +78,26 @@ func TestParseConfig(t *testing.T) {
 			func(c config) bool { return c.ShutdownGrace == 90*time.Second }},
 		{"shutdown grace flag wins", []string{"--shutdown-grace", "3s"}, map[string]string{"EA_SHUTDOWN_GRACE": "1m"},
 			func(c config) bool { return c.ShutdownGrace == 3*time.Second }},
+		{"env node id", nil, map[string]string{"EA_NODE_ID": "node-a"},
+			func(c config) bool { return c.NodeID == "node-a" }},
+		{"node id flag wins", []string{"--node-id", "b_2"}, map[string]string{"EA_NODE_ID": "node-a"},
+			func(c config) bool { return c.NodeID == "b_2" }},
+		{"env heartbeat, ttl three beats", nil, map[string]string{"EA_HEARTBEAT": "200ms"},
+			func(c config) bool {
+				return c.Heartbeat == 200*time.Millisecond && c.heartbeatTTL() == 600*time.Millisecond
+			}},
+		{"long heartbeat, derived ttl", []string{"--heartbeat", "5s"}, nil,
+			func(c config) bool { return c.heartbeatTTL() == 15*time.Second }},
+		{"default ttl 3s", nil, nil,
+			func(c config) bool { return c.heartbeatTTL() == 3*time.Second }},
+		{"heartbeat ttl flag wins", []string{"--heartbeat-ttl", "2s"}, map[string]string{"EA_HEARTBEAT_TTL": "9s"},
+			func(c config) bool { return c.heartbeatTTL() == 2*time.Second }},
+		{"env idle", nil, map[string]string{"EA_IDLE": "30s"},
+			func(c config) bool { return c.IdleTimeout == 30*time.Second }},
+		{"idle off", []string{"--idle", "off"}, nil,
+			func(c config) bool { return c.IdleTimeout < 0 }},
+		{"idle OFF from env", nil, map[string]string{"EA_IDLE": "OFF"},
+			func(c config) bool { return c.IdleTimeout < 0 }},
 		{"default not explicit", nil, nil,
 			func(c config) bool { return len(c.explicit) == 0 }},
 	} {
@@ -111,6 +133,17 @@ func TestParseConfigErrors(t *testing.T) {
 		{[]string{"--store", ""}, nil, `--store "": want a directory path`},
 		{[]string{"--shutdown-grace", "10"}, nil, `--shutdown-grace "10": want a positive duration such as 10s or 1m30s`},
 		{[]string{"--shutdown-grace", "-1s"}, nil, `--shutdown-grace "-1s": want a positive duration such as 10s or 1m30s`},
+		{[]string{"--node-id", "a.b"}, nil, `--node-id "a.b": want 1-128 characters of A-Z a-z 0-9 _ - (or empty for a random id)`},
+		{nil, map[string]string{"EA_NODE_ID": "x y"}, `--node-id "x y" (from EA_NODE_ID): want 1-128 characters of A-Z a-z 0-9 _ - (or empty for a random id)`},
+		{[]string{"--heartbeat", "1"}, nil, `--heartbeat "1": want a duration of at least 10ms, such as 1s or 500ms`},
+		{[]string{"--heartbeat", "1ms"}, nil, `--heartbeat "1ms": want a duration of at least 10ms, such as 1s or 500ms`},
+		{[]string{"--heartbeat-ttl", "0s"}, nil, `--heartbeat-ttl "0s": want a positive duration such as 3s, longer than --heartbeat`},
+		{[]string{"--heartbeat", "2s", "--heartbeat-ttl", "2s"}, nil,
+			`--heartbeat-ttl 2s must exceed --heartbeat 2s: a node would count as dead between two of its own heartbeats (use about 3 heartbeats)`},
+		{nil, map[string]string{"EA_HEARTBEAT": "5s", "EA_HEARTBEAT_TTL": "3s"},
+			`--heartbeat-ttl 3s must exceed --heartbeat 5s: a node would count as dead between two of its own heartbeats (use about 3 heartbeats)`},
+		{[]string{"--idle", "0"}, nil, `--idle "0": want a positive duration such as 2m or 30s, or "off" to never passivate`},
+		{[]string{"--idle", "never"}, nil, `--idle "never": want a positive duration such as 2m or 30s, or "off" to never passivate`},
 		{[]string{"--bogus"}, nil, `flag provided but not defined: -bogus`},
 		{[]string{"--nats"}, nil, `flag needs an argument: -nats`},
 		{[]string{"--sync-always", "false"}, nil, `unexpected argument "false": ea-node takes flags only (a bool flag takes its value as --flag=false)`},
@@ -141,9 +174,12 @@ func TestParseConfigHelp(t *testing.T) {
 func TestUsageListsEveryFlag(t *testing.T) {
 	u := usage()
 	for _, s := range settings() {
-		def := `"` + s.def + `"`
-		if s.def == "" {
-			def = "empty"
+		def := s.defaultText()
+		switch {
+		case s.defText != "" && s.def != "":
+			t.Errorf("--%s has both a default %q and a default text %q", s.name, s.def, s.defText)
+		case s.defText == "" && s.def == "" && def != "empty", s.defText == "" && s.def != "" && def != `"`+s.def+`"`:
+			t.Errorf("--%s: default shown as %s", s.name, def)
 		}
 		for _, want := range []string{"--" + s.name, "env " + s.env() + "; default " + def} {
 			if !strings.Contains(u, want) {
@@ -158,6 +194,7 @@ func TestEnvNames(t *testing.T) {
 		"nats": "EA_NATS", "listen": "EA_LISTEN", "store": "EA_STORE", "sync-always": "EA_SYNC_ALWAYS",
 		"prefix": "EA_PREFIX", "replicas": "EA_REPLICAS", "metrics": "EA_METRICS",
 		"log-level": "EA_LOG_LEVEL", "log-format": "EA_LOG_FORMAT", "shutdown-grace": "EA_SHUTDOWN_GRACE",
+		"node-id": "EA_NODE_ID", "heartbeat": "EA_HEARTBEAT", "heartbeat-ttl": "EA_HEARTBEAT_TTL", "idle": "EA_IDLE",
 	}
 	all := settings()
 	if len(all) != len(want) {
@@ -166,6 +203,27 @@ func TestEnvNames(t *testing.T) {
 	for _, s := range all {
 		if s.env() != want[s.name] {
 			t.Errorf("env of --%s = %s, want %s", s.name, s.env(), want[s.name])
+		}
+	}
+}
+
+// TestActorOptions checks the placement settings reach actor.Options.
+func TestActorOptions(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want actor.Options
+	}{
+		{nil, actor.Options{ShutdownGrace: 10 * time.Second, Heartbeat: time.Second, HeartbeatTTL: 3 * time.Second, IdleTimeout: 2 * time.Minute}},
+		{[]string{"--node-id", "a1", "--heartbeat", "250ms", "--heartbeat-ttl", "1s", "--idle", "off", "--shutdown-grace", "2s"},
+			actor.Options{NodeID: "a1", ShutdownGrace: 2 * time.Second, Heartbeat: 250 * time.Millisecond, HeartbeatTTL: time.Second, IdleTimeout: -1}},
+	} {
+		cfg, err := parseConfig(tc.args, envOf(nil))
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := cfg.actorOptions(nil, nil)
+		if !reflect.DeepEqual(got, tc.want) {
+			t.Errorf("%q: actor options\n got %+v\nwant %+v", tc.args, got, tc.want)
 		}
 	}
 }

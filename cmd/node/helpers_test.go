@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -102,9 +103,16 @@ type process struct {
 // its output logged if the test failed.
 func startNode(t testing.TB, name, metrics string, args ...string) *process {
 	t.Helper()
+	return startProcess(t, name, metrics, binary, nil, args...)
+}
+
+// startProcess starts path with args and, beyond this process's environment
+// without EA_* variables, env. The rest is as for startNode.
+func startProcess(t testing.TB, name, metrics, path string, env []string, args ...string) *process {
+	t.Helper()
 	p := &process{name: name, metrics: metrics, stdout: &syncBuffer{}, stderr: &syncBuffer{}, exited: make(chan struct{})}
-	p.cmd = exec.Command(binary, args...)
-	p.cmd.Env = cleanEnv()
+	p.cmd = exec.Command(path, args...)
+	p.cmd.Env = append(cleanEnv(), env...)
 	p.cmd.Stdout, p.cmd.Stderr = p.stdout, p.stderr
 	if err := p.cmd.Start(); err != nil {
 		t.Fatalf("start %s: %v", name, err)
@@ -121,7 +129,7 @@ func startNode(t testing.TB, name, metrics string, args ...string) *process {
 			<-p.exited
 		}
 		if t.Failed() {
-			t.Logf("%s (ea-node %s) stdout:\n%s", name, strings.Join(args, " "), p.stdout)
+			t.Logf("%s (%s %s) stdout:\n%s", name, filepath.Base(path), strings.Join(args, " "), tail(p.stdout.String(), 50))
 			t.Logf("%s stderr:\n%s", name, tail(p.stderr.String(), 200))
 		}
 	})

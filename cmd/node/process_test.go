@@ -246,7 +246,7 @@ func checkOutboxes(t testing.TB, ctx context.Context, js jetstream.JetStream, st
 		t.Fatal(err)
 	}
 	seenID := map[string]bool{}
-	seenCount := map[string]map[int64]bool{}
+	seenCount := map[string]map[int64]string{} // counter -> count -> output id
 	read := 0
 	for read < total {
 		batch, err := cons.Fetch(1000, jetstream.FetchMaxWait(5*time.Second))
@@ -273,12 +273,18 @@ func checkOutboxes(t testing.TB, ctx context.Context, js jetstream.JetStream, st
 				t.Errorf("output %s: decode: %v", id, err)
 			}
 			if seenCount[counter] == nil {
-				seenCount[counter] = map[int64]bool{}
+				seenCount[counter] = map[int64]string{}
 			}
-			if out.Count < 1 || out.Count > want[counter] || seenCount[counter][out.Count] {
+			switch other, twice := seenCount[counter][out.Count]; {
+			case out.Count < 1 || out.Count > want[counter]:
 				t.Errorf("output %s of counter/%s says count %d: want each of 1..%d once", id, counter, out.Count, want[counter])
+			case twice:
+				t.Errorf("outputs %s and %s of counter/%s both say count %d: want each of 1..%d once "+
+					"(one comes from an attempt whose state write lost, and its own retry's output was dropped as a duplicate id)",
+					other, id, counter, out.Count, want[counter])
+			default:
+				seenCount[counter][out.Count] = id
 			}
-			seenCount[counter][out.Count] = true
 		}
 		if err := batch.Error(); err != nil && !errors.Is(err, nats.ErrTimeout) {
 			t.Fatalf("fetch outputs: %v", err)
@@ -287,6 +293,17 @@ func checkOutboxes(t testing.TB, ctx context.Context, js jetstream.JetStream, st
 			t.Fatalf("read %d of %d outputs, then nothing more", read, total)
 		}
 		read += got
+	}
+	for _, id := range ids {
+		var missing []int64
+		for c := int64(1); c <= want[id] && len(missing) < 10; c++ {
+			if _, ok := seenCount[id][c]; !ok {
+				missing = append(missing, c)
+			}
+		}
+		if len(missing) > 0 {
+			t.Errorf("no output of counter/%s says count %v (first 10 missing at most)", id, missing)
+		}
 	}
 }
 

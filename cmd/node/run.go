@@ -102,7 +102,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return err
 	}
 
-	node, err := actor.NewNode(conn, actor.Options{Logger: log, Registerer: reg, ShutdownGrace: cfg.ShutdownGrace})
+	node, err := actor.NewNode(conn, cfg.actorOptions(log, reg))
 	if err != nil {
 		return err
 	}

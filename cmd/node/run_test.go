@@ -21,7 +21,8 @@ func TestRunInProcess(t *testing.T) {
 	defer cancel()
 	var stdout, stderr syncBuffer
 	done := make(chan error, 1)
-	args := []string{"--nats", srv.URL, "--metrics", metrics, "--prefix", "t1", "--log-level", "debug", "--log-format", "json"}
+	args := []string{"--nats", srv.URL, "--metrics", metrics, "--prefix", "t1", "--log-level", "debug", "--log-format", "json",
+		"--node-id", "n-1", "--heartbeat", "200ms", "--idle", "off"}
 	go func() { done <- run(ctx, args, envOf(nil), &stdout, &stderr) }()
 	defer func() {
 		if t.Failed() {
@@ -51,6 +52,15 @@ func TestRunInProcess(t *testing.T) {
 	}
 	if !strings.Contains(stderr.String(), `"msg":"node ready"`) {
 		t.Errorf("no JSON log line of the node being ready in:\n%s", stderr.String())
+	}
+	// --node-id reaches placement: the node heartbeats under its name.
+	conn := srv.Connect(t)
+	place, err := conn.JS.KeyValue(ctx, "t1_place")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := place.Get(ctx, "node.n-1"); err != nil {
+		t.Errorf("placement bucket t1_place, key node.n-1 (--node-id n-1): %v", err)
 	}
 
 	cancel()
