@@ -673,22 +673,42 @@ func (e *effector) deadLetter(d delivery, reason string, failure error) error {
 // retryIO runs op until it succeeds, backing off while NATS is unreachable.
 // It gives up only when the effector stops, returning errAbandon: the record
 // in hand stays unacknowledged and is redelivered later.
+//
+// A timeout means a server too busy to answer in time rather than one out of
+// reach: retrying at once would only add to its load, so the first wait is
+// longer. The first failure of an operation is logged as a warning, later
+// ones at debug level.
 func (e *effector) retryIO(op func() error) error {
 	wait := 20 * time.Millisecond
-	for {
+	for attempt := 0; ; attempt++ {
 		err := op()
 		if err == nil {
+			if attempt > 0 {
+				e.log.Debug("NATS answered again", "attempts", attempt+1)
+			}
 			return nil
 		}
 		if e.ctx.Err() != nil {
 			return errAbandon
 		}
-		e.log.Warn("cannot reach NATS; retrying", "err", err, "in", wait)
+		if attempt == 0 && isTimeout(err) {
+			wait = 250 * time.Millisecond
+		}
+		level := slog.LevelWarn
+		if attempt > 0 {
+			level = slog.LevelDebug
+		}
+		e.log.Log(e.ctx, level, "NATS write failed; retrying", "err", err, "in", wait)
 		if !sleep(e.ctx, wait) {
 			return errAbandon
 		}
 		wait = min(2*wait, 2*time.Second)
 	}
+}
+
+// isTimeout reports whether err is a request that got no answer in time.
+func isTimeout(err error) bool {
+	return errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout) || errors.Is(err, jetstream.ErrNoStreamResponse)
 }
 
 // sleep waits for d or until ctx ends, reporting whether it waited fully.

@@ -1,0 +1,119 @@
+package scale
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/pprof"
+	"time"
+
+	"github.com/effectors/effectors/actor"
+	"github.com/effectors/effectors/bus"
+	"github.com/effectors/effectors/kinds"
+)
+
+// Child runs one of the child processes the scenarios start, from its
+// arguments:
+//
+//	server -store DIR [-listen ADDR]      a NATS server with JetStream; prints "URL <url>"
+//	node -url URL -id ID [-idle D] [-heartbeat D] [-ttl D] [-pprof ADDR]
+//	                                      a node hosting the counter kind; prints "READY"
+//
+// It runs until ctx ends. handled is false when args name neither.
+func Child(ctx context.Context, args []string, stdout, stderr io.Writer) (handled bool, err error) {
+	if len(args) == 0 || (args[0] != "server" && args[0] != "node") {
+		return false, nil
+	}
+	fs := flag.NewFlagSet(args[0], flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	if args[0] == "server" {
+		store := fs.String("store", "./data", "JetStream store directory")
+		listen := fs.String("listen", "127.0.0.1:0", "client address")
+		pp := fs.String("pprof", "", "serve net/http/pprof on this address")
+		if err := fs.Parse(args[1:]); err != nil {
+			return true, err
+		}
+		defer servePprof(*pp)()
+		return true, serveNATS(ctx, bus.ServerConfig{Listen: *listen, StoreDir: *store, Logger: log}, stdout)
+	}
+	url := fs.String("url", "", "NATS URL (required)")
+	id := fs.String("id", "", "node id (required)")
+	idle := fs.Duration("idle", time.Hour, "idle time before passivation")
+	beat := fs.Duration("heartbeat", 0, "heartbeat (0: the default)")
+	ttl := fs.Duration("ttl", 0, "heartbeat TTL (0: the default)")
+	pp := fs.String("pprof", "", "serve net/http/pprof on this address")
+	if err := fs.Parse(args[1:]); err != nil {
+		return true, err
+	}
+	if *url == "" || *id == "" {
+		return true, fmt.Errorf("%w: node: -url and -id are required", ErrInvalid)
+	}
+	opts := actor.Options{NodeID: *id, IdleTimeout: *idle, Heartbeat: *beat, HeartbeatTTL: *ttl, Logger: log.With("node", *id)}
+	return true, serveNode(ctx, *url, opts, *pp, stdout)
+}
+
+func serveNATS(ctx context.Context, cfg bus.ServerConfig, stdout io.Writer) error {
+	srv, err := bus.StartServer(cfg)
+	if err != nil {
+		return err
+	}
+	defer srv.Shutdown()
+	if _, err := fmt.Fprintln(stdout, "URL", srv.ClientURL()); err != nil {
+		return err
+	}
+	<-ctx.Done()
+	return nil
+}
+
+func serveNode(ctx context.Context, url string, opts actor.Options, pprofAddr string, stdout io.Writer) error {
+	defer servePprof(pprofAddr)()
+	conn, err := bus.Connect(ctx, bus.Config{URL: url, Name: "scale-node-" + opts.NodeID})
+	if err != nil {
+		return err
+	}
+	defer func() { _ = conn.Close() }()
+	if err := conn.Provision(ctx); err != nil {
+		return err
+	}
+	n, err := actor.NewNode(conn, opts)
+	if err != nil {
+		return err
+	}
+	if err := n.Host(kinds.Counter()); err != nil {
+		return err
+	}
+	done := make(chan error, 1)
+	go func() { done <- n.Run(ctx) }()
+	t := time.NewTicker(time.Millisecond)
+	defer t.Stop()
+	for !n.Ready() {
+		select {
+		case err := <-done:
+			return errors.Join(errors.New("node stopped before it was ready"), err)
+		case <-t.C:
+		}
+	}
+	if _, err := fmt.Fprintln(stdout, "READY"); err != nil {
+		return err
+	}
+	return <-done
+}
+
+// servePprof serves net/http/pprof on addr (nothing when empty) and returns
+// the func that stops it.
+func servePprof(addr string) (stop func()) {
+	if addr == "" {
+		return func() {}
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	hs := &http.Server{Addr: addr, Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = hs.ListenAndServe() }()
+	return func() { _ = hs.Close() }
+}

@@ -1,0 +1,569 @@
+package scale
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"maps"
+	"math/rand/v2"
+	"net"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/effectors/effectors/bus"
+	"github.com/effectors/effectors/internal/codec"
+	"github.com/effectors/effectors/records"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// Env is where scenarios run: the scale binary (its server and node
+// subcommands become the child processes), a directory for the server's
+// store, and where the children's logs and the report go.
+type Env struct {
+	Bin string
+	Dir string
+	Log io.Writer
+	Out io.Writer
+	// NodeArgs are passed to every node.
+	NodeArgs []string
+	// NodePprof, host:port, makes node n<i> serve net/http/pprof on port
+	// port+i-1.
+	NodePprof string
+	// ServerArgs are passed to the server (e.g. -pprof addr).
+	ServerArgs []string
+	// ChildEnv is added to the children's environment.
+	ChildEnv []string
+	// NodeEnv is added to the nodes' environment (e.g. GOMEMLIMIT=150MiB).
+	NodeEnv []string
+}
+
+func (e Env) validate() error {
+	if e.Bin == "" || e.Dir == "" || e.Log == nil || e.Out == nil {
+		return fmt.Errorf("%w: Env needs Bin, Dir, Log and Out", ErrInvalid)
+	}
+	return nil
+}
+
+func (e Env) printf(format string, args ...any) {
+	fmt.Fprintf(e.Out, format+"\n", args...)
+}
+
+func mib(b int64) string { return fmt.Sprintf("%.1f MiB", float64(b)/(1<<20)) }
+
+// startServer starts a NATS server process storing under dir and connects
+// a provisioned driver connection to it.
+func startServer(ctx context.Context, env Env, dir string) (*Proc, *bus.Conn, error) {
+	srv, err := Start("nats-server", env.Log, env.ChildEnv, env.Bin, append([]string{"server", "-store", dir}, env.ServerArgs...)...)
+	if err != nil {
+		return nil, nil, err
+	}
+	url, err := srv.WaitLine(ctx, "URL ")
+	if err != nil {
+		_ = srv.Kill()
+		return nil, nil, err
+	}
+	conn, err := bus.Connect(ctx, bus.Config{URL: url, Name: "scale-driver"})
+	if err == nil {
+		err = conn.Provision(ctx)
+	}
+	if err != nil {
+		_ = srv.Kill()
+		return nil, nil, fmt.Errorf("driver connection: %w", err)
+	}
+	return srv, conn, nil
+}
+
+// startNode starts a node process hosting the counter kind and waits until it
+// is ready; it returns how long that took.
+func startNode(ctx context.Context, env Env, url, id string, args ...string) (*Proc, time.Duration, error) {
+	all := append([]string{"node", "-url", url, "-id", id}, env.NodeArgs...)
+	if env.NodePprof != "" {
+		host, port, err := net.SplitHostPort(env.NodePprof)
+		p, perr := strconv.Atoi(port)
+		i, ierr := strconv.Atoi(strings.TrimPrefix(id, "n"))
+		if err != nil || perr != nil || ierr != nil {
+			return nil, 0, fmt.Errorf("%w: NodePprof %q for node %s: want host:port and nodes n<i>", ErrInvalid, env.NodePprof, id)
+		}
+		all = append(all, "-pprof", net.JoinHostPort(host, strconv.Itoa(p+i-1)))
+	}
+	all = append(all, args...)
+	t0 := time.Now()
+	p, err := Start("node "+id, env.Log, append(slices.Clone(env.ChildEnv), env.NodeEnv...), env.Bin, all...)
+	if err != nil {
+		return nil, 0, err
+	}
+	if _, err := p.WaitLine(ctx, "READY"); err != nil {
+		_ = p.Kill()
+		return nil, 0, err
+	}
+	return p, time.Since(t0), nil
+}
+
+// rss reports the RSS of each process.
+func rss(env Env, what string, procs ...*Proc) {
+	var parts []string
+	for _, p := range procs {
+		r, _, err := p.RSS()
+		if err != nil {
+			parts = append(parts, p.Name+" "+err.Error())
+			continue
+		}
+		parts = append(parts, p.Name+" "+mib(r))
+	}
+	env.printf("  RSS %s: %s", what, strings.Join(parts, ", "))
+}
+
+// throughput publishes total records round-robin to refs (already active)
+// while the node processes them and returns the steady rate: the outputs
+// after the first tenth over the time they took.
+func throughput(ctx context.Context, env Env, conn *bus.Conn, outs *Outputs, refs []records.Ref, total int, procs ...*Proc) (float64, error) {
+	base := outs.Total()
+	outs.MarkAt(base + int64(total/10))
+	var pids []int
+	for _, p := range procs {
+		pids = append(pids, p.PID())
+	}
+	s := Sample(100*time.Millisecond, pids...)
+	t0 := time.Now()
+	if err := Publish(ctx, conn, refs, total, 4096); err != nil {
+		s.Stop()
+		return 0, err
+	}
+	published := time.Since(t0)
+	err := outs.WaitTotal(ctx, base+int64(total))
+	end := time.Now()
+	peaks := s.Stop()
+	if err != nil {
+		return 0, err
+	}
+	rate := float64(total-total/10) / end.Sub(outs.MarkedAt()).Seconds()
+	var parts []string
+	for _, p := range procs {
+		parts = append(parts, p.Name+" "+mib(peaks[p.PID()]))
+	}
+	env.printf("  throughput over %d effectors: %d records in %.2fs (published in %.2fs): %.0f records/s steady (last nine tenths), %.0f records/s overall; outputs published again by node retries so far: %d",
+		len(refs), total, end.Sub(t0).Seconds(), published.Seconds(), rate, float64(total)/end.Sub(t0).Seconds(), outs.Duplicates())
+	env.printf("  RSS peak under load (sampled every 100ms): %s", strings.Join(parts, ", "))
+	return rate, nil
+}
+
+// activate sends one record to each of refs and waits for all their outputs.
+func activate(ctx context.Context, conn *bus.Conn, outs *Outputs, refs []records.Ref) (time.Duration, error) {
+	base := outs.Total()
+	t0 := time.Now()
+	if err := Publish(ctx, conn, refs, len(refs), 4096); err != nil {
+		return 0, err
+	}
+	if err := outs.WaitTotal(ctx, base+int64(len(refs))); err != nil {
+		return 0, err
+	}
+	return time.Since(t0), nil
+}
+
+func consumers(ctx context.Context, conn *bus.Conn) int {
+	st, err := conn.Stream(ctx)
+	if err != nil {
+		return -1
+	}
+	info, err := st.Info(ctx)
+	if err != nil {
+		return -1
+	}
+	return info.State.Consumers
+}
+
+// ActiveConfig sizes the Active scenario.
+type ActiveConfig struct {
+	// Effectors is how many effectors become active (10,000).
+	Effectors int
+	// Small is the smaller population throughput is compared with (100).
+	Small int
+	// Records is how many records each throughput run publishes.
+	Records int
+	// Samples is how many passive effectors the activation latency is
+	// measured on at the end (0: none).
+	Samples int
+	// Settle is how long the node is left idle before idle RSS is read.
+	Settle time.Duration
+}
+
+// Active runs scenarios 1, 3 and 4: a server and one node process; Small
+// effectors are activated and loaded, then all Effectors are activated and
+// loaded with the same number of records; RSS of both processes at each step.
+func Active(ctx context.Context, env Env, cfg ActiveConfig) error {
+	if err := env.validate(); err != nil {
+		return err
+	}
+	if cfg.Effectors < 1 || cfg.Small < 1 || cfg.Small > cfg.Effectors || cfg.Records < cfg.Effectors || cfg.Samples < 0 {
+		return fmt.Errorf("%w: ActiveConfig %+v: need 1 <= Small <= Effectors <= Records, Samples >= 0", ErrInvalid, cfg)
+	}
+	env.printf("## active: %d active effectors on one node (throughput against %d), %d records per run", cfg.Effectors, cfg.Small, cfg.Records)
+	srv, conn, err := startServer(ctx, env, filepath.Join(env.Dir, "active"))
+	if err != nil {
+		return err
+	}
+	defer func() { _ = srv.Kill() }() // a throw-away store: no need to wait for a graceful stop
+	defer func() { _ = conn.Close() }()
+	refs := Counters("c", cfg.Effectors+cfg.Samples)
+	t0 := time.Now()
+	if err := CreateDocs(ctx, conn, refs, 4096); err != nil {
+		return err
+	}
+	env.printf("  created %d state documents in %.2fs", len(refs), time.Since(t0).Seconds())
+	outs, err := WatchOutputs(conn)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = outs.Close() }()
+
+	node, ready, err := startNode(ctx, env, conn.ClientURL(), "n1", "-idle", "1h")
+	if err != nil {
+		return err
+	}
+	defer func() { _ = node.Kill() }() // a throw-away store: no need to wait for a graceful stop
+	env.printf("  node ready in %.2fs (process start to Ready)", ready.Seconds())
+	rss(env, "node started, nothing active", node, srv)
+
+	small, all := refs[:cfg.Small], refs[:cfg.Effectors]
+	took, err := activate(ctx, conn, outs, small)
+	if err != nil {
+		return err
+	}
+	env.printf("  activated %d effectors in %.2fs (one record each, publish to last output)", len(small), took.Seconds())
+	rateSmall, err := throughput(ctx, env, conn, outs, small, cfg.Records, node, srv)
+	if err != nil {
+		return err
+	}
+	took, err = activate(ctx, conn, outs, all[cfg.Small:])
+	if err != nil {
+		return err
+	}
+	env.printf("  activated %d more effectors in %.2fs (%.0f activations/s); consumers on the server: %d",
+		cfg.Effectors-cfg.Small, took.Seconds(), float64(cfg.Effectors-cfg.Small)/took.Seconds(), consumers(ctx, conn))
+	sleep(ctx, cfg.Settle)
+	rss(env, fmt.Sprintf("%d active, idle for %s", cfg.Effectors, cfg.Settle), node, srv)
+	rateAll, err := throughput(ctx, env, conn, outs, all, cfg.Records, node, srv)
+	if err != nil {
+		return err
+	}
+	env.printf("  throughput %d / %d effectors: %.2f", cfg.Effectors, cfg.Small, rateAll/rateSmall)
+	sleep(ctx, cfg.Settle)
+	rss(env, fmt.Sprintf("%d active, idle %s after the load", cfg.Effectors, cfg.Settle), node, srv)
+	if cfg.Samples > 0 {
+		if err := Latency(ctx, env, conn, refs[cfg.Effectors:]); err != nil {
+			return err
+		}
+		rss(env, "after the latency samples", node, srv)
+	}
+	return nil
+}
+
+func sleep(ctx context.Context, d time.Duration) {
+	select {
+	case <-ctx.Done():
+	case <-time.After(d):
+	}
+}
+
+// Latency measures, one at a time, the time from publishing the first record
+// to each passive effector of refs to its output being seen.
+func Latency(ctx context.Context, env Env, conn *bus.Conn, refs []records.Ref) error {
+	if len(refs) == 0 {
+		return fmt.Errorf("%w: Latency: no effectors", ErrInvalid)
+	}
+	ch := make(chan string, 1024)
+	sub, err := conn.NC.Subscribe(conn.Names().Prefix()+".out.>", func(m *nats.Msg) {
+		select {
+		case ch <- m.Subject:
+		default:
+		}
+	})
+	if err != nil {
+		return fmt.Errorf("subscribe to outputs: %w", err)
+	}
+	defer func() { _ = sub.Unsubscribe() }()
+	if err := conn.NC.Flush(); err != nil {
+		return err
+	}
+	names := conn.Names()
+	lat := make([]time.Duration, 0, len(refs))
+	for _, r := range refs {
+		rec, err := records.New("inc", nil)
+		if err != nil {
+			return err
+		}
+		want := names.Outbox(r)
+		t0 := time.Now()
+		if _, err := conn.JS.PublishMsg(ctx, rec.Msg(names.Mailbox(r))); err != nil {
+			return fmt.Errorf("publish to %s: %w", r, err)
+		}
+		wait := time.NewTimer(10 * time.Second)
+	loop:
+		for {
+			select {
+			case s := <-ch:
+				if s == want {
+					break loop
+				}
+			case <-wait.C:
+				return fmt.Errorf("no output of passive effector %s within 10s", r)
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
+		wait.Stop()
+		lat = append(lat, time.Since(t0))
+	}
+	slices.Sort(lat)
+	q := func(p float64) string {
+		return fmt.Sprintf("%.1fms", float64(lat[min(len(lat)-1, int(float64(len(lat))*p))].Microseconds())/1000)
+	}
+	env.printf("  activation latency (first record to a passive effector, publish to output seen), %d samples: p50 %s p90 %s p99 %s max %s",
+		len(lat), q(0.5), q(0.9), q(0.99), q(1))
+	return nil
+}
+
+// MillionConfig sizes the Million scenario.
+type MillionConfig struct {
+	// Effectors is how many state documents are created (1,000,000).
+	Effectors int
+	// Window is how many document writes are in flight.
+	Window int
+	// Samples is how many passive effectors the activation latency is
+	// measured on (1,000).
+	Samples int
+	// Bulk is how many further random effectors are activated at once.
+	Bulk int
+}
+
+// Million runs scenario 2 (and 4): Effectors state documents written into the
+// state bucket, server RSS and disk, a node starting with all of them
+// passive, the activation latency on Samples of them and a bulk activation.
+func Million(ctx context.Context, env Env, cfg MillionConfig) error {
+	if err := env.validate(); err != nil {
+		return err
+	}
+	if cfg.Effectors < 1 || cfg.Window < 1 || cfg.Samples < 0 || cfg.Bulk < 0 || cfg.Samples+cfg.Bulk > cfg.Effectors {
+		return fmt.Errorf("%w: MillionConfig %+v", ErrInvalid, cfg)
+	}
+	env.printf("## million: %d effectors with state documents, passive", cfg.Effectors)
+	dir := filepath.Join(env.Dir, "million")
+	srv, conn, err := startServer(ctx, env, dir)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = srv.Kill() }() // a throw-away store: no need to wait for a graceful stop
+	defer func() { _ = conn.Close() }()
+	rss(env, "empty server", srv)
+	refs := Counters("m", cfg.Effectors)
+	t0 := time.Now()
+	if err := CreateDocs(ctx, conn, refs, cfg.Window); err != nil {
+		return err
+	}
+	took := time.Since(t0)
+	env.printf("  created %d state documents in %.1fs (%.0f/s, %d in flight)", len(refs), took.Seconds(), float64(len(refs))/took.Seconds(), cfg.Window)
+	rss(env, "after creating them", srv)
+	bucket, err := conn.StateBucket(ctx)
+	if err != nil {
+		return err
+	}
+	st, err := bucket.Status(ctx)
+	if err != nil {
+		return err
+	}
+	du, err := DiskUsage(dir)
+	if err != nil {
+		return err
+	}
+	env.printf("  state bucket: %d values, %s of stream data; store directory on disk: %s", st.Values(), mib(int64(st.Bytes())), mib(du))
+	node, ready, err := startNode(ctx, env, conn.ClientURL(), "n1", "-idle", "1h")
+	if err != nil {
+		return err
+	}
+	defer func() { _ = node.Kill() }() // a throw-away store: no need to wait for a graceful stop
+	env.printf("  node ready in %.2fs with %d passive effectors", ready.Seconds(), cfg.Effectors)
+	rss(env, "node started", node, srv)
+	perm := rand.Perm(cfg.Effectors)
+	sample := make([]records.Ref, 0, cfg.Samples+cfg.Bulk)
+	for _, i := range perm[:cfg.Samples+cfg.Bulk] {
+		sample = append(sample, refs[i])
+	}
+	if cfg.Samples > 0 {
+		if err := Latency(ctx, env, conn, sample[:cfg.Samples]); err != nil {
+			return err
+		}
+	}
+	if cfg.Bulk > 0 {
+		outs, err := WatchOutputs(conn)
+		if err != nil {
+			return err
+		}
+		defer func() { _ = outs.Close() }()
+		took, err := activate(ctx, conn, outs, sample[cfg.Samples:])
+		if err != nil {
+			return err
+		}
+		env.printf("  activated %d random passive effectors at once in %.2fs (%.0f/s)", cfg.Bulk, took.Seconds(), float64(cfg.Bulk)/took.Seconds())
+	}
+	rss(env, fmt.Sprintf("%d active of %d", cfg.Samples+cfg.Bulk, cfg.Effectors), node, srv)
+	return nil
+}
+
+// FailoverConfig sizes the Failover scenario.
+type FailoverConfig struct {
+	// Effectors is how many effectors are active across the nodes.
+	Effectors int
+	// Nodes is how many node processes run (3).
+	Nodes int
+	// NodeArgs are extra node flags (default settings: none).
+	NodeArgs []string
+}
+
+// Failover runs scenario 5: Nodes node processes drive Effectors active
+// effectors; one is killed with SIGKILL, a record is sent at once to every
+// effector it drove, and the time until each of them emitted its output is
+// measured.
+func Failover(ctx context.Context, env Env, cfg FailoverConfig) error {
+	if err := env.validate(); err != nil {
+		return err
+	}
+	if cfg.Effectors < 1 || cfg.Nodes < 2 {
+		return fmt.Errorf("%w: FailoverConfig %+v: need Effectors >= 1, Nodes >= 2", ErrInvalid, cfg)
+	}
+	env.printf("## failover: %d nodes, %d active effectors, SIGKILL one (node flags %q)", cfg.Nodes, cfg.Effectors, cfg.NodeArgs)
+	srv, conn, err := startServer(ctx, env, filepath.Join(env.Dir, "failover"))
+	if err != nil {
+		return err
+	}
+	defer func() { _ = srv.Kill() }() // a throw-away store: no need to wait for a graceful stop
+	defer func() { _ = conn.Close() }()
+	refs := Counters("f", cfg.Effectors)
+	if err := CreateDocs(ctx, conn, refs, 4096); err != nil {
+		return err
+	}
+	outs, err := WatchOutputs(conn)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = outs.Close() }()
+	nodes := map[string]*Proc{}
+	for i := range cfg.Nodes {
+		id := "n" + strconv.Itoa(i+1)
+		args := append([]string{"-idle", "1h"}, cfg.NodeArgs...)
+		p, _, err := startNode(ctx, env, conn.ClientURL(), id, args...)
+		if err != nil {
+			return err
+		}
+		defer func() { _ = p.Kill() }() // a throw-away store: no need to wait for a graceful stop
+		nodes[id] = p
+	}
+	if _, err := activate(ctx, conn, outs, refs); err != nil {
+		return err
+	}
+	drivers, err := settledMarkers(ctx, conn, len(refs))
+	if err != nil {
+		return err
+	}
+	per := map[string]int{}
+	var victims []records.Ref
+	for _, r := range refs {
+		per[drivers[r.ID]]++
+		if drivers[r.ID] == "n1" {
+			victims = append(victims, r)
+		}
+	}
+	env.printf("  effectors per node: %v", per)
+	if len(victims) == 0 {
+		return fmt.Errorf("node n1 drives no effector; markers: %d", len(drivers))
+	}
+	if err := nodes["n1"].Kill(); err != nil {
+		return err
+	}
+	t0 := time.Now()
+	if err := Publish(ctx, conn, victims, len(victims), 4096); err != nil {
+		return err
+	}
+	published := time.Since(t0)
+	deadline := time.Now().Add(60 * time.Second)
+	var times []time.Duration
+	for {
+		times = times[:0]
+		for _, r := range victims {
+			n, at := outs.Of(r)
+			if n >= 2 {
+				times = append(times, at.Sub(t0))
+			}
+		}
+		if len(times) == len(victims) {
+			break
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("after 60s only %d of %d effectors of the killed node processed a record", len(times), len(victims))
+		}
+		sleep(ctx, 10*time.Millisecond)
+	}
+	slices.Sort(times)
+	env.printf("  killed n1 (%d effectors); records to them published in %.2fs; time from the kill to each effector's output: first %.2fs p50 %.2fs p99 %.2fs last %.2fs",
+		len(victims), published.Seconds(), times[0].Seconds(), times[len(times)/2].Seconds(), times[len(times)*99/100].Seconds(), times[len(times)-1].Seconds())
+	after, err := markers(ctx, conn)
+	if err != nil {
+		return err
+	}
+	moved := map[string]int{}
+	for _, r := range victims {
+		moved[after[r.ID]]++
+	}
+	env.printf("  the killed node's effectors are now driven by: %v", moved)
+	return nil
+}
+
+// settledMarkers polls the placement markers until all n effectors have one
+// and two reads 100ms apart agree (a node that had not yet seen the others
+// when the effectors woke may still be handing some over).
+func settledMarkers(ctx context.Context, conn *bus.Conn, n int) (map[string]string, error) {
+	prev, err := markers(ctx, conn)
+	for err == nil {
+		sleep(ctx, 100*time.Millisecond)
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		var cur map[string]string
+		if cur, err = markers(ctx, conn); err == nil && len(cur) == n && maps.Equal(prev, cur) {
+			return cur, nil
+		}
+		prev = cur
+	}
+	return nil, err
+}
+
+// markers reads the placement markers: effector id → node driving it.
+func markers(ctx context.Context, conn *bus.Conn) (map[string]string, error) {
+	kv, err := conn.JS.KeyValue(ctx, conn.Names().PlaceBucket())
+	if err != nil {
+		return nil, err
+	}
+	w, err := kv.WatchFiltered(ctx, []string{"active.>"}, jetstream.IgnoreDeletes())
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = w.Stop() }()
+	out := map[string]string{}
+	for e := range w.Updates() {
+		if e == nil {
+			return out, nil
+		}
+		var doc struct {
+			Node string `json:"node"`
+		}
+		if err := codec.Unmarshal(e.Value(), &doc); err != nil {
+			return nil, fmt.Errorf("marker %s: %w", e.Key(), err)
+		}
+		_, id, _ := strings.Cut(strings.TrimPrefix(e.Key(), "active."), ".")
+		out[id] = doc.Node
+	}
+	return out, fmt.Errorf("markers: watch closed")
+}
