@@ -1,18 +1,14 @@
 package main
 
 import (
-	"errors"
-	"flag"
-	"fmt"
-	"io"
 	"log/slog"
-	"net"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/effectors/effectors/actor"
 	"github.com/effectors/effectors/bus"
+	"github.com/effectors/effectors/internal/cli"
 	"github.com/effectors/effectors/records"
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -41,9 +37,10 @@ type config struct {
 	explicit map[string]bool
 }
 
-// setting is one flag, its environment variable and its default. Its value
-// is kept as text and checked after parsing, so that a bad value, from a flag
-// or from the environment, gets one clear message.
+// setting is one flag, its environment variable and its default; see
+// cli.Setting, which it becomes. The settings below are written
+// {name: "...", ...} on purpose: charts/charts_test.go finds each flag the
+// Helm chart sets in this file by that text.
 type setting struct {
 	name string // flag name without dashes
 	arg  string // placeholder in the usage, e.g. "URLS"; empty for a bool
@@ -54,40 +51,21 @@ type setting struct {
 	usage   string
 	// check converts the text into cfg, or returns what is allowed.
 	check func(cfg *config, v string) (want string)
-
-	value string
-	from  string // "", "flag" or "env"
+	// shared, when set, is a setting every binary has (package cli); it is
+	// used as it is, under name.
+	shared *cli.Setting[config]
 }
-
-// env is the setting's environment variable: EA_<FLAG>, upper case, dashes
-// as underscores.
-func (s *setting) env() string {
-	return "EA_" + strings.ToUpper(strings.ReplaceAll(s.name, "-", "_"))
-}
-
-// String and Set make a setting a flag.Value; IsBoolFlag lets a bool flag
-// stand alone (--sync-always).
-func (s *setting) String() string {
-	if s == nil {
-		return ""
-	}
-	return s.value
-}
-
-func (s *setting) Set(v string) error { s.value, s.from = v, "flag"; return nil }
-
-func (s *setting) IsBoolFlag() bool { return s.arg == "" }
 
 // settings returns the node's settings, in the order the usage lists them.
-func settings() []*setting {
-	return []*setting{
+func settings() []*cli.Setting[config] {
+	all := []setting{
 		{name: "nats", arg: "URLS", def: "",
 			usage: "NATS server URL(s), comma-separated; empty starts an embedded server",
 			check: func(c *config, v string) string { c.NATS = strings.TrimSpace(v); return "" }},
 		{name: "listen", arg: "HOST:PORT", def: "127.0.0.1:4222",
 			usage: "client address of the embedded server (without --nats)",
 			check: func(c *config, v string) string {
-				if !isHostPort(v) {
+				if !cli.IsHostPort(v) {
 					return "want host:port, e.g. 127.0.0.1:4222 (port 0 picks a free one)"
 				}
 				c.Listen = v
@@ -114,13 +92,7 @@ func settings() []*setting {
 			}},
 		{name: "prefix", arg: "NAME", def: bus.DefaultPrefix,
 			usage: "subject prefix of mailboxes, streams, buckets and control endpoints",
-			check: func(c *config, v string) string {
-				if _, err := bus.NewNames(v); err != nil || v == "" {
-					return "want one subject token: 1-128 characters of A-Z a-z 0-9 _ -"
-				}
-				c.Prefix = v
-				return ""
-			}},
+			check: func(c *config, v string) string { return cli.Prefix(v, &c.Prefix) }},
 		{name: "replicas", arg: "N", def: "1",
 			usage: "replicas of streams and buckets (3 on a cluster)",
 			check: func(c *config, v string) string {
@@ -131,55 +103,13 @@ func settings() []*setting {
 				c.Replicas = n
 				return ""
 			}},
-		{name: "metrics", arg: "HOST:PORT", def: "127.0.0.1:9464",
-			usage: `address of /metrics, /healthz and /readyz; empty or "off" disables them`,
-			check: func(c *config, v string) string {
-				if v == "" || v == "off" {
-					c.Metrics = ""
-					return ""
-				}
-				if !isHostPort(v) {
-					return `want host:port, e.g. 127.0.0.1:9464, or "off" (or empty) to disable`
-				}
-				c.Metrics = v
-				return ""
-			}},
-		{name: "log-level", arg: "LEVEL", def: "info",
-			usage: "least severe level logged: debug, info, warn or error",
-			check: func(c *config, v string) string {
-				switch strings.ToLower(v) {
-				case "debug":
-					c.LogLevel = slog.LevelDebug
-				case "info":
-					c.LogLevel = slog.LevelInfo
-				case "warn":
-					c.LogLevel = slog.LevelWarn
-				case "error":
-					c.LogLevel = slog.LevelError
-				default:
-					return "want debug, info, warn or error"
-				}
-				return ""
-			}},
-		{name: "log-format", arg: "FORMAT", def: "text",
-			usage: "log format on stderr: text or json",
-			check: func(c *config, v string) string {
-				switch f := strings.ToLower(v); f {
-				case "text", "json":
-					c.LogFormat = f
-					return ""
-				}
-				return "want text or json"
-			}},
+		{name: "metrics", shared: cli.MetricsSetting("127.0.0.1:9464", func(c *config) *string { return &c.Metrics })},
+		{name: "log-level", shared: cli.LogLevelSetting(func(c *config) *slog.Level { return &c.LogLevel })},
+		{name: "log-format", shared: cli.LogFormatSetting(func(c *config) *string { return &c.LogFormat })},
 		{name: "shutdown-grace", arg: "DURATION", def: "10s",
 			usage: "on SIGINT or SIGTERM, how long records in hand may finish before their logic is cancelled",
 			check: func(c *config, v string) string {
-				d, err := time.ParseDuration(v)
-				if err != nil || d <= 0 {
-					return "want a positive duration such as 10s or 1m30s"
-				}
-				c.ShutdownGrace = d
-				return ""
+				return cli.PositiveDuration(v, &c.ShutdownGrace, "want a positive duration such as 10s or 1m30s")
 			}},
 		{name: "node-id", arg: "ID", def: "",
 			defText: "random, new at every start",
@@ -213,12 +143,7 @@ func settings() []*setting {
 					c.HeartbeatTTL = 0
 					return ""
 				}
-				d, err := time.ParseDuration(v)
-				if err != nil || d <= 0 {
-					return "want a positive duration such as 3s, longer than --heartbeat"
-				}
-				c.HeartbeatTTL = d
-				return ""
+				return cli.PositiveDuration(v, &c.HeartbeatTTL, "want a positive duration such as 3s, longer than --heartbeat")
 			}},
 		{name: "idle", arg: "DURATION", def: "2m",
 			usage: `how long an effector with nothing to do keeps its consumer before it is passivated (the next record activates it); "off" never passivates`,
@@ -227,15 +152,24 @@ func settings() []*setting {
 					c.IdleTimeout = -1
 					return ""
 				}
-				d, err := time.ParseDuration(v)
-				if err != nil || d <= 0 {
-					return `want a positive duration such as 2m or 30s, or "off" to never passivate`
-				}
-				c.IdleTimeout = d
-				return ""
+				return cli.PositiveDuration(v, &c.IdleTimeout, `want a positive duration such as 2m or 30s, or "off" to never passivate`)
 			}},
 	}
+	out := make([]*cli.Setting[config], len(all))
+	for i, s := range all {
+		if s.shared != nil {
+			sh := *s.shared
+			sh.Name = s.name
+			out[i] = &sh
+			continue
+		}
+		out[i] = &cli.Setting[config]{Name: s.name, Arg: s.arg, Def: s.def, DefText: s.defText, Usage: s.usage, Check: s.check}
+	}
+	return out
 }
+
+// Logging is how the node logs; see cli.Run.
+func (c config) Logging() (slog.Level, string) { return c.LogLevel, c.LogFormat }
 
 // heartbeatTTL is the TTL in effect: --heartbeat-ttl, or three heartbeats.
 func (c config) heartbeatTTL() time.Duration {
@@ -258,106 +192,30 @@ func (c config) actorOptions(log *slog.Logger, reg prometheus.Registerer) actor.
 	}
 }
 
-// defaultText is the default as the usage shows it.
-func (s *setting) defaultText() string {
-	switch {
-	case s.defText != "":
-		return s.defText
-	case s.def == "":
-		return "empty"
-	}
-	return strconv.Quote(s.def)
-}
-
-func isHostPort(v string) bool {
-	_, port, err := net.SplitHostPort(v)
-	if err != nil {
-		return false
-	}
-	n, err := strconv.Atoi(port)
-	return err == nil && n >= 0 && n <= 65535
-}
-
-// usageError is a bad command line or environment value: exit status 2.
-type usageError struct{ msg string }
-
-func (e *usageError) Error() string { return e.msg }
-
-func usageErrorf(format string, args ...any) error {
-	return &usageError{msg: fmt.Sprintf(format, args...)}
-}
-
 // parseConfig reads the configuration from args and, for settings no flag
 // gives, from the environment through getenv (an empty variable counts as
-// unset). It returns flag.ErrHelp for -h and a *usageError for bad input.
+// unset). It returns flag.ErrHelp for -h and a *cli.UsageError for bad
+// input.
 func parseConfig(args []string, getenv func(string) string) (config, error) {
-	fs := flag.NewFlagSet("ea-node", flag.ContinueOnError)
-	fs.SetOutput(io.Discard) // errors are reported by the caller, usage on -h
-	fs.Usage = func() {}
-	all := settings()
-	for _, s := range all {
-		s.value = s.def
-		if v := getenv(s.env()); v != "" {
-			s.value, s.from = v, "env"
-		}
-		fs.Var(s, s.name, s.usage)
+	var cfg config
+	explicit, err := cli.Parse("ea-node", settings(), args, getenv, &cfg)
+	if err != nil {
+		return config{}, err
 	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return config{}, err
-		}
-		return config{}, usageErrorf("%v", err)
-	}
-	if fs.NArg() > 0 {
-		return config{}, usageErrorf("unexpected argument %q: ea-node takes flags only (a bool flag takes its value as --flag=false)", fs.Arg(0))
-	}
-	cfg := config{explicit: map[string]bool{}}
-	for _, s := range all {
-		if want := s.check(&cfg, s.value); want != "" {
-			if s.from == "env" {
-				return config{}, usageErrorf("--%s %q (from %s): %s", s.name, s.value, s.env(), want)
-			}
-			return config{}, usageErrorf("--%s %q: %s", s.name, s.value, want)
-		}
-		if s.from != "" {
-			cfg.explicit[s.name] = true
-		}
-	}
+	cfg.explicit = explicit
 	if ttl := cfg.heartbeatTTL(); ttl <= cfg.Heartbeat {
-		return config{}, usageErrorf("--heartbeat-ttl %s must exceed --heartbeat %s: a node would count as dead between two of its own heartbeats (use about 3 heartbeats)", ttl, cfg.Heartbeat)
+		return config{}, cli.Usagef("--heartbeat-ttl %s must exceed --heartbeat %s: a node would count as dead between two of its own heartbeats (use about 3 heartbeats)", ttl, cfg.Heartbeat)
 	}
 	return cfg, nil
 }
 
 // usage is the text -h prints.
 func usage() string {
-	var b strings.Builder
-	b.WriteString(`Usage: ea-node [flags]
+	return cli.Usage(`Usage: ea-node [flags]
 
 ea-node hosts the example effector kinds (counter, controller) on NATS
 JetStream. With no --nats it starts an embedded NATS server with JetStream
 that stores in --store, so it needs nothing else installed.
 
-Every flag can be set by its environment variable instead; a flag wins.
-
-Flags:
-`)
-	for _, s := range settings() {
-		head := "  --" + s.name
-		if s.arg != "" {
-			head += " " + s.arg
-		}
-		def := s.defaultText()
-		fmt.Fprintf(&b, "%s\n        %s\n        (env %s; default %s)\n", head, s.usage, s.env(), def)
-	}
-	b.WriteString(`  -h, --help
-        print this help
-
-Endpoints on --metrics: /metrics (Prometheus), /healthz (200 while running),
-/readyz (200 once connected, provisioned and serving its kinds; else 503).
-
-Exit status: 0 after a clean shutdown (SIGINT, SIGTERM), 1 on failure, 2 for
-a bad flag or environment value.
-`)
-	return b.String()
+`, settings(), "serving its kinds")
 }

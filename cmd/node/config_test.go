@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/effectors/effectors/actor"
+	"github.com/effectors/effectors/internal/cli"
 )
 
 func envOf(m map[string]string) func(string) string {
@@ -149,7 +150,7 @@ func TestParseConfigErrors(t *testing.T) {
 		{[]string{"--sync-always", "false"}, nil, `unexpected argument "false": ea-node takes flags only (a bool flag takes its value as --flag=false)`},
 	} {
 		_, err := parseConfig(tc.args, envOf(tc.env))
-		var ue *usageError
+		var ue *cli.UsageError
 		if !errors.As(err, &ue) {
 			t.Errorf("parseConfig(%q, %v) = %v, want a usage error", tc.args, tc.env, err)
 			continue
@@ -157,7 +158,7 @@ func TestParseConfigErrors(t *testing.T) {
 		if err.Error() != tc.want {
 			t.Errorf("parseConfig(%q, %v):\n got %s\nwant %s", tc.args, tc.env, err, tc.want)
 		}
-		if got := exitStatus(err, &strings.Builder{}); got != 2 {
+		if got := cli.ExitStatus("ea-node", err, &strings.Builder{}); got != 2 {
 			t.Errorf("exit status of %v = %d, want 2", err, got)
 		}
 	}
@@ -174,14 +175,14 @@ func TestParseConfigHelp(t *testing.T) {
 func TestUsageListsEveryFlag(t *testing.T) {
 	u := usage()
 	for _, s := range settings() {
-		def := s.defaultText()
+		def := s.DefaultText()
 		switch {
-		case s.defText != "" && s.def != "":
-			t.Errorf("--%s has both a default %q and a default text %q", s.name, s.def, s.defText)
-		case s.defText == "" && s.def == "" && def != "empty", s.defText == "" && s.def != "" && def != `"`+s.def+`"`:
-			t.Errorf("--%s: default shown as %s", s.name, def)
+		case s.DefText != "" && s.Def != "":
+			t.Errorf("--%s has both a default %q and a default text %q", s.Name, s.Def, s.DefText)
+		case s.DefText == "" && s.Def == "" && def != "empty", s.DefText == "" && s.Def != "" && def != `"`+s.Def+`"`:
+			t.Errorf("--%s: default shown as %s", s.Name, def)
 		}
-		for _, want := range []string{"--" + s.name, "env " + s.env() + "; default " + def} {
+		for _, want := range []string{"--" + s.Name, "env " + s.Env() + "; default " + def} {
 			if !strings.Contains(u, want) {
 				t.Errorf("usage lacks %q:\n%s", want, u)
 			}
@@ -201,8 +202,8 @@ func TestEnvNames(t *testing.T) {
 		t.Errorf("%d settings, want %d", len(all), len(want))
 	}
 	for _, s := range all {
-		if s.env() != want[s.name] {
-			t.Errorf("env of --%s = %s, want %s", s.name, s.env(), want[s.name])
+		if s.Env() != want[s.Name] {
+			t.Errorf("env of --%s = %s, want %s", s.Name, s.Env(), want[s.Name])
 		}
 	}
 }

@@ -14,18 +14,19 @@ package main
 
 import (
 	"context"
-	"os"
-	"os/signal"
-	"syscall"
+	"io"
+
+	"github.com/effectors/effectors/internal/cli"
 )
 
-func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	go func() {
-		<-ctx.Done()
-		stop() // a second signal kills at once
-	}()
-	err := run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr)
-	stop()
-	os.Exit(exitStatus(err, os.Stderr))
+func main() { cli.Main("ea-node", run) }
+
+// run is the whole of ea-node: it reads the configuration from args and
+// getenv, connects (or embeds NATS), provisions, hosts the example kinds and
+// runs until ctx ends, then shuts down gracefully. It prints the usage for
+// -h and a hint of what to try once ready to stdout; it logs to stderr. A
+// clean shutdown returns nil; a bad flag or environment value a
+// *cli.UsageError.
+func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	return cli.Run(ctx, args, getenv, stdout, stderr, parseConfig, usage, serve)
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/effectors/effectors/bus/bustest"
+	"github.com/effectors/effectors/internal/cli"
 )
 
 // TestRunInProcess runs the node in this process against a test server:
@@ -126,7 +127,7 @@ func TestRunMetricsAddressInUse(t *testing.T) {
 		t.Fatalf("run = %v, want an error naming --metrics %s", err, addr)
 	}
 	var msg strings.Builder
-	if code := exitStatus(err, &msg); code != 1 {
+	if code := cli.ExitStatus("ea-node", err, &msg); code != 1 {
 		t.Errorf("exit status %d, want 1", code)
 	}
 	if !strings.HasPrefix(msg.String(), "ea-node: --metrics "+addr) {

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/effectors/effectors/internal/cli"
 )
 
 func envOf(m map[string]string) func(string) string {
@@ -56,12 +58,12 @@ func TestParseConfigErrors(t *testing.T) {
 		{[]string{"extra"}, nil, `unexpected argument "extra": ea-supervisor takes flags only`},
 	} {
 		_, err := parseConfig(tc.args, envOf(tc.env))
-		var ue *usageError
+		var ue *cli.UsageError
 		if !errors.As(err, &ue) || err.Error() != tc.want {
 			t.Errorf("parseConfig(%q, %v):\n got %v\nwant %s", tc.args, tc.env, err, tc.want)
 			continue
 		}
-		if got := exitStatus(err, &strings.Builder{}); got != 2 {
+		if got := cli.ExitStatus("ea-supervisor", err, &strings.Builder{}); got != 2 {
 			t.Errorf("exit status of %v = %d, want 2", err, got)
 		}
 	}
@@ -75,7 +77,7 @@ func TestParseConfigErrors(t *testing.T) {
 func TestUsageListsEveryFlag(t *testing.T) {
 	u := usage()
 	for _, s := range settings() {
-		for _, want := range []string{"--" + s.name, "env " + s.env() + `; default "` + s.def + `"`} {
+		for _, want := range []string{"--" + s.Name, "env " + s.Env() + `; default "` + s.Def + `"`} {
 			if !strings.Contains(u, want) {
 				t.Errorf("usage lacks %q", want)
 			}

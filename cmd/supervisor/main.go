@@ -18,18 +18,17 @@ package main
 
 import (
 	"context"
-	"os"
-	"os/signal"
-	"syscall"
+	"io"
+
+	"github.com/effectors/effectors/internal/cli"
 )
 
-func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	go func() {
-		<-ctx.Done()
-		stop() // a second signal kills at once
-	}()
-	err := run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr)
-	stop()
-	os.Exit(exitStatus(err, os.Stderr))
+func main() { cli.Main("ea-supervisor", run) }
+
+// run is the whole of ea-supervisor: it reads the configuration, connects
+// to NATS, provisions, runs the supervisor with the demo orchestration until
+// ctx ends. It prints the usage for -h and, once ready, a hint of how to
+// start and watch the demo to stdout; it logs to stderr.
+func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	return cli.Run(ctx, args, getenv, stdout, stderr, parseConfig, usage, serve)
 }

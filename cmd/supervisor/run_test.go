@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/effectors/effectors/bus/bustest"
+	"github.com/effectors/effectors/internal/cli"
 )
 
 func TestRunInProcess(t *testing.T) {
@@ -47,7 +48,7 @@ func TestRunHelp(t *testing.T) {
 	if err := run(context.Background(), []string{"-h"}, envOf(nil), &out, &errOut); err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(out.String(), "Usage: ea-supervisor") || exitStatus(nil, &errOut) != 0 {
+	if !strings.Contains(out.String(), "Usage: ea-supervisor") || cli.ExitStatus("ea-supervisor", nil, &errOut) != 0 {
 		t.Fatalf("help: %s", out.String())
 	}
 }
@@ -59,7 +60,7 @@ func TestRunNoNATS(t *testing.T) {
 		t.Fatalf("run without NATS: %v", err)
 	}
 	var b strings.Builder
-	if exitStatus(err, &b) != 1 || !strings.HasPrefix(b.String(), "ea-supervisor: ") {
+	if cli.ExitStatus("ea-supervisor", err, &b) != 1 || !strings.HasPrefix(b.String(), "ea-supervisor: ") {
 		t.Fatalf("exit status message %q", b.String())
 	}
 }
