@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/effectors/effectors/actor"
+	"github.com/effectors/effectors/actor/actortest"
 	"github.com/effectors/effectors/bus"
 	"github.com/effectors/effectors/bus/bustest"
 	"github.com/effectors/effectors/records"
@@ -121,7 +122,7 @@ func TestClusterStreamLeaderDies(t *testing.T) {
 	for range 2 {
 		nodes = append(nodes, startNodeWith(t, cl.Connect(t, bus.Config{Replicas: 3}), clusterPlacement, nil))
 	}
-	eventually(t, 10*time.Second, "two nodes see each other", func() bool {
+	actortest.Eventually(t, 10*time.Second, "two nodes see each other", func() bool {
 		for _, n := range nodes {
 			if metricSum(t, n.Registry, "ea_nodes_live") != 2 {
 				return false
@@ -160,7 +161,7 @@ func TestClusterStreamLeaderDies(t *testing.T) {
 		}
 		return sum
 	}
-	eventually(t, 30*time.Second, "a third of the load published and some processed", func() bool {
+	actortest.Eventually(t, 30*time.Second, "a third of the load published and some processed", func() bool {
 		return acked.Load() >= total/3 && processed() >= total/10
 	})
 	leader := cl.StreamLeader(t, names.RecordsStream())

@@ -445,6 +445,9 @@ func (e *effector) attempt(d delivery) (state []byte, outs []output, err error) 
 		defer cancel()
 	}
 	c := &Context{Context: ctx, self: e.ref, rec: d.rec, base: e.log, names: e.node.names, publishNow: e.publishNow}
+	// Read the state before the watchdog may see the record in hand: from
+	// then on it may write the document (PROCESSING) under docMu.
+	cur := e.doc.State
 
 	now := time.Now()
 	e.mu.Lock()
@@ -473,7 +476,7 @@ func (e *effector) attempt(d delivery) (state []byte, outs []output, err error) 
 			state, outs, err = nil, nil, &PanicError{Value: v, Stack: debug.Stack()}
 		}
 	}()
-	state, err = e.kind.run(c, e.doc.State)
+	state, err = e.kind.run(c, cur)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -5,11 +5,11 @@ import (
 	"context"
 	"errors"
 	"slices"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/effectors/effectors/actor"
+	"github.com/effectors/effectors/actor/actortest"
 	"github.com/effectors/effectors/bus"
 	"github.com/effectors/effectors/bus/bustest"
 	"github.com/effectors/effectors/kinds"
@@ -25,29 +25,7 @@ func TestMain(m *testing.M) {
 }
 
 // runningNode is a node running in the background of a test.
-type runningNode struct {
-	*actor.Node
-	Registry *prometheus.Registry
-	cancel   context.CancelFunc
-	done     chan error
-	once     sync.Once
-}
-
-// Stop stops the node gracefully and waits for Run to return.
-func (r *runningNode) Stop(t testing.TB) {
-	t.Helper()
-	r.once.Do(func() {
-		r.cancel()
-		select {
-		case err := <-r.done:
-			if err != nil {
-				t.Errorf("node Run: %v", err)
-			}
-		case <-time.After(60 * time.Second):
-			t.Errorf("node did not stop within 60s")
-		}
-	})
-}
+type runningNode = actortest.Node
 
 // startNode runs a node hosting defs (the example kinds when none) on conn
 // and waits until it is ready. setup, if given, runs before Run.
@@ -76,19 +54,8 @@ func startNodeWith(t testing.TB, conn *bus.Conn, opts actor.Options, setup func(
 	if setup != nil {
 		setup(n)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	r := &runningNode{Node: n, Registry: reg, cancel: cancel, done: make(chan error, 1)}
-	go func() { r.done <- n.Run(ctx) }()
-	t.Cleanup(func() { r.Stop(t) })
-	eventually(t, 30*time.Second, "node ready", func() bool {
-		select {
-		case err := <-r.done:
-			r.done <- nil // let Stop return at cleanup
-			t.Fatalf("node Run returned early: %v", err)
-		default:
-		}
-		return n.Ready()
-	})
+	r := actortest.Run(t, n)
+	r.Registry = reg
 	return r
 }
 
@@ -100,18 +67,6 @@ func newClient(t testing.TB, conn *bus.Conn) *actor.Client {
 		t.Fatal(err)
 	}
 	return c
-}
-
-// eventually polls cond every 10ms until it holds or timeout passes.
-func eventually(t testing.TB, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", timeout, what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
 }
 
 func ctxT(t testing.TB) context.Context {
@@ -140,7 +95,7 @@ func count(t testing.TB, c *actor.Client, r records.Ref) int64 {
 func waitCount(t testing.TB, c *actor.Client, r records.Ref, want int64, timeout time.Duration) {
 	t.Helper()
 	var got int64
-	eventually(t, timeout, "count of "+r.String(), func() bool {
+	actortest.Eventually(t, timeout, "count of "+r.String(), func() bool {
 		got = count(t, c, r)
 		if got > want {
 			t.Fatalf("count of %s is %d, above %d: a record was applied twice", r, got, want)

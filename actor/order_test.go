@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/effectors/effectors/actor"
+	"github.com/effectors/effectors/actor/actortest"
 	"github.com/effectors/effectors/kinds"
 	"github.com/effectors/effectors/records"
 )
@@ -87,12 +88,12 @@ func TestHighPriorityOvertakes(t *testing.T) {
 	}
 	sendLabel(t, c, g, "item", "high", true)
 	// Wait until the node holds all 21 waiting records, then open the gate.
-	eventually(t, 10*time.Second, "records held", func() bool {
+	actortest.Eventually(t, 10*time.Second, "records held", func() bool {
 		return metricSum(t, node.Registry, "ea_mailbox_backlog", "kind", "gate") == 21
 	})
 	close(gate)
 	want = append([]string{"block", "high"}, want...)
-	eventually(t, 10*time.Second, "all processed", func() bool {
+	actortest.Eventually(t, 10*time.Second, "all processed", func() bool {
 		s, _ := orderOf(t, c, g)
 		return len(s.Order) == len(want)
 	})
@@ -183,7 +184,7 @@ func TestCrashWithHighPriorityAhead(t *testing.T) {
 		t.Fatal(err)
 	}
 	highSeq.Store(sent.Seq)
-	eventually(t, 10*time.Second, "records held", func() bool {
+	actortest.Eventually(t, 10*time.Second, "records held", func() bool {
 		return metricSum(t, node.Registry, "ea_mailbox_backlog", "kind", "gate") == 6
 	})
 	close(gate)
@@ -244,7 +245,7 @@ func TestGracefulStopLosesNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 	publishIncs(t, conn, c1, 2000)
-	eventually(t, time.Minute, "some processed", func() bool { return count(t, c, c1) >= 200 })
+	actortest.Eventually(t, time.Minute, "some processed", func() bool { return count(t, c, c1) >= 200 })
 	node.Stop(t)
 	if got := count(t, c, c1); got >= 2000 {
 		t.Fatalf("all 2000 processed before the stop (count %d): the test proves nothing", got)
@@ -274,7 +275,7 @@ func TestServerRestartUnderLoad(t *testing.T) {
 	for _, r := range refs {
 		publishIncs(t, conn, r, 2000)
 	}
-	eventually(t, time.Minute, "some processed", func() bool { return count(t, c, refs[0]) >= 200 })
+	actortest.Eventually(t, time.Minute, "some processed", func() bool { return count(t, c, refs[0]) >= 200 })
 	srv.Restart(t)
 	for _, r := range refs {
 		waitCount(t, c, r, 2000, 2*time.Minute)
@@ -367,13 +368,13 @@ func TestSlowLogicShowsProcessing(t *testing.T) {
 		t.Fatal(err)
 	}
 	publishIncs(t, conn, r, 1)
-	eventually(t, 10*time.Second, "status PROCESSING", func() bool {
+	actortest.Eventually(t, 10*time.Second, "status PROCESSING", func() bool {
 		doc, err := c.State(context.Background(), r)
 		return err == nil && doc.Status == actor.StatusProcessing
 	})
 	time.Sleep(2500 * time.Millisecond) // more than two ack waits
 	close(release)
-	eventually(t, 10*time.Second, "status IDLE", func() bool {
+	actortest.Eventually(t, 10*time.Second, "status IDLE", func() bool {
 		doc, err := c.State(context.Background(), r)
 		return err == nil && doc.Status == actor.StatusIdle && doc.Seq > 0
 	})

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/effectors/effectors/actor"
+	"github.com/effectors/effectors/actor/actortest"
 	"github.com/effectors/effectors/bus"
 	"github.com/effectors/effectors/kinds"
 	"github.com/effectors/effectors/records"
@@ -62,7 +63,7 @@ func TestPlacementSpreadsAndFailsOver(t *testing.T) {
 		conns = append(conns, nc)
 		nodes = append(nodes, startNodeWith(t, nc, fastPlacement, nil))
 	}
-	eventually(t, 10*time.Second, "three nodes see each other", func() bool {
+	actortest.Eventually(t, 10*time.Second, "three nodes see each other", func() bool {
 		for _, n := range nodes {
 			if metricSum(t, n.Registry, "ea_nodes_live") != 3 {
 				return false
@@ -114,7 +115,7 @@ func TestJoiningNodeTakesItsShare(t *testing.T) {
 	first := startNodeWith(t, srv.Connect(t), fastPlacement, nil)
 	refs := createCounters(t, c, 40)
 	publishAll(t, conn, refs, 20)
-	eventually(t, 30*time.Second, "first node drives all", func() bool { return active(t, first) == 40 })
+	actortest.Eventually(t, 30*time.Second, "first node drives all", func() bool { return active(t, first) == 40 })
 	done := make(chan struct{})
 	go func() { defer close(done); publishAll(t, conn, refs, 100) }()
 	second := startNodeWith(t, srv.Connect(t), fastPlacement, nil)
@@ -125,7 +126,7 @@ func TestJoiningNodeTakesItsShare(t *testing.T) {
 	if h := metricSum(t, second.Registry, "ea_handovers_total") + metricSum(t, second.Registry, "ea_activations_total"); h == 0 {
 		t.Fatal("the joining node took over nothing")
 	}
-	eventually(t, 10*time.Second, "the drive is split", func() bool {
+	actortest.Eventually(t, 10*time.Second, "the drive is split", func() bool {
 		a, b := active(t, first), active(t, second)
 		return a > 0 && b > 0 && a+b == 40
 	})
@@ -154,7 +155,7 @@ func TestTwoDriversNeverDoubleApply(t *testing.T) {
 	}
 	refs := createCounters(t, c, 10)
 	publishAll(t, conn, refs, 300)
-	eventually(t, time.Minute, "both nodes processed records", func() bool {
+	actortest.Eventually(t, time.Minute, "both nodes processed records", func() bool {
 		return metricSum(t, nodes[0].Registry, "ea_records_processed_total") > 0 &&
 			metricSum(t, nodes[1].Registry, "ea_records_processed_total") > 0
 	})
@@ -214,7 +215,7 @@ func TestPassivationAndActivation(t *testing.T) {
 	for round := int64(1); round <= 3; round++ {
 		publishIncs(t, conn, r, 1)
 		waitCount(t, c, r, round, 10*time.Second)
-		eventually(t, 10*time.Second, "passivated", func() bool { return !consumerExists() && active(t, n) == 0 })
+		actortest.Eventually(t, 10*time.Second, "passivated", func() bool { return !consumerExists() && active(t, n) == 0 })
 	}
 	if a := metricSum(t, n.Registry, "ea_activations_total"); a != 3 {
 		t.Fatalf("activations = %v, want 3", a)

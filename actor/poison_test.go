@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/effectors/effectors/actor"
+	"github.com/effectors/effectors/actor/actortest"
 	"github.com/effectors/effectors/bus"
 	"github.com/effectors/effectors/records"
 	"github.com/nats-io/nats.go"
@@ -125,14 +126,14 @@ func TestPoisonRecords(t *testing.T) {
 				t.Fatalf("dead letter reason %q error %q seq %d, want reason %q", dl.Reason, dl.Error, dl.Seq, tc.reason)
 			}
 			t.Logf("EA-Error: %s", dl.Error)
-			eventually(t, 10*time.Second, "status ERROR", func() bool {
+			actortest.Eventually(t, 10*time.Second, "status ERROR", func() bool {
 				doc, err := c.State(ctx, s1)
 				return err == nil && doc.Seq == dl.Seq && doc.Status == actor.StatusError && doc.Error == dl.Error
 			})
 			// The next good record is processed and clears the error.
 			before := count2(t, c, s1)
 			rawPublish(t, conn, s1, with(mp, "EA-Type", "flaky"), nil)
-			eventually(t, 10*time.Second, "next record processed", func() bool {
+			actortest.Eventually(t, 10*time.Second, "next record processed", func() bool {
 				doc, err := c.State(ctx, s1)
 				return err == nil && doc.Status == actor.StatusIdle && doc.Error == "" && count2(t, c, s1) == before+1
 			})

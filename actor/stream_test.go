@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/effectors/effectors/actor"
+	"github.com/effectors/effectors/actor/actortest"
 	"github.com/effectors/effectors/records"
 )
 
@@ -92,7 +93,7 @@ func TestCancelRecordStopsStreamingLogic(t *testing.T) {
 			if _, err := c.Send(ctx, r, cancel); err != nil {
 				t.Fatal(err)
 			}
-			eventually(t, 30*time.Second, "both records applied", func() bool {
+			actortest.Eventually(t, 30*time.Second, "both records applied", func() bool {
 				doc, err := c.State(ctx, r)
 				return err == nil && doc.Seq >= 2
 			})

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/effectors/effectors/actor"
+	"github.com/effectors/effectors/actor/actortest"
 	"github.com/effectors/effectors/bus/bustest"
 	"github.com/effectors/effectors/kinds"
 	"github.com/effectors/effectors/records"
@@ -53,7 +54,7 @@ func TestRedeliveredResult(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	eventually(t, 30e9, "4 records dropped", func() bool {
+	actortest.Eventually(t, 30e9, "4 records dropped", func() bool {
 		return s.counter(t, "ea_orchestration_records_dropped_total") == 4
 	})
 	for reason, want := range map[string]float64{"stale": 2, "unknown": 1, "type": 1} {
@@ -138,7 +139,7 @@ func TestTwoSupervisors(t *testing.T) {
 	var completed, cancelled int
 	for i, id := range ids {
 		var o supervisor.Orchestration
-		eventually(t, 30e9, "orchestration final", func() bool {
+		actortest.Eventually(t, 30e9, "orchestration final", func() bool {
 			var err error
 			o, err = c.Status(context.Background(), id)
 			if err != nil {
@@ -188,7 +189,7 @@ func TestTwoSupervisors(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 30e9, "extra tasks dropped or skipped", func() bool {
+	actortest.Eventually(t, 30e9, "extra tasks dropped or skipped", func() bool {
 		doc, err := ac.State(ctx, records.Ref{Kind: "task-b", ID: "demo"})
 		if err != nil {
 			t.Fatal(err)

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/effectors/effectors/actor"
+	"github.com/effectors/effectors/actor/actortest"
 	"github.com/effectors/effectors/bus"
 	"github.com/effectors/effectors/kinds"
 	"github.com/effectors/effectors/records"
@@ -52,7 +53,7 @@ func background(t testing.TB, run func(context.Context) error, ready func() bool
 	r := &running{cancel: cancel, done: make(chan error, 1)}
 	go func() { r.done <- run(ctx) }()
 	t.Cleanup(func() { r.Stop(t) })
-	eventually(t, 30*time.Second, what+" ready", func() bool {
+	actortest.Eventually(t, 30*time.Second, what+" ready", func() bool {
 		select {
 		case err := <-r.done:
 			r.done <- nil
@@ -65,16 +66,9 @@ func background(t testing.TB, run func(context.Context) error, ready func() bool
 }
 
 // startWorkers runs a node hosting the task kinds A and B.
-func startWorkers(t testing.TB, conn *bus.Conn) *running {
+func startWorkers(t testing.TB, conn *bus.Conn) *actortest.Node {
 	t.Helper()
-	n, err := actor.NewNode(conn, actor.Options{ShutdownGrace: 5 * time.Second, Logger: quiet})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := n.Host(kinds.TaskA(), kinds.TaskB()); err != nil {
-		t.Fatal(err)
-	}
-	return background(t, n.Run, n.Ready, "worker node")
+	return actortest.StartNode(t, conn, actor.Options{ShutdownGrace: 5 * time.Second, Logger: quiet}, kinds.TaskA(), kinds.TaskB())
 }
 
 // sup is a supervisor running in a test.
@@ -141,17 +135,6 @@ func newClient(t testing.TB, conn *bus.Conn) *supervisor.Client {
 	return c
 }
 
-func eventually(t testing.TB, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", timeout, what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
 func ctxT(t testing.TB) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	t.Cleanup(cancel)
@@ -168,7 +151,7 @@ func waitStatus(t testing.TB, c *supervisor.Client, id string, want supervisor.S
 			t.Logf("last status of %s: %+v", id, o)
 		}
 	})
-	eventually(t, 30*time.Second, "orchestration "+id+" "+string(want), func() bool {
+	actortest.Eventually(t, 30*time.Second, "orchestration "+id+" "+string(want), func() bool {
 		var err error
 		o, err = c.Status(context.Background(), id)
 		if err != nil {

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/effectors/effectors/actor"
+	"github.com/effectors/effectors/actor/actortest"
 	"github.com/effectors/effectors/bus/bustest"
 	"github.com/effectors/effectors/kinds"
 	"github.com/effectors/effectors/records"
@@ -230,7 +231,7 @@ func TestAPIErrors(t *testing.T) {
 		t.Fatal(err)
 	}
 	var ws kinds.TaskState
-	eventually(t, 30*time.Second, "the worker to take the cancel and the task", func() bool {
+	actortest.Eventually(t, 30*time.Second, "the worker to take the cancel and the task", func() bool {
 		doc, err := ac.State(ctx, records.Ref{Kind: "task-b", ID: "demo"})
 		if err != nil {
 			t.Fatal(err)
@@ -241,7 +242,7 @@ func TestAPIErrors(t *testing.T) {
 		return slices.Contains(ws.Cancelled, id) && ws.Skipped+ws.Done == 1
 	})
 	if ws.Done == 1 {
-		eventually(t, 30*time.Second, "the late answer dropped", func() bool {
+		actortest.Eventually(t, 30*time.Second, "the late answer dropped", func() bool {
 			return s.counter(t, "ea_orchestration_records_dropped_total", "reason", "stale") == 1
 		})
 	}

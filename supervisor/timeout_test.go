@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/effectors/effectors/actor/actortest"
 	"github.com/effectors/effectors/bus/bustest"
 	"github.com/effectors/effectors/graph"
 	"github.com/effectors/effectors/kinds"
@@ -85,7 +86,7 @@ func TestTaskTimeout(t *testing.T) {
 	}
 	// The slow worker's late answer is dropped; the fast one's timer fires
 	// 300ms after its task and changes nothing.
-	eventually(t, 30*time.Second, "the late answer dropped", func() bool {
+	actortest.Eventually(t, 30*time.Second, "the late answer dropped", func() bool {
 		return s.counter(t, "ea_orchestration_records_dropped_total", "reason", "stale") == 1
 	})
 	if got := s.counter(t, "ea_orchestration_steps_total"); got != 4 {

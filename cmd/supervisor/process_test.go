@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/effectors/effectors/actor"
+	"github.com/effectors/effectors/actor/actortest"
 	"github.com/effectors/effectors/bus"
 	"github.com/effectors/effectors/bus/bustest"
 	"github.com/effectors/effectors/kinds"
@@ -44,7 +45,7 @@ func TestCrashResume(t *testing.T) {
 	workers := startWorkers(t, conn)
 	first := startSupervisor(t, "first", srv.URL)
 	first.waitReady(t, 60*time.Second)
-	eventually(t, 10*time.Second, "the hint of how to start the demo", func() bool {
+	actortest.Eventually(t, 10*time.Second, "the hint of how to start the demo", func() bool {
 		out := first.stdout.String()
 		return strings.Contains(out, "nats req ea.orch.start") && strings.Contains(out, `"name":"demo"`) &&
 			strings.Contains(out, "nats req ea.orch.input")
@@ -60,7 +61,7 @@ func TestCrashResume(t *testing.T) {
 	}
 	// Stop the workers so that task B stays out, give the input, and kill
 	// the supervisor while the orchestration waits for task B.
-	workers.stop(t)
+	workers.Stop(t)
 	if st, err := c.Input(ctx, id, supervisor.DemoNote{Note: "after the crash"}); err != nil || st != supervisor.StatusRunning {
 		t.Fatalf("input: %s %v", st, err)
 	}
@@ -78,7 +79,7 @@ func TestCrashResume(t *testing.T) {
 	// supervisor's mailbox.
 	startWorkers(t, conn)
 	mailbox := "ea.mbox.supervisor." + id
-	eventually(t, 30*time.Second, "task B's result in the supervisor's mailbox", func() bool {
+	actortest.Eventually(t, 30*time.Second, "task B's result in the supervisor's mailbox", func() bool {
 		return countRecords(t, ctx, conn, mailbox) == 2
 	})
 
@@ -149,50 +150,17 @@ func countRecords(t testing.TB, ctx context.Context, conn *bus.Conn, subject str
 	return n
 }
 
-// workerNode is an in-process node hosting the task kinds.
-type workerNode struct {
-	cancel context.CancelFunc
-	done   chan error
-	once   sync.Once
-}
-
-func (w *workerNode) stop(t testing.TB) {
-	t.Helper()
-	w.once.Do(func() {
-		w.cancel()
-		select {
-		case err := <-w.done:
-			if err != nil {
-				t.Errorf("worker node: %v", err)
-			}
-		case <-time.After(30 * time.Second):
-			t.Errorf("worker node did not stop")
-		}
-	})
-}
-
-func startWorkers(t testing.TB, conn *bus.Conn) *workerNode {
+// startWorkers runs an in-process node hosting the task kinds.
+func startWorkers(t testing.TB, conn *bus.Conn) *actortest.Node {
 	t.Helper()
 	quiet := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	n, err := actor.NewNode(conn, actor.Options{ShutdownGrace: 5 * time.Second, Logger: quiet})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := n.Host(kinds.TaskA(), kinds.TaskB()); err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	w := &workerNode{cancel: cancel, done: make(chan error, 1)}
-	go func() { w.done <- n.Run(ctx) }()
-	t.Cleanup(func() { w.stop(t) })
-	eventually(t, 30*time.Second, "worker node ready", n.Ready)
-	return w
+	return actortest.StartNode(t, conn, actor.Options{ShutdownGrace: 5 * time.Second, Logger: quiet}, kinds.TaskA(), kinds.TaskB())
 }
 
 func waitStatus(t testing.TB, c *supervisor.Client, id string, want supervisor.Status) supervisor.Orchestration {
 	t.Helper()
 	var o supervisor.Orchestration
-	eventually(t, 60*time.Second, "orchestration "+string(want), func() bool {
+	actortest.Eventually(t, 60*time.Second, "orchestration "+string(want), func() bool {
 		var err error
 		o, err = c.Status(context.Background(), id)
 		if err != nil {
@@ -284,7 +252,7 @@ func (p *process) running() bool {
 
 func (p *process) waitReady(t testing.TB, timeout time.Duration) {
 	t.Helper()
-	eventually(t, timeout, p.name+" /readyz 200", func() bool {
+	actortest.Eventually(t, timeout, p.name+" /readyz 200", func() bool {
 		if !p.running() {
 			t.Fatalf("%s exited before ready: %v", p.name, p.err)
 		}
@@ -333,15 +301,4 @@ func get(url string) (int, string) {
 		return 0, err.Error()
 	}
 	return resp.StatusCode, string(b)
-}
-
-func eventually(t testing.TB, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", timeout, what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
 }

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/effectors/effectors/actor/actortest"
 	"github.com/effectors/effectors/bus/bustest"
 	"github.com/effectors/effectors/internal/cli"
 )
@@ -19,7 +20,7 @@ func TestRunInProcess(t *testing.T) {
 	go func() {
 		done <- run(ctx, []string{"--nats", srv.URL, "--metrics", metrics, "--log-format", "json"}, envOf(nil), &out, &errOut)
 	}()
-	eventually(t, 30*time.Second, "the hint", func() bool { return strings.Contains(out.String(), "ea-supervisor is ready") })
+	actortest.Eventually(t, 30*time.Second, "the hint", func() bool { return strings.Contains(out.String(), "ea-supervisor is ready") })
 	if code, body := get("http://" + metrics + "/readyz"); code != 200 || body != "ready\n" {
 		t.Fatalf("/readyz %d %q", code, body)
 	}

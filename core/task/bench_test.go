@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/effectors/effectors/actor"
+	"github.com/effectors/effectors/actor/actortest"
 	"github.com/effectors/effectors/bus/bustest"
 	"github.com/effectors/effectors/core/llmtest"
 	"github.com/effectors/effectors/core/task"
@@ -28,7 +29,7 @@ func BenchmarkCollect(b *testing.B) {
 	})
 	b.Run("remote", func(b *testing.B) {
 		srv := bustest.NewServer(b)
-		startNode(b, srv.Connect(b), task.Kind("bench", agent))
+		actortest.StartNode(b, srv.Connect(b), actor.Options{}, task.Kind("bench", agent))
 		client, err := actor.NewClient(b.Context(), srv.Connect(b))
 		if err != nil {
 			b.Fatal(err)

@@ -7,46 +7,13 @@ import (
 	"time"
 
 	"github.com/effectors/effectors/actor"
-	"github.com/effectors/effectors/bus"
+	"github.com/effectors/effectors/actor/actortest"
 	"github.com/effectors/effectors/bus/bustest"
 	"github.com/effectors/effectors/core"
 	"github.com/effectors/effectors/core/llmtest"
 	"github.com/effectors/effectors/core/task"
 	"github.com/effectors/effectors/records"
 )
-
-// startNode runs a node hosting defs until the test ends.
-func startNode(t testing.TB, conn *bus.Conn, defs ...actor.Definition) {
-	t.Helper()
-	n, err := actor.NewNode(conn, actor.Options{ShutdownGrace: 5 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := n.Host(defs...); err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- n.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("node: %v", err)
-		}
-	})
-	eventually(t, "node ready", func() bool { return n.Ready() })
-}
-
-func eventually(t testing.TB, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
 
 // The four outcomes of a run on an effector on a node, over NATS.
 func TestRemote(t *testing.T) {
@@ -64,7 +31,7 @@ func TestRemote(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	startNode(t, nodeConn, task.Kind("writer", llmAgent(t, fake)), scoped, denied)
+	actortest.StartNode(t, nodeConn, actor.Options{}, task.Kind("writer", llmAgent(t, fake)), scoped, denied)
 
 	client, err := actor.NewClient(t.Context(), srv.Connect(t))
 	if err != nil {
@@ -115,7 +82,7 @@ func TestRemote(t *testing.T) {
 		}
 		waitDisconnect(t, fake)
 	})
-	eventually(t, "run counts in the state", func() bool {
+	actortest.Eventually(t, 20*time.Second, "run counts in the state", func() bool {
 		doc, err := client.State(t.Context(), target)
 		if err != nil {
 			t.Fatal(err)
@@ -160,7 +127,7 @@ func TestRemoteOneOutcome(t *testing.T) {
 	srv := bustest.NewServer(t)
 	fake := llmtest.NewServer(t)
 	fake.Respond(func(llmtest.Request) llmtest.Reply { return llmtest.Reply{Chunks: []string{"x", "y", "z"}} })
-	startNode(t, srv.Connect(t), task.Kind("racer", llmAgent(t, fake)))
+	actortest.StartNode(t, srv.Connect(t), actor.Options{}, task.Kind("racer", llmAgent(t, fake)))
 	client, err := actor.NewClient(t.Context(), srv.Connect(t))
 	if err != nil {
 		t.Fatal(err)
@@ -193,7 +160,7 @@ func TestRemoteOneOutcome(t *testing.T) {
 		}
 	}
 	t.Logf("completed %d, cancelled %d", completed, cancelled)
-	eventually(t, "every run counted once on the node", func() bool {
+	actortest.Eventually(t, 20*time.Second, "every run counted once on the node", func() bool {
 		doc, err := client.State(t.Context(), target)
 		if err != nil {
 			t.Fatal(err)

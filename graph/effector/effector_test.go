@@ -11,7 +11,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/effectors/effectors/actor"
-	"github.com/effectors/effectors/bus"
+	"github.com/effectors/effectors/actor/actortest"
 	"github.com/effectors/effectors/bus/bustest"
 	"github.com/effectors/effectors/graph"
 	"github.com/effectors/effectors/graph/effector"
@@ -77,51 +77,6 @@ func accGraph(t testing.TB) *graph.Graph[acc] {
 	return g
 }
 
-func startNode(t *testing.T, conn *bus.Conn, defs ...actor.Definition) {
-	t.Helper()
-	n, err := actor.NewNode(conn, actor.Options{ShutdownGrace: 5 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := n.Host(defs...); err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- n.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Errorf("node Run: %v", err)
-			}
-		case <-time.After(60 * time.Second):
-			t.Error("node did not stop")
-		}
-	})
-	eventually(t, "node ready", func() bool {
-		select {
-		case err := <-done:
-			done <- nil
-			t.Fatalf("node stopped early: %v", err)
-		default:
-		}
-		return n.Ready()
-	})
-}
-
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
 func TestGraphEffectorOnNode(t *testing.T) {
 	srv := bustest.NewServer(t)
 	conn := srv.Connect(t)
@@ -132,7 +87,7 @@ func TestGraphEffectorOnNode(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	startNode(t, conn, kind)
+	actortest.StartNode(t, conn, actor.Options{}, kind)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	client, err := actor.NewClient(ctx, conn)
@@ -168,7 +123,7 @@ func TestGraphEffectorOnNode(t *testing.T) {
 		t.Helper()
 		var d actor.Document
 		var s acc
-		eventually(t, what, func() bool { d, s = doc(); return cond(d, s) })
+		actortest.Eventually(t, 30*time.Second, what, func() bool { d, s = doc(); return cond(d, s) })
 		return d, s
 	}
 
