@@ -1,7 +1,6 @@
 package scale_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -9,13 +8,13 @@ import (
 	"os"
 	"os/signal"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/effectors/effectors/bench/scale"
 	"github.com/effectors/effectors/bus/bustest"
+	"github.com/effectors/effectors/internal/proctest"
 	"github.com/effectors/effectors/records"
 	"github.com/nats-io/nats.go"
 	"go.uber.org/goleak"
@@ -39,27 +38,9 @@ func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m)
 }
 
-// syncBuffer is a bytes.Buffer safe for the concurrent writes of children.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
-func testEnv(t *testing.T) (scale.Env, *syncBuffer, *syncBuffer) {
+func testEnv(t *testing.T) (scale.Env, *proctest.Buffer, *proctest.Buffer) {
 	t.Helper()
-	out, log := &syncBuffer{}, &syncBuffer{}
+	out, log := &proctest.Buffer{}, &proctest.Buffer{}
 	t.Cleanup(func() {
 		if t.Failed() {
 			t.Logf("report:\n%s\nlogs:\n%s", out, log)

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/effectors/effectors/bus/bustest"
+	"github.com/effectors/effectors/internal/proctest"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/vmihailenco/msgpack/v5"
@@ -76,7 +77,7 @@ func TestChaosKillNodes(t *testing.T) {
 	start := func(slot int) (*process, string) {
 		gen++
 		id := fmt.Sprintf("n%d-%d", slot, gen)
-		metrics := freeAddr(t)
+		metrics := proctest.FreeAddr(t)
 		p := startNode(t, id, metrics, append([]string{"--nats", srv.URL, "--metrics", metrics, "--node-id", id}, chaosNodeArgs...)...)
 		p.waitReady(t, 60*time.Second)
 		return p, id
@@ -106,19 +107,19 @@ func TestChaosKillNodes(t *testing.T) {
 		}
 		next = time.Now().Add(plan.every)
 		for i, p := range procs {
-			if !p.running() {
-				t.Fatalf("node %s exited by itself: %v", ids[i], p.err)
+			if !p.Running() {
+				t.Fatalf("node %s exited by itself: %v", ids[i], p.Err())
 			}
 		}
 		slot := rng.IntN(nodes)
 		victim, vid := procs[slot], ids[slot]
 		held := markers.count(vid)
 		seen := outputs(t, ctx, stream)
-		if err := victim.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		if err := victim.Signal(syscall.SIGKILL); err != nil {
 			t.Fatal(err)
 		}
 		killed := time.Now()
-		victim.wait(t, 10*time.Second)
+		victim.Wait(t, 10*time.Second)
 		// Failover: the others claim every effector the dead node drove (or
 		// passivate it) once its heartbeat expires.
 		for markers.count(vid) > 0 {
@@ -146,8 +147,8 @@ func TestChaosKillNodes(t *testing.T) {
 	checkOutboxes(t, ctx, js, stream, counters, want)
 	checkNoDeadLetters(t, ctx, js)
 	for i, p := range procs {
-		if !p.running() {
-			t.Errorf("node %s exited by itself: %v", ids[i], p.err)
+		if !p.Running() {
+			t.Errorf("node %s exited by itself: %v", ids[i], p.Err())
 			continue
 		}
 		logPlacementMetrics(t, p)
@@ -174,7 +175,7 @@ func TestChaosNATSRestart(t *testing.T) {
 	defer cancel()
 	t0 := time.Now()
 
-	addr, store := freeAddr(t), t.TempDir()
+	addr, store := proctest.FreeAddr(t), t.TempDir()
 	url := "nats://" + addr
 	self, err := os.Executable()
 	if err != nil {
@@ -185,12 +186,7 @@ func TestChaosNATSRestart(t *testing.T) {
 		serverGen++
 		p := startProcess(t, fmt.Sprintf("nats-server-%d", serverGen), "", self,
 			[]string{envServeNATS + "=" + addr, envNATSStore + "=" + store}, "-test.run=^$")
-		eventually(t, 60*time.Second, p.name+" ready", func() bool {
-			if !p.running() {
-				t.Fatalf("%s exited: %v\n%s", p.name, p.err, p.stderr)
-			}
-			return strings.Contains(p.stdout.String(), "nats-server ready")
-		})
+		p.WaitOutput(t, 60*time.Second, "nats-server ready")
 		return p
 	}
 	server := startServer()
@@ -198,7 +194,7 @@ func TestChaosNATSRestart(t *testing.T) {
 	const nodes = 2
 	procs := make([]*process, nodes)
 	for i := range procs {
-		metrics := freeAddr(t)
+		metrics := proctest.FreeAddr(t)
 		id := fmt.Sprint("n", i)
 		procs[i] = startNode(t, id, metrics, append([]string{"--nats", url, "--metrics", metrics, "--node-id", id}, chaosNodeArgs...)...)
 		procs[i].waitReady(t, 60*time.Second)
@@ -225,12 +221,12 @@ func TestChaosNATSRestart(t *testing.T) {
 			sig = syscall.SIGKILL
 		}
 		seen := countOutputs(ctx, stream)
-		if err := server.cmd.Process.Signal(sig); err != nil {
+		if err := server.Signal(sig); err != nil {
 			t.Fatal(err)
 		}
 		stopped := time.Now()
-		if code := server.wait(t, 30*time.Second); sig == syscall.SIGTERM && code != 0 {
-			t.Fatalf("%s: exit status %d after SIGTERM, want 0\n%s", server.name, code, server.stderr)
+		if code := server.Wait(t, 30*time.Second); sig == syscall.SIGTERM && code != 0 {
+			t.Fatalf("%s: exit status %d after SIGTERM, want 0\n%s", server.Name, code, server.Stderr)
 		}
 		server = startServer()
 		outage := time.Since(stopped)
@@ -238,10 +234,10 @@ func TestChaosNATSRestart(t *testing.T) {
 		// grow past what they were before the stop.
 		for i, p := range procs {
 			eventually(t, 60*time.Second, fmt.Sprintf("node n%d ready again after the server restart", i), func() bool {
-				if !p.running() {
-					t.Fatalf("node n%d exited: %v", i, p.err)
+				if !p.Running() {
+					t.Fatalf("node n%d exited: %v", i, p.Err())
 				}
-				code, _ := get("http://" + p.metrics + "/readyz")
+				code, _ := proctest.Get("http://" + p.metrics + "/readyz")
 				return code == http.StatusOK
 			})
 		}
@@ -267,8 +263,8 @@ func TestChaosNATSRestart(t *testing.T) {
 	checkOutboxes(t, ctx, js, stream, counters, want)
 	checkNoDeadLetters(t, ctx, js)
 	for i, p := range procs {
-		if !p.running() {
-			t.Errorf("node n%d exited: %v", i, p.err)
+		if !p.Running() {
+			t.Errorf("node n%d exited: %v", i, p.Err())
 			continue
 		}
 		logPlacementMetrics(t, p)
@@ -516,7 +512,7 @@ func spread(ds []time.Duration) string {
 // logPlacementMetrics logs a node's placement metrics.
 func logPlacementMetrics(t testing.TB, p *process) {
 	t.Helper()
-	_, body := get("http://" + p.metrics + "/metrics")
+	_, body := proctest.Get("http://" + p.metrics + "/metrics")
 	var lines []string
 	for line := range strings.Lines(body) {
 		for _, name := range []string{"ea_effectors_active", "ea_activations_total", "ea_passivations_total", "ea_handovers_total", "ea_nodes_live"} {
@@ -525,5 +521,5 @@ func logPlacementMetrics(t testing.TB, p *process) {
 			}
 		}
 	}
-	t.Logf("%s placement metrics:\n%s", p.name, strings.Join(lines, "\n"))
+	t.Logf("%s placement metrics:\n%s", p.Name, strings.Join(lines, "\n"))
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"os/signal"
 	"path/filepath"
 	"syscall"
@@ -12,6 +11,7 @@ import (
 	"time"
 
 	"github.com/effectors/effectors/bus"
+	"github.com/effectors/effectors/internal/proctest"
 
 	"go.uber.org/goleak"
 )
@@ -36,7 +36,7 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	binary = filepath.Join(dir, "ea-node")
-	if err := build(binary); err != nil {
+	if err := proctest.Build(binary, "."); err != nil {
 		_ = os.RemoveAll(dir)
 		fmt.Fprintln(os.Stderr, "TestMain: build ea-node:", err)
 		os.Exit(1)
@@ -45,22 +45,6 @@ func TestMain(m *testing.M) {
 	// waited for), and the in-process tests run the node's own code here, so
 	// leaks are checked for both.
 	goleak.VerifyTestMain(m, goleak.Cleanup(func(int) { _ = os.RemoveAll(dir) }))
-}
-
-// build compiles this package into out, with the race detector when the
-// tests themselves run with it.
-func build(out string) error {
-	goBin, err := exec.LookPath("go") // go test puts GOROOT/bin first on PATH
-	if err != nil {
-		return err
-	}
-	args := []string{"build", "-o", out}
-	if raceEnabled {
-		args = append(args, "-race")
-	}
-	cmd := exec.Command(goBin, append(args, ".")...)
-	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
-	return cmd.Run()
 }
 
 // serveNATS runs an embedded NATS server with JetStream on listen, storing in

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/effectors/effectors/bus/bustest"
+	"github.com/effectors/effectors/internal/proctest"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/vmihailenco/msgpack/v5"
@@ -58,7 +59,7 @@ func restartUnderLoad(t *testing.T, sig syscall.Signal) {
 	}
 	const grace = 8 * time.Second
 	start := func(name string) *process {
-		metrics := freeAddr(t)
+		metrics := proctest.FreeAddr(t)
 		p := startNode(t, name, metrics,
 			"--nats", srv.URL, "--metrics", metrics, "--store", t.TempDir(), "--shutdown-grace", grace.String())
 		p.waitReady(t, 30*time.Second)
@@ -83,18 +84,18 @@ func restartUnderLoad(t *testing.T, sig syscall.Signal) {
 
 	var seen int
 	eventually(t, 60*time.Second, fmt.Sprintf("%d outputs from the first node", stopAfter), func() bool {
-		if !first.running() {
-			t.Fatalf("first node exited under load: %v", first.err)
+		if !first.Running() {
+			t.Fatalf("first node exited under load: %v", first.Err())
 		}
 		seen = outputs(t, ctx, stream)
 		return seen >= stopAfter
 	})
 	atStop := published.Load()
 	stopped := time.Now()
-	if err := first.cmd.Process.Signal(sig); err != nil {
+	if err := first.Signal(sig); err != nil {
 		t.Fatal(err)
 	}
-	code := first.wait(t, grace+15*time.Second)
+	code := first.Wait(t, grace+15*time.Second)
 	took := time.Since(stopped)
 	t.Logf("%s sent %s after start with %d of %d records published and %d outputs seen; exited with %d after %s",
 		sig, stopped.Sub(t0).Round(time.Millisecond), atStop, loadRecords, seen, code, took.Round(time.Millisecond))
@@ -150,10 +151,10 @@ func restartUnderLoad(t *testing.T, sig syscall.Signal) {
 	checkNoDeadLetters(t, ctx, conn.JS)
 	logRuntimeMetrics(t, second)
 
-	if err := second.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+	if err := second.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
-	if code := second.wait(t, grace+15*time.Second); code != 0 {
+	if code := second.Wait(t, grace+15*time.Second); code != 0 {
 		t.Errorf("second node: exit status after SIGTERM = %d, want 0", code)
 	}
 }
@@ -322,7 +323,7 @@ func checkNoDeadLetters(t testing.TB, ctx context.Context, js jetstream.JetStrea
 // redelivered: how the restart went.
 func logRuntimeMetrics(t testing.TB, p *process) {
 	t.Helper()
-	_, body := get("http://" + p.metrics + "/metrics")
+	_, body := proctest.Get("http://" + p.metrics + "/metrics")
 	var lines []string
 	for line := range strings.Lines(body) {
 		if strings.HasPrefix(line, "ea_records_processed_total") || strings.HasPrefix(line, "ea_record_redeliveries_total") ||
@@ -330,7 +331,7 @@ func logRuntimeMetrics(t testing.TB, p *process) {
 			lines = append(lines, "  "+strings.TrimSpace(line))
 		}
 	}
-	t.Logf("%s node metrics:\n%s", p.name, strings.Join(lines, "\n"))
+	t.Logf("%s node metrics:\n%s", p.Name, strings.Join(lines, "\n"))
 }
 
 // TestEmbeddedDefault runs ea-node with no --nats: it embeds NATS, prints the
@@ -341,14 +342,14 @@ func TestEmbeddedDefault(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	listen, metrics := freeAddr(t), freeAddr(t)
+	listen, metrics := proctest.FreeAddr(t), proctest.FreeAddr(t)
 	p := startNode(t, "embedded", metrics, "--listen", listen, "--store", t.TempDir(), "--metrics", metrics)
 	p.waitReady(t, 30*time.Second)
 
 	eventually(t, 5*time.Second, "the hint on stdout", func() bool {
-		return strings.Contains(p.stdout.String(), "nats req ea.ctl.create.counter")
+		return strings.Contains(p.Stdout.String(), "nats req ea.ctl.create.counter")
 	})
-	out := p.stdout.String()
+	out := p.Stdout.String()
 	for _, want := range []string{
 		"export NATS_URL=nats://" + listen,
 		`nats req ea.ctl.create.counter '{"id":"c1"}'`,
@@ -363,7 +364,7 @@ func TestEmbeddedDefault(t *testing.T) {
 			t.Errorf("hint lacks %q:\n%s", want, out)
 		}
 	}
-	if code, body := get("http://" + metrics + "/healthz"); code != http.StatusOK || body != "ok\n" {
+	if code, body := proctest.Get("http://" + metrics + "/healthz"); code != http.StatusOK || body != "ok\n" {
 		t.Errorf("/healthz = %d %q, want 200 ok", code, body)
 	}
 
@@ -408,7 +409,7 @@ func TestEmbeddedDefault(t *testing.T) {
 	var body string
 	eventually(t, 10*time.Second, "the processed record in /metrics", func() bool {
 		var code int
-		code, body = get("http://" + metrics + "/metrics")
+		code, body = proctest.Get("http://" + metrics + "/metrics")
 		return code == http.StatusOK && hasLine(body, line)
 	})
 	for _, want := range []string{`ea_effectors_active{kind="counter"} 1`, "go_goroutines ", "process_start_time_seconds "} {
@@ -417,13 +418,13 @@ func TestEmbeddedDefault(t *testing.T) {
 		}
 	}
 
-	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+	if err := p.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
-	if code := p.wait(t, 20*time.Second); code != 0 {
+	if code := p.Wait(t, 20*time.Second); code != 0 {
 		t.Errorf("exit status after SIGTERM = %d, want 0", code)
 	}
-	if code, _ := get("http://" + metrics + "/healthz"); code != 0 {
+	if code, _ := proctest.Get("http://" + metrics + "/healthz"); code != 0 {
 		t.Errorf("/healthz answers %d after exit", code)
 	}
 }
@@ -446,11 +447,11 @@ func TestListenInUse(t *testing.T) {
 	}
 	defer ln.Close()
 	p := startNode(t, "busy", "", "--listen", ln.Addr().String(), "--store", t.TempDir(), "--metrics", "off")
-	if code := p.wait(t, 30*time.Second); code != 1 {
+	if code := p.Wait(t, 30*time.Second); code != 1 {
 		t.Errorf("exit status %d, want 1", code)
 	}
-	if !strings.Contains(p.stderr.String(), "--listen") {
-		t.Errorf("stderr does not name --listen:\n%s", p.stderr.String())
+	if !strings.Contains(p.Stderr.String(), "--listen") {
+		t.Errorf("stderr does not name --listen:\n%s", p.Stderr.String())
 	}
 }
 
@@ -471,8 +472,8 @@ func TestBadUsage(t *testing.T) {
 		{args: []string{"-h"}, code: 0, stdout: "EA_SHUTDOWN_GRACE"},
 	} {
 		cmd := exec.Command(binary, tc.args...)
-		cmd.Env = append(cleanEnv(), tc.env...)
-		var stdout, stderr syncBuffer
+		cmd.Env = append(proctest.Environ("EA_"), tc.env...)
+		var stdout, stderr proctest.Buffer
 		cmd.Stdout, cmd.Stderr = &stdout, &stderr
 		err := cmd.Run()
 		var ee *exec.ExitError

@@ -10,6 +10,7 @@ import (
 
 	"github.com/effectors/effectors/bus/bustest"
 	"github.com/effectors/effectors/internal/cli"
+	"github.com/effectors/effectors/internal/proctest"
 )
 
 // TestRunInProcess runs the node in this process against a test server:
@@ -17,17 +18,17 @@ import (
 // cancelling ctx shuts everything down (goleak checks nothing is left).
 func TestRunInProcess(t *testing.T) {
 	srv := bustest.NewServer(t)
-	metrics := freeAddr(t)
+	metrics := proctest.FreeAddr(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	var stdout, stderr syncBuffer
+	var stdout, stderr proctest.Buffer
 	done := make(chan error, 1)
 	args := []string{"--nats", srv.URL, "--metrics", metrics, "--prefix", "t1", "--log-level", "debug", "--log-format", "json",
 		"--node-id", "n-1", "--heartbeat", "200ms", "--idle", "off"}
 	go func() { done <- run(ctx, args, envOf(nil), &stdout, &stderr) }()
 	defer func() {
 		if t.Failed() {
-			t.Logf("stderr:\n%s", tail(stderr.String(), 100))
+			t.Logf("stderr:\n%s", proctest.Tail(stderr.String(), 100))
 		}
 	}()
 
@@ -37,7 +38,7 @@ func TestRunInProcess(t *testing.T) {
 			t.Fatalf("run returned early: %v", err)
 		default:
 		}
-		code, _ := get("http://" + metrics + "/readyz")
+		code, _ := proctest.Get("http://" + metrics + "/readyz")
 		return code == http.StatusOK
 	})
 	eventually(t, 5*time.Second, "the hint", func() bool { return strings.Contains(stdout.String(), "curl") })
@@ -73,7 +74,7 @@ func TestRunInProcess(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("run did not return within 30s of cancel")
 	}
-	if code, _ := get("http://" + metrics + "/healthz"); code != 0 {
+	if code, _ := proctest.Get("http://" + metrics + "/healthz"); code != 0 {
 		t.Errorf("/healthz answers %d after run returned", code)
 	}
 }
@@ -81,24 +82,24 @@ func TestRunInProcess(t *testing.T) {
 // TestRunNotReadyUntilConnected checks /readyz says why it is not ready while
 // NATS cannot be reached, and that stopping then is clean.
 func TestRunNotReadyUntilConnected(t *testing.T) {
-	metrics := freeAddr(t)
+	metrics := proctest.FreeAddr(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	var stdout, stderr syncBuffer
+	var stdout, stderr proctest.Buffer
 	done := make(chan error, 1)
 	go func() {
-		done <- run(ctx, []string{"--nats", "nats://" + freeAddr(t), "--metrics", metrics}, envOf(nil), &stdout, &stderr)
+		done <- run(ctx, []string{"--nats", "nats://" + proctest.FreeAddr(t), "--metrics", metrics}, envOf(nil), &stdout, &stderr)
 	}()
 	var body string
 	eventually(t, 10*time.Second, "/readyz 503", func() bool {
 		var code int
-		code, body = get("http://" + metrics + "/readyz")
+		code, body = proctest.Get("http://" + metrics + "/readyz")
 		return code == http.StatusServiceUnavailable
 	})
 	if body != "connecting to NATS\n" {
 		t.Errorf("/readyz body %q, want the reason", body)
 	}
-	if code, _ := get("http://" + metrics + "/healthz"); code != http.StatusOK {
+	if code, _ := proctest.Get("http://" + metrics + "/healthz"); code != http.StatusOK {
 		t.Errorf("/healthz = %d while connecting, want 200", code)
 	}
 	cancel()
@@ -121,8 +122,8 @@ func TestRunMetricsAddressInUse(t *testing.T) {
 	}
 	defer ln.Close()
 	addr := ln.Addr().String()
-	var stdout, stderr syncBuffer
-	err = run(context.Background(), []string{"--metrics", addr, "--nats", "nats://" + freeAddr(t)}, envOf(nil), &stdout, &stderr)
+	var stdout, stderr proctest.Buffer
+	err = run(context.Background(), []string{"--metrics", addr, "--nats", "nats://" + proctest.FreeAddr(t)}, envOf(nil), &stdout, &stderr)
 	if err == nil || !strings.Contains(err.Error(), "--metrics "+addr) {
 		t.Fatalf("run = %v, want an error naming --metrics %s", err, addr)
 	}
@@ -137,7 +138,7 @@ func TestRunMetricsAddressInUse(t *testing.T) {
 
 // TestRunHelp checks -h prints the usage to stdout and succeeds.
 func TestRunHelp(t *testing.T) {
-	var stdout, stderr syncBuffer
+	var stdout, stderr proctest.Buffer
 	if err := run(context.Background(), []string{"-h"}, envOf(nil), &stdout, &stderr); err != nil {
 		t.Fatal(err)
 	}

@@ -3,10 +3,10 @@ package main
 import (
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"testing"
 
+	"github.com/effectors/effectors/internal/proctest"
 	"go.uber.org/goleak"
 )
 
@@ -20,26 +20,10 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	binary = filepath.Join(dir, "ea-supervisor")
-	if err := build(binary); err != nil {
+	if err := proctest.Build(binary, "."); err != nil {
 		_ = os.RemoveAll(dir)
 		fmt.Fprintln(os.Stderr, "TestMain: build ea-supervisor:", err)
 		os.Exit(1)
 	}
 	goleak.VerifyTestMain(m, goleak.Cleanup(func(int) { _ = os.RemoveAll(dir) }))
-}
-
-// build compiles this package into out, with the race detector when the
-// tests themselves run with it.
-func build(out string) error {
-	goBin, err := exec.LookPath("go")
-	if err != nil {
-		return err
-	}
-	args := []string{"build", "-o", out}
-	if raceEnabled {
-		args = append(args, "-race")
-	}
-	cmd := exec.Command(goBin, append(args, ".")...)
-	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
-	return cmd.Run()
 }

@@ -3,18 +3,12 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
-	"io"
 	"log/slog"
-	"net"
-	"net/http"
 	"os"
-	"os/exec"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -23,6 +17,7 @@ import (
 	"github.com/effectors/effectors/actor/actortest"
 	"github.com/effectors/effectors/bus"
 	"github.com/effectors/effectors/bus/bustest"
+	"github.com/effectors/effectors/internal/proctest"
 	"github.com/effectors/effectors/kinds"
 	"github.com/effectors/effectors/supervisor"
 	"github.com/nats-io/nats.go/jetstream"
@@ -46,7 +41,7 @@ func TestCrashResume(t *testing.T) {
 	first := startSupervisor(t, "first", srv.URL)
 	first.waitReady(t, 60*time.Second)
 	actortest.Eventually(t, 10*time.Second, "the hint of how to start the demo", func() bool {
-		out := first.stdout.String()
+		out := first.Stdout.String()
 		return strings.Contains(out, "nats req ea.orch.start") && strings.Contains(out, `"name":"demo"`) &&
 			strings.Contains(out, "nats req ea.orch.input")
 	})
@@ -65,10 +60,10 @@ func TestCrashResume(t *testing.T) {
 	if st, err := c.Input(ctx, id, supervisor.DemoNote{Note: "after the crash"}); err != nil || st != supervisor.StatusRunning {
 		t.Fatalf("input: %s %v", st, err)
 	}
-	if err := first.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+	if err := first.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	if code := first.wait(t, 30*time.Second); code != -1 {
+	if code := first.Wait(t, 30*time.Second); code != -1 {
 		t.Fatalf("exit code after SIGKILL = %d, want -1 (killed)", code)
 	}
 	if _, err := c.Status(ctx, id); !errors.Is(err, supervisor.ErrUnavailable) {
@@ -98,15 +93,15 @@ func TestCrashResume(t *testing.T) {
 			t.Fatalf("%d records in %s's mailbox, want 1", n, w)
 		}
 	}
-	code, body := get("http://" + second.metrics + "/metrics")
+	code, body := proctest.Get("http://" + second.metrics + "/metrics")
 	if code != 200 || !strings.Contains(body, `ea_orchestrations_finished_total{name="demo",status="COMPLETED"} 1`) {
 		t.Fatalf("metrics of the second process (%d) lack the completion:\n%s", code, grepLines(body, "ea_orch"))
 	}
 
-	if err := second.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+	if err := second.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
-	if code := second.wait(t, 30*time.Second); code != 0 {
+	if code := second.Wait(t, 30*time.Second); code != 0 {
 		t.Fatalf("exit status after SIGTERM = %d, want 0", code)
 	}
 }
@@ -114,11 +109,11 @@ func TestCrashResume(t *testing.T) {
 // TestBadUsage checks the exit status and message of a bad flag.
 func TestBadUsage(t *testing.T) {
 	p := startProcess(t, "bad", "", "--log-level", "loud")
-	if code := p.wait(t, 30*time.Second); code != 2 {
+	if code := p.Wait(t, 30*time.Second); code != 2 {
 		t.Fatalf("exit status %d, want 2", code)
 	}
-	if !strings.Contains(p.stderr.String(), `--log-level "loud": want debug, info, warn or error`) {
-		t.Fatalf("stderr: %s", p.stderr)
+	if !strings.Contains(p.Stderr.String(), `--log-level "loud": want debug, info, warn or error`) {
+		t.Fatalf("stderr: %s", p.Stderr)
 	}
 }
 
@@ -174,37 +169,15 @@ func waitStatus(t testing.TB, c *supervisor.Client, id string, want supervisor.S
 	return o
 }
 
-// syncBuffer is a bytes.Buffer safe for a writer and readers at once.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
+// process is an ea-supervisor child process with its --metrics address.
 type process struct {
-	name    string
-	cmd     *exec.Cmd
+	*proctest.Proc
 	metrics string
-	stdout  *syncBuffer
-	stderr  *syncBuffer
-	exited  chan struct{}
-	err     error
 }
 
 func startSupervisor(t testing.TB, name, url string) *process {
 	t.Helper()
-	metrics := freeAddr(t)
+	metrics := proctest.FreeAddr(t)
 	return startProcess(t, name, metrics, "--nats", url, "--metrics", metrics)
 }
 
@@ -212,93 +185,10 @@ func startSupervisor(t testing.TB, name, url string) *process {
 // EA_* variable; it is killed at cleanup if still running.
 func startProcess(t testing.TB, name, metrics string, args ...string) *process {
 	t.Helper()
-	p := &process{name: name, metrics: metrics, stdout: &syncBuffer{}, stderr: &syncBuffer{}, exited: make(chan struct{})}
-	p.cmd = exec.Command(binary, args...)
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "EA_") {
-			p.cmd.Env = append(p.cmd.Env, kv)
-		}
-	}
-	p.cmd.Stdout, p.cmd.Stderr = p.stdout, p.stderr
-	if err := p.cmd.Start(); err != nil {
-		t.Fatalf("start %s: %v", name, err)
-	}
-	go func() {
-		p.err = p.cmd.Wait()
-		close(p.exited)
-	}()
-	t.Cleanup(func() {
-		select {
-		case <-p.exited:
-		default:
-			_ = p.cmd.Process.Kill()
-			<-p.exited
-		}
-		if t.Failed() {
-			t.Logf("%s stdout:\n%s\n%s stderr:\n%s", name, p.stdout, name, p.stderr)
-		}
-	})
-	return p
-}
-
-func (p *process) running() bool {
-	select {
-	case <-p.exited:
-		return false
-	default:
-		return true
-	}
+	return &process{Proc: proctest.Start(t, name, binary, args, proctest.Environ("EA_")), metrics: metrics}
 }
 
 func (p *process) waitReady(t testing.TB, timeout time.Duration) {
 	t.Helper()
-	actortest.Eventually(t, timeout, p.name+" /readyz 200", func() bool {
-		if !p.running() {
-			t.Fatalf("%s exited before ready: %v", p.name, p.err)
-		}
-		code, _ := get("http://" + p.metrics + "/readyz")
-		return code == http.StatusOK
-	})
-}
-
-func (p *process) wait(t testing.TB, timeout time.Duration) int {
-	t.Helper()
-	select {
-	case <-p.exited:
-	case <-time.After(timeout):
-		t.Fatalf("%s did not exit within %s", p.name, timeout)
-	}
-	var ee *exec.ExitError
-	if p.err != nil && !errors.As(p.err, &ee) {
-		t.Fatalf("%s: %v", p.name, p.err)
-	}
-	return p.cmd.ProcessState.ExitCode()
-}
-
-func freeAddr(t testing.TB) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	if err := ln.Close(); err != nil {
-		t.Fatal(err)
-	}
-	return addr
-}
-
-var httpClient = &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
-
-func get(url string) (int, string) {
-	resp, err := httpClient.Get(url)
-	if err != nil {
-		return 0, err.Error()
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return 0, err.Error()
-	}
-	return resp.StatusCode, string(b)
+	p.WaitHTTP(t, timeout, "http://"+p.metrics+"/readyz")
 }

@@ -9,25 +9,26 @@ import (
 	"github.com/effectors/effectors/actor/actortest"
 	"github.com/effectors/effectors/bus/bustest"
 	"github.com/effectors/effectors/internal/cli"
+	"github.com/effectors/effectors/internal/proctest"
 )
 
 func TestRunInProcess(t *testing.T) {
 	srv := bustest.NewServer(t)
-	metrics := freeAddr(t)
-	var out, errOut syncBuffer
+	metrics := proctest.FreeAddr(t)
+	var out, errOut proctest.Buffer
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {
 		done <- run(ctx, []string{"--nats", srv.URL, "--metrics", metrics, "--log-format", "json"}, envOf(nil), &out, &errOut)
 	}()
 	actortest.Eventually(t, 30*time.Second, "the hint", func() bool { return strings.Contains(out.String(), "ea-supervisor is ready") })
-	if code, body := get("http://" + metrics + "/readyz"); code != 200 || body != "ready\n" {
+	if code, body := proctest.Get("http://" + metrics + "/readyz"); code != 200 || body != "ready\n" {
 		t.Fatalf("/readyz %d %q", code, body)
 	}
-	if code, _ := get("http://" + metrics + "/healthz"); code != 200 {
+	if code, _ := proctest.Get("http://" + metrics + "/healthz"); code != 200 {
 		t.Fatalf("/healthz %d", code)
 	}
-	if code, body := get("http://" + metrics + "/metrics"); code != 200 || !strings.Contains(body, "ea_orchestration_conflicts_total 0") {
+	if code, body := proctest.Get("http://" + metrics + "/metrics"); code != 200 || !strings.Contains(body, "ea_orchestration_conflicts_total 0") {
 		t.Fatalf("/metrics %d:\n%s", code, grepLines(body, "ea_"))
 	}
 	if !strings.Contains(errOut.String(), `"msg":"supervisor ready"`) {
@@ -45,7 +46,7 @@ func TestRunInProcess(t *testing.T) {
 }
 
 func TestRunHelp(t *testing.T) {
-	var out, errOut syncBuffer
+	var out, errOut proctest.Buffer
 	if err := run(context.Background(), []string{"-h"}, envOf(nil), &out, &errOut); err != nil {
 		t.Fatal(err)
 	}
@@ -55,8 +56,8 @@ func TestRunHelp(t *testing.T) {
 }
 
 func TestRunNoNATS(t *testing.T) {
-	var out, errOut syncBuffer
-	err := run(context.Background(), []string{"--nats", "nats://" + freeAddr(t), "--metrics", "off", "--connect-timeout", "300ms"}, envOf(nil), &out, &errOut)
+	var out, errOut proctest.Buffer
+	err := run(context.Background(), []string{"--nats", "nats://" + proctest.FreeAddr(t), "--metrics", "off", "--connect-timeout", "300ms"}, envOf(nil), &out, &errOut)
 	if err == nil || !strings.Contains(err.Error(), "is ea-node running?") {
 		t.Fatalf("run without NATS: %v", err)
 	}
