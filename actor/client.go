@@ -176,7 +176,7 @@ func (c *Client) Subscribe(ctx context.Context, ref records.Ref, opts ...Subscri
 	if err := ref.Validate(); err != nil {
 		return nil, fmt.Errorf("subscribe to %s: %w: %w", ref, ErrInvalid, err)
 	}
-	msgs, err := c.follow(ctx, c.names.RecordsStream(), c.names.Outbox(ref), opts)
+	msgs, err := c.follow(ctx, c.names.OutboxStream(), c.names.Outbox(ref), opts)
 	if err != nil {
 		return nil, fmt.Errorf("subscribe to %s: %w", ref, err)
 	}

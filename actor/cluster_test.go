@@ -86,6 +86,11 @@ feed:
 // to a replicated bucket, which stall for a leader election (about 2s here),
 // so fastPlacement's 400ms TTL would have nodes declare each other dead
 // whenever a stream leader moves, and fight over effectors.
+// clusterPartitions keeps the cluster test's replicated consumers (one Raft
+// group each, per kind and partition) few enough for 3 in-process servers on
+// a small machine.
+const clusterPartitions = 16
+
 var clusterPlacement = actor.Options{Heartbeat: 200 * time.Millisecond, HeartbeatTTL: 2 * time.Second}
 
 // TestClusterStreamLeaderDies runs two nodes against a 3-server NATS cluster
@@ -102,12 +107,12 @@ func TestClusterStreamLeaderDies(t *testing.T) {
 	)
 	start := time.Now()
 	cl := bustest.NewCluster(t, 3)
-	conn := cl.Connect(t, bus.Config{Replicas: 3})
+	conn := cl.Connect(t, bus.Config{Replicas: 3, Partitions: clusterPartitions})
 	if urls := strings.Split(conn.Config().URL, ","); len(urls) != 3 {
 		t.Fatalf("connection URL %q: want the 3 servers' URLs", conn.Config().URL)
 	}
 	names := conn.Names()
-	for _, stream := range []string{names.RecordsStream(), names.DeadStream(), "KV_" + names.StateBucket(), "KV_" + names.PlaceBucket(), "KV_" + names.OrchBucket()} {
+	for _, stream := range []string{names.MailboxStream(), names.OutboxStream(), names.DeadStream(), "KV_" + names.StateBucket(), "KV_" + names.PlaceBucket(), "KV_" + names.OrchBucket()} {
 		s, err := conn.JS.Stream(ctxT(t), stream)
 		if err != nil {
 			t.Fatal(err)
@@ -120,7 +125,7 @@ func TestClusterStreamLeaderDies(t *testing.T) {
 	c := newClient(t, conn)
 	var nodes []*runningNode
 	for range 2 {
-		nodes = append(nodes, startNodeWith(t, cl.Connect(t, bus.Config{Replicas: 3}), clusterPlacement, nil))
+		nodes = append(nodes, startNodeWith(t, cl.Connect(t, bus.Config{Replicas: 3, Partitions: clusterPartitions}), clusterPlacement, nil))
 	}
 	actortest.Eventually(t, 10*time.Second, "two nodes see each other", func() bool {
 		for _, n := range nodes {
@@ -164,11 +169,11 @@ func TestClusterStreamLeaderDies(t *testing.T) {
 	actortest.Eventually(t, 30*time.Second, "a third of the load published and some processed", func() bool {
 		return acked.Load() >= total/3 && processed() >= total/10
 	})
-	leader := cl.StreamLeader(t, names.RecordsStream())
+	leader := cl.StreamLeader(t, names.MailboxStream())
 	before, atStop := acked.Load(), processed()
 	leader.Shutdown()
 	stopped := time.Now()
-	t.Logf("stopped %s, leader of %s, with %d/%d records published and %v processed", leader.Name, names.RecordsStream(), before, total, atStop)
+	t.Logf("stopped %s, leader of %s, with %d/%d records published and %v processed", leader.Name, names.MailboxStream(), before, total, atStop)
 	if before == total {
 		t.Fatal("the load was all published before the leader stopped: the test proves nothing")
 	}
@@ -180,8 +185,8 @@ func TestClusterStreamLeaderDies(t *testing.T) {
 		waitCount(t, c, r, per, time.Until(stopped.Add(60*time.Second)))
 	}
 	t.Logf("all %d counts exact %s after the leader stopped (%s in all)", counters, time.Since(stopped).Round(time.Millisecond), time.Since(start).Round(time.Millisecond))
-	if next := cl.StreamLeader(t, names.RecordsStream()); next == leader {
-		t.Fatalf("stream %s is still led by the stopped server", names.RecordsStream())
+	if next := cl.StreamLeader(t, names.MailboxStream()); next == leader {
+		t.Fatalf("stream %s is still led by the stopped server", names.MailboxStream())
 	}
 	for i, n := range nodes {
 		if p := metricSum(t, n.Registry, "ea_records_processed_total"); p == 0 {
@@ -224,7 +229,7 @@ func readOutboxes(t *testing.T, conn *bus.Conn, filter string) (map[string][]str
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	stream, err := conn.Stream(ctx)
+	stream, err := conn.OutboxStream(ctx)
 	if err != nil {
 		return nil, err
 	}

@@ -13,7 +13,6 @@ import (
 	"github.com/effectors/effectors/kv"
 	"github.com/effectors/effectors/records"
 	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nats.go/micro"
 )
 
@@ -21,6 +20,9 @@ import (
 const (
 	opCreate    = "create"
 	opTerminate = "terminate"
+	// opRetire is not an endpoint: nodes hosting a kind are told on
+	// <prefix>.ctl.retire.<kind> that one of its effectors was terminated.
+	opRetire = "retire"
 )
 
 // Error headers of NATS micro services, used by every control reply.
@@ -84,6 +86,12 @@ func (n *Node) serveControl() (*control, error) {
 			}
 			c.subs = append(c.subs, sub)
 		}
+		sub, err := n.conn.NC.Subscribe(n.names.Control(opRetire, kind), func(m *nats.Msg) { n.onRetire(kind, m.Data) })
+		if err != nil {
+			c.stop()
+			return nil, fmt.Errorf("subscribe retire notices of kind %s: %w", kind, err)
+		}
+		c.subs = append(c.subs, sub)
 	}
 	svc, err := micro.AddService(n.conn.NC, micro.Config{
 		Name:        n.names.Service(),
@@ -229,8 +237,9 @@ func (n *Node) create(ctx context.Context, kind string, data []byte) (Document, 
 
 var errAlreadyTerminated = errors.New("already terminated")
 
-// terminate marks the effector TERMINATED, stops driving it and deletes its
-// consumer. Terminating a terminated effector returns its document.
+// terminate marks the effector TERMINATED and tells the node that has it
+// loaded; records that reach it from then on go to dead letters.
+// Terminating a terminated effector returns its document.
 func (n *Node) terminate(ctx context.Context, kind string, data []byte) (Document, error) {
 	var req TerminateRequest
 	if err := decodeStrict(data, &req); err != nil {
@@ -258,48 +267,26 @@ func (n *Node) terminate(ctx context.Context, kind string, data []byte) (Documen
 	case err != nil:
 		return Document{}, fmt.Errorf("write state: %w", err)
 	}
-	if err := n.retireCtx(ctx, ref); err != nil {
-		return Document{}, err
-	}
+	n.retireNotice(ref)
 	n.log.Info("effector terminated", "effector", ref.String())
 	return ent.Value, nil
 }
 
-// retire stops driving a terminated effector, on whichever node drives it:
-// its consumer and marker go, and records left in its mailbox go to dead
-// letters.
-func (n *Node) retire(ref records.Ref) {
-	ctx, cancel := context.WithTimeout(n.runCtx, 30*time.Second)
-	defer cancel()
-	if err := n.retireCtx(ctx, ref); err != nil && ctx.Err() == nil {
-		n.log.Warn("retire terminated effector", "effector", ref.String(), "err", err)
-	}
+// retireNotice tells the nodes hosting ref's kind that it was terminated:
+// the one that has it loaded reads its state document again before its next
+// record (which then goes to dead letters). Without the notice, its next
+// state write would find out too, one record later.
+func (n *Node) retireNotice(ref records.Ref) {
+	_ = n.conn.NC.Publish(n.names.Control(opRetire, ref.Kind), []byte(ref.ID))
 }
 
-func (n *Node) retireCtx(ctx context.Context, ref records.Ref) error {
-	unlock := n.place.lock(ref)
-	defer unlock()
-	if e := n.driving(ref); e != nil {
-		n.detach(ref, e)
+// onRetire handles a retire notice.
+func (n *Node) onRetire(kind string, id []byte) {
+	ref := records.Ref{Kind: kind, ID: string(id)}
+	if ref.Validate() != nil {
+		return
 	}
-	drivers := []string{n.opts.NodeID}
-	n.place.mu.Lock()
-	if m, ok := n.place.markers[ref]; ok && m.node != n.opts.NodeID {
-		drivers = append(drivers, m.node)
+	if e := n.loaded(ref); e != nil {
+		e.stale.Store(true)
 	}
-	n.place.mu.Unlock()
-	for _, node := range drivers {
-		if err := n.stream.DeleteConsumer(ctx, consumerName(ref, node)); err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
-			return fmt.Errorf("delete consumer: %w", err)
-		}
-	}
-	// Whoever drives it lets go when the marker goes.
-	if err := n.place.kv.Delete(ctx, keyActive+n.names.StateKey(ref)); err != nil {
-		return fmt.Errorf("delete marker: %w", err)
-	}
-	ent, err := n.states.Get(ctx, n.names.StateKey(ref))
-	if err != nil {
-		return fmt.Errorf("read state: %w", err)
-	}
-	return n.deadTerminated(ctx, ent.Value, ent.Revision)
 }

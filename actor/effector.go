@@ -2,8 +2,6 @@ package actor
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -43,17 +41,22 @@ type delivery struct {
 	err       error // from records.FromMsg: the record cannot be decoded
 	seq       uint64
 	delivered uint64
-	pending   uint64
 }
 
-// effector drives one effector: it holds the records its consumer delivers
-// and processes them one at a time, high priority first.
+// effector drives one effector of a partition this node reads: it holds the
+// records the partition dispatched to it and processes them one at a time (or
+// several in a batch), high priority first.
 //
-// Records arrive through deliver (on the consumer's goroutine) into held; a
+// Records arrive through deliver (on the partition's goroutine) into held; a
 // drain goroutine runs while held is not empty and exits when it is, so an
-// idle effector costs no goroutine of its own.
+// idle effector costs no goroutine of its own, and a passive one (not in its
+// partition's map) costs nothing at all.
+//
+// Lock order: docMu before mu (attempt's deferred reset and checkSlow take
+// both in that order); partition.mu is never taken while holding either.
 type effector struct {
 	node *Node
+	part *partition
 	kind *kindSpec
 	km   *kindMetrics
 	ref  records.Ref
@@ -65,26 +68,17 @@ type effector struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 
-	mu       sync.Mutex
-	cons     jetstream.ConsumeContext
+	mu       sync.Mutex // guards the fields up to docMu
 	held     []delivery
-	pending  uint64 // records on the server behind the last delivered one
-	maxSeen  uint64 // highest stream sequence delivered since attach
+	maxSeen  uint64 // highest stream sequence delivered since the effector was loaded
 	running  bool
 	stopped  bool
 	drainers sync.WaitGroup
-	// nextDelivery is the consumer sequence the next delivery must have;
-	// shared is set once one did not (see exclusive).
-	nextDelivery uint64
-	shared       bool
-	// checking: a look-up of the consumer is in flight.
-	checking atomic.Bool
-	// seen is the highest mailbox sequence the node's wake scan saw for the
-	// effector: if it stays above the state's Seq while the effector idles,
-	// its consumer is stalled.
-	seen atomic.Uint64
-	// lastActive is when the effector was attached or last finished a record.
+	// lastActive is when the effector was loaded or last finished a record.
 	lastActive time.Time
+	// heldSince is when the records held were last told to the server to be
+	// in progress (the watchdog extends their ack deadline).
+	heldProgress time.Time
 
 	// While logic runs (under mu): when it started, the record's message,
 	// whether the state shows PROCESSING for it and when the ack deadline
@@ -100,50 +94,34 @@ type effector struct {
 	handCancel  context.CancelCauseFunc
 	cancelled   map[string]uint64
 
-	// doc and rev are the state document as last written. The drain
+	// doc and rev are the state document as last written; loaded says
+	// whether they were read yet, absent that no document exists. The drain
 	// goroutine owns them, except while logic runs, when the watchdog may
 	// write PROCESSING; docMu keeps the two apart.
-	docMu sync.Mutex
-	doc   Document
-	rev   uint64
+	docMu  sync.Mutex
+	doc    Document
+	rev    uint64
+	loaded bool
+	absent bool
+	// stale: the document changed behind the effector's back (a retire
+	// notice): read it again before the next record.
+	stale atomic.Bool
 }
 
-// consumerName is the durable consumer name of ref when node drives it:
-// <kind>~<id>~<node>, with the id hashed when too long for a consumer name.
-// Each driver has a consumer of its own, so a node that lost an effector
-// without knowing it yet can never pull records from its successor's
-// consumer (and apply a record without the ones before it).
-func consumerName(ref records.Ref, node string) string {
-	id := ref.ID
-	if len(ref.Kind)+len(id)+len(node) > 200 {
-		sum := sha256.Sum256([]byte(ref.ID))
-		id = "h" + hex.EncodeToString(sum[:20])
-	}
-	return ref.Kind + "~" + id + "~" + node
-}
-
-// deliver receives a record from the consumer.
-func (e *effector) deliver(msg jetstream.Msg) {
-	d := delivery{msg: msg}
-	meta, err := msg.Metadata()
-	if err != nil {
-		e.log.Error("record without JetStream metadata; releasing it", "err", err)
-		_ = msg.Nak()
-		return
-	}
-	d.seq, d.delivered, d.pending = meta.Sequence.Stream, meta.NumDelivered, meta.NumPending
-	if !e.exclusive(meta.Sequence.Consumer) {
-		return
-	}
-	d.rec, d.err = records.FromMsg(msg.Subject(), msg.Headers(), msg.Data())
-	d.rec.Subject, d.rec.Seq = msg.Subject(), d.seq
-	if d.rec.ID == "" {
-		d.rec.ID = "s" + strconv.FormatUint(d.seq, 10)
-	}
+// deliver receives a record the partition dispatched to the effector. It
+// reports false when the effector stopped (passivated meanwhile): the
+// partition then hands the record to a new one.
+func (e *effector) deliver(d delivery) bool {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.stopped {
-		return // left unacknowledged; whoever drives next recreates the consumer
+		return false
+	}
+	for i := range e.held {
+		if e.held[i].seq == d.seq { // redelivered while held: keep the newer handle
+			e.held[i].msg, e.held[i].delivered = d.msg, d.delivered
+			return true
+		}
 	}
 	if d.err == nil && d.rec.Type == TypeCancel && d.rec.Process != "" {
 		if e.cancelled == nil {
@@ -154,36 +132,17 @@ func (e *effector) deliver(msg jetstream.Msg) {
 			e.handCancel(ErrCancelled)
 		}
 	}
+	if len(e.held) == 0 {
+		e.heldProgress = time.Now()
+	}
 	e.held = append(e.held, d)
-	e.pending = d.pending
 	e.maxSeen = max(e.maxSeen, d.seq)
 	if !e.running {
 		e.running = true
 		e.drainers.Add(1)
 		go e.drain()
 	}
-}
-
-// exclusive checks that the consumer delivers to this effector alone, in
-// order: consumer sequences must follow one another. A gap means another
-// puller took a record (a node that drove the effector before, or the
-// consumer was recreated under us), and applying what follows could advance
-// seq past a record this node never saw. Then the effector stops taking
-// records and lets placement attach it afresh.
-func (e *effector) exclusive(cseq uint64) bool {
-	e.mu.Lock()
-	ok := !e.shared && cseq == e.nextDelivery
-	if ok {
-		e.nextDelivery++
-	}
-	first := !ok && !e.shared
-	e.shared = e.shared || !ok
-	e.mu.Unlock()
-	if first {
-		e.log.Info("consumer shared with another puller; attaching afresh", "delivery", cseq)
-		go e.node.consumerGone(e.ref, e)
-	}
-	return ok
+	return true
 }
 
 // drain processes held records until none is left or the effector stops.
@@ -198,6 +157,26 @@ func (e *effector) drain() {
 			e.mu.Unlock()
 			return
 		}
+		e.mu.Unlock()
+		if !e.load() {
+			continue // stopped, or its records went to dead letters
+		}
+		e.mu.Lock()
+		batch := e.take(e.kind.maxBatch)
+		e.mu.Unlock()
+		if len(batch) == 1 {
+			e.process(batch[0])
+		} else {
+			e.processBatch(batch)
+		}
+	}
+}
+
+// take removes up to n held records, in the order they are to be applied:
+// high priority first, then stream order. The caller holds mu.
+func (e *effector) take(n int) []delivery {
+	var out []delivery
+	for len(out) < n && len(e.held) > 0 {
 		i := 0
 		for j, d := range e.held {
 			if d.rec.Priority == records.PriorityHigh {
@@ -205,25 +184,95 @@ func (e *effector) drain() {
 				break
 			}
 		}
-		d := e.held[i]
+		out = append(out, e.held[i])
 		e.held = append(e.held[:i], e.held[i+1:]...)
-		e.mu.Unlock()
-		e.process(d)
 	}
+	return out
 }
 
-// stop stops consuming, lets the record in hand finish for up to grace, then
-// cancels it, and releases the records held for redelivery.
+// putBack returns records taken but not processed to the front of held.
+func (e *effector) putBack(ds []delivery) {
+	if len(ds) == 0 {
+		return
+	}
+	e.mu.Lock()
+	e.held = append(slices.Clone(ds), e.held...)
+	e.mu.Unlock()
+}
+
+// load reads the state document the first time the effector runs. It
+// reports whether records can be processed: when the effector was never
+// created or is terminated, the records held go to dead letters here and it
+// reports false.
+func (e *effector) load() bool {
+	if e.loaded && !e.absent && e.doc.Status != StatusTerminated && !e.stale.Swap(false) {
+		return true
+	}
+	var ent kv.Entry[Document]
+	err := e.retryIO(func() error {
+		var err error
+		ent, err = e.node.states.Get(e.ctx, e.key)
+		if errors.Is(err, kv.ErrNotFound) {
+			return nil
+		}
+		return err
+	})
+	if err != nil {
+		e.abandonHeld()
+		return false
+	}
+	first := !e.loaded
+	e.docMu.Lock()
+	e.doc, e.rev, e.loaded, e.absent = ent.Value, ent.Revision, true, ent.Revision == 0
+	e.docMu.Unlock()
+	if first && !e.absent && e.doc.Status != StatusTerminated {
+		e.node.metrics.activations.WithLabelValues(e.ref.Kind).Inc()
+	}
+	if !e.absent && e.doc.Status != StatusTerminated {
+		return true
+	}
+	reason, why := reasonNoEffector, fmt.Errorf("effector %s was never created; create it before sending to it", e.ref)
+	if !e.absent {
+		reason, why = reasonTerminated, fmt.Errorf("effector %s is terminated", e.ref)
+	}
+	e.mu.Lock()
+	held := e.held
+	e.held = nil
+	e.mu.Unlock()
+	for i, d := range held {
+		if !e.absent && e.doc.applied(d.seq) {
+			_ = d.msg.Ack()
+			continue
+		}
+		if err := e.retryIO(func() error { return e.deadLetter(d, reason, why) }); err != nil {
+			e.putBack(held[i:])
+			e.abandonHeld()
+			return false
+		}
+		_ = d.msg.Ack()
+		e.km.dead.Inc()
+		e.node.metrics.dead.WithLabelValues(e.ref.Kind, reason).Inc()
+		e.log.Warn("record sent to dead letters", "seq", d.seq, "reason", reason)
+	}
+	return false
+}
+
+// abandonHeld drops the records held when the effector is stopping: they
+// stay unacknowledged, and whoever reads the partition next gets them again.
+func (e *effector) abandonHeld() {
+	e.mu.Lock()
+	e.held = nil
+	e.mu.Unlock()
+}
+
+// stop stops taking records, lets the record in hand finish for up to grace,
+// then cancels it. The records held stay unacknowledged for whoever reads
+// the partition next.
 func (e *effector) stop(grace time.Duration) {
 	e.mu.Lock()
 	e.stopped = true
-	held := e.held
 	e.held = nil
-	cons := e.cons
 	e.mu.Unlock()
-	if cons != nil {
-		cons.Stop()
-	}
 	done := make(chan struct{})
 	go func() { e.drainers.Wait(); close(done) }()
 	select {
@@ -233,17 +282,15 @@ func (e *effector) stop(grace time.Duration) {
 		<-done
 	}
 	e.cancel()
-	// The records held stay unacknowledged: the next node to drive the
-	// effector recreates its consumer from the state's seq anyway.
-	_ = held
 }
 
 // errAbandon: the effector stopped while a record was in hand; the record is
 // left unacknowledged for redelivery.
 var errAbandon = errors.New("abandoned")
 
-// process takes one record through the whole cycle: run logic, publish
-// outputs (or the dead letter), write state, acknowledge.
+// process takes one record through the whole cycle: run logic (retrying it
+// with backoff), publish outputs (or the dead letter), write state,
+// acknowledge.
 func (e *effector) process(d delivery) {
 	start := time.Now()
 	m := e.node.metrics
@@ -253,26 +300,22 @@ func (e *effector) process(d delivery) {
 	}
 	for {
 		if e.doc.applied(d.seq) {
-			e.log.Debug("skip", "seq", d.seq, "docseq", e.doc.Seq)
 			e.skip(d)
 			return
 		}
-		state, outs, reason, failure := e.evaluate(d)
+		state, outs, reason, failure := e.evaluate(d, e.doc.State, true)
 		if errors.Is(failure, errAbandon) {
-			e.release(d)
 			return
 		}
 		next := e.doc
 		if reason != "" {
 			if err := e.retryIO(func() error { return e.deadLetter(d, reason, failure) }); err != nil {
-				e.release(d)
 				return
 			}
 			next.Status, next.Error = StatusError, failure.Error()
 			e.log.Warn("record sent to dead letters", "record", d.rec.ID, "seq", d.seq, "reason", reason, "err", failure)
 		} else {
 			if err := e.retryIO(func() error { return e.publish(outs) }); err != nil {
-				e.release(d)
 				return
 			}
 			next.State, next.Status, next.Error = state, StatusIdle, ""
@@ -280,39 +323,23 @@ func (e *effector) process(d delivery) {
 		if e.crashed(afterOutputs, d.seq) {
 			return
 		}
-		next.Seq, next.Ahead = e.advance(d.seq)
+		next.Seq, next.Ahead = e.advance(next, d.seq)
 		next.Updated = time.Now().UTC()
 		if next.Status == StatusIdle && e.backlog() > 0 {
 			next.Status = StatusProcessing
 		}
-		var rev uint64
-		err := e.retryIO(func() error {
-			var err error
-			rev, err = e.node.states.Update(e.ctx, e.key, next, e.rev)
-			if errors.Is(err, kv.ErrConflict) {
-				return nil
-			}
-			return err
-		})
-		if err != nil {
-			e.release(d)
+		ok, stop := e.write(next)
+		if stop {
+			e.putBack([]delivery{d}) // terminated: load sends it to dead letters
 			return
 		}
-		if rev == 0 { // lost the compare-and-set: someone else wrote
-			m.conflicts.WithLabelValues(kind).Inc()
-			if !e.reload() {
-				return
-			}
-			continue
+		if !ok {
+			continue // lost the compare-and-set: evaluate again on what won
 		}
-		e.log.Debug("applied", "seq", d.seq, "newseq", next.Seq, "rev", rev, "prev", e.rev)
-		e.doc, e.rev = next, rev
 		if e.crashed(afterState, d.seq) {
 			return
 		}
-		if err := d.msg.Ack(); err != nil {
-			e.log.Debug("ack failed; the redelivery will be skipped", "seq", d.seq, "err", err)
-		}
+		e.ack(d)
 		if reason != "" {
 			e.km.dead.Inc()
 			m.dead.WithLabelValues(kind, reason).Inc()
@@ -324,11 +351,146 @@ func (e *effector) process(d delivery) {
 	}
 }
 
-// release leaves a record the effector stopped processing unacknowledged.
-// No Nak: the consumer may already belong to another driver, and a Nak would
-// count as a delivery of its record there; whoever drives the effector next
-// recreates the consumer from the state's seq.
-func (e *effector) release(d delivery) {}
+// processBatch applies several held records with one state write: logic
+// runs on each in order (one attempt each), the outputs and dead letters of
+// all are published together, then the state document is written once with
+// the last sequence, then every record is acknowledged. A crash anywhere
+// re-runs the batch on redelivery; output ids make the re-run publish
+// nothing twice. A record whose logic fails ends the batch before it: the
+// records before it are committed and it is processed on its own, with
+// retries.
+func (e *effector) processBatch(batch []delivery) {
+	start := time.Now()
+	m := e.node.metrics
+	kind := e.kind.name
+	next := e.doc
+	var (
+		outs  []output
+		acks  []delivery
+		dead  []deadOutcome
+		okN   int
+		skips int
+	)
+	for i, d := range batch {
+		if d.delivered > 1 {
+			m.redelivers.WithLabelValues(kind).Inc()
+		}
+		if next.applied(d.seq) {
+			acks = append(acks, d)
+			skips++
+			continue
+		}
+		state, o, reason, failure := e.evaluate(d, next.State, false)
+		if errors.Is(failure, errAbandon) {
+			return
+		}
+		if errors.Is(failure, errRetryAlone) {
+			e.putBack(batch[i:])
+			batch = batch[:i]
+			break
+		}
+		if reason != "" {
+			dead = append(dead, deadOutcome{d: d, reason: reason, err: failure})
+			next.Status, next.Error = StatusError, failure.Error()
+		} else {
+			outs = append(outs, o...)
+			next.State, next.Status, next.Error = state, StatusIdle, ""
+			okN++
+		}
+		next.Seq, next.Ahead = e.advanceWith(next, d.seq, batch[i+1:])
+		acks = append(acks, d)
+	}
+	if len(acks) == 0 {
+		return
+	}
+	if okN+len(dead) > 0 {
+		if err := e.retryIO(func() error { return e.publishWithDead(outs, dead) }); err != nil {
+			return
+		}
+		for _, d := range batch {
+			if e.crashed(afterOutputs, d.seq) {
+				return
+			}
+		}
+		next.Updated = time.Now().UTC()
+		if next.Status == StatusIdle && e.backlog() > 0 {
+			next.Status = StatusProcessing
+		}
+		ok, stop := e.write(next)
+		if stop || !ok {
+			e.putBack(batch) // evaluate again on what won, or dead letters if terminated
+			return
+		}
+		for _, d := range batch {
+			if e.crashed(afterState, d.seq) {
+				return
+			}
+		}
+	}
+	for _, d := range acks {
+		e.ack(d)
+	}
+	for _, x := range dead {
+		e.log.Warn("record sent to dead letters", "record", x.d.rec.ID, "seq", x.d.seq, "reason", x.reason, "err", x.err)
+		e.km.dead.Inc()
+		m.dead.WithLabelValues(kind, x.reason).Inc()
+	}
+	e.km.ok.Add(float64(okN))
+	e.km.duplicate.Add(float64(skips))
+	per := time.Since(start).Seconds() / float64(len(acks))
+	for range acks {
+		e.km.duration.Observe(per)
+	}
+}
+
+// deadOutcome is a record of a batch bound for dead letters.
+type deadOutcome struct {
+	d      delivery
+	reason string
+	err    error
+}
+
+// publishWithDead publishes a batch's outputs and dead letters.
+func (e *effector) publishWithDead(outs []output, dead []deadOutcome) error {
+	for _, x := range dead {
+		if err := e.deadLetter(x.d, x.reason, x.err); err != nil {
+			return err
+		}
+	}
+	return e.publish(outs)
+}
+
+// write compare-and-sets the state document. ok reports whether it was
+// written; stop, that the effector must stop (terminated, or stopping).
+func (e *effector) write(next Document) (ok, stop bool) {
+	var rev uint64
+	err := e.retryIO(func() error {
+		var err error
+		rev, err = e.node.states.Update(e.ctx, e.key, next, e.rev)
+		if errors.Is(err, kv.ErrConflict) {
+			return nil
+		}
+		return err
+	})
+	if err != nil {
+		return false, true
+	}
+	if rev == 0 { // lost the compare-and-set: someone else wrote
+		e.node.metrics.conflicts.WithLabelValues(e.kind.name).Inc()
+		return false, !e.reload()
+	}
+	e.docMu.Lock()
+	e.doc, e.rev = next, rev
+	e.docMu.Unlock()
+	return true, false
+}
+
+// ack acknowledges a record to the partition's consumer.
+func (e *effector) ack(d delivery) {
+	if err := d.msg.Ack(); err != nil {
+		e.log.Debug("ack failed; the redelivery will be skipped", "seq", d.seq, "err", err)
+	}
+}
 
 // skip acknowledges a record already applied (a redelivery). When it was
 // applied ahead of its turn, its redelivery proves every record below it was
@@ -337,7 +499,7 @@ func (e *effector) release(d delivery) {}
 func (e *effector) skip(d delivery) {
 	next := e.doc
 	if slices.Contains(e.doc.Ahead, d.seq) {
-		next.Seq, next.Ahead = e.advance(d.seq)
+		next.Seq, next.Ahead = e.advance(next, d.seq)
 	}
 	if next.Status == StatusProcessing && e.backlog() == 0 {
 		next.Status = StatusIdle
@@ -345,10 +507,12 @@ func (e *effector) skip(d delivery) {
 	if next.Seq != e.doc.Seq || next.Status != e.doc.Status {
 		next.Updated = time.Now().UTC()
 		if rev, err := e.node.states.Update(e.ctx, e.key, next, e.rev); err == nil {
+			e.docMu.Lock()
 			e.doc, e.rev = next, rev
+			e.docMu.Unlock()
 		} // else: the next record's write catches up
 	}
-	_ = d.msg.Ack()
+	e.ack(d)
 	e.km.duplicate.Inc()
 }
 
@@ -376,19 +540,25 @@ func (e *effector) reload() bool {
 	}); err != nil {
 		return false
 	}
+	e.docMu.Lock()
 	e.doc, e.rev = ent.Value, ent.Revision
+	e.docMu.Unlock()
 	if e.doc.Status == StatusTerminated {
-		e.log.Info("effector terminated; stopping")
-		go e.node.retire(e.ref)
+		e.log.Info("effector terminated; its records go to dead letters")
 		return false
 	}
 	return true
 }
 
-// evaluate decides what a record does: a new state and outputs, or a
-// dead-letter reason with the failure. It returns errAbandon when the
-// effector stopped meanwhile.
-func (e *effector) evaluate(d delivery) (state []byte, outs []output, reason string, failure error) {
+// errRetryAlone: in a batch, the logic failed on a record in a way a retry
+// may fix; it is processed again on its own, with retries.
+var errRetryAlone = errors.New("retry alone")
+
+// evaluate decides what a record does on state cur: a new state and
+// outputs, or a dead-letter reason with the failure. It returns errAbandon
+// when the effector stopped meanwhile. Without retry, a failure that a retry
+// may fix returns errRetryAlone after one attempt.
+func (e *effector) evaluate(d delivery, cur []byte, retry bool) (state []byte, outs []output, reason string, failure error) {
 	k := e.kind
 	switch {
 	case d.err != nil:
@@ -401,7 +571,7 @@ func (e *effector) evaluate(d delivery) (state []byte, outs []output, reason str
 		return nil, nil, reasonRedelivered, fmt.Errorf("delivered %d times without completing (limit %d): the record may crash its node", d.delivered, k.maxDeliveries)
 	}
 	for attempt := 1; ; attempt++ {
-		state, outs, err := e.attempt(d)
+		state, outs, err := e.attempt(d, cur)
 		if err == nil {
 			return state, outs, "", nil
 		}
@@ -422,6 +592,8 @@ func (e *effector) evaluate(d delivery) (state []byte, outs []output, reason str
 			return nil, nil, reasonRejected, err
 		case attempt >= k.retry.Attempts:
 			return nil, nil, reasonFailed, fmt.Errorf("failed %d attempts: %w", attempt, err)
+		case !retry:
+			return nil, nil, "", errRetryAlone
 		}
 		e.node.metrics.retries.WithLabelValues(k.name).Inc()
 		wait := k.retry.delay(attempt)
@@ -436,7 +608,7 @@ func (e *effector) evaluate(d delivery) (state []byte, outs []output, reason str
 // attempt runs the logic once, turning a panic into a *PanicError. While it
 // runs, the node's watchdog (checkSlow) may mark the state PROCESSING and
 // extend the record's ack deadline.
-func (e *effector) attempt(d delivery) (state []byte, outs []output, err error) {
+func (e *effector) attempt(d delivery, cur []byte) (state []byte, outs []output, err error) {
 	ctx, cancelCause := context.WithCancelCause(e.ctx)
 	defer cancelCause(nil)
 	if e.kind.timeout > 0 {
@@ -445,9 +617,6 @@ func (e *effector) attempt(d delivery) (state []byte, outs []output, err error) 
 		defer cancel()
 	}
 	c := &Context{Context: ctx, self: e.ref, rec: d.rec, base: e.log, names: e.node.names, publishNow: e.publishNow}
-	// Read the state before the watchdog may see the record in hand: from
-	// then on it may write the document (PROCESSING) under docMu.
-	cur := e.doc.State
 
 	now := time.Now()
 	e.mu.Lock()
@@ -487,6 +656,7 @@ func (e *effector) attempt(d delivery) (state []byte, outs []output, err error) 
 // record for more than slowLogic, the state shows PROCESSING, and every third
 // of the ack wait the server is told the record is still in progress.
 func (e *effector) checkSlow(now time.Time) {
+	e.extendHeld(now)
 	e.mu.Lock()
 	since, msg, marked := e.handSince, e.handMsg, e.marked
 	slow := !since.IsZero() && now.Sub(since) >= slowLogic
@@ -517,6 +687,26 @@ func (e *effector) checkSlow(now time.Time) {
 	}()
 }
 
+// extendHeld tells the server, every third of the ack wait, that the
+// records held behind the one in hand are still in progress, so it does not
+// redeliver them while they wait their turn.
+func (e *effector) extendHeld(now time.Time) {
+	e.mu.Lock()
+	if len(e.held) == 0 || now.Sub(e.heldProgress) < e.kind.ackWait/3 {
+		e.mu.Unlock()
+		return
+	}
+	e.heldProgress = now
+	msgs := make([]jetstream.Msg, len(e.held))
+	for i, d := range e.held {
+		msgs[i] = d.msg
+	}
+	e.mu.Unlock()
+	for _, m := range msgs {
+		_ = m.InProgress()
+	}
+}
+
 // markProcessing shows PROCESSING in the state document while slow logic runs.
 func (e *effector) markProcessing() {
 	next := e.doc
@@ -528,25 +718,38 @@ func (e *effector) markProcessing() {
 	e.doc, e.rev = next, rev
 }
 
-// advance returns the document's Seq and Ahead once the record at seq is
-// applied. Seq may move up to an applied record p only when every mailbox
-// record below p is applied too. The consumer delivers in stream order from
-// just after the document's Seq, so that holds when p has been delivered since
-// attach (every record below it was delivered before it) and no record below
-// p is still held unapplied. Records applied above Seq (high-priority ones that
-// overtook) stay in Ahead.
-func (e *effector) advance(seq uint64) (uint64, []uint64) {
+// advance returns doc's Seq and Ahead once the record at seq is applied,
+// with the records held as they are.
+func (e *effector) advance(doc Document, seq uint64) (uint64, []uint64) {
+	return e.advanceWith(doc, seq, nil)
+}
+
+// advanceWith returns doc's Seq and Ahead once the record at seq is applied.
+// Seq may move up to an applied record p only when every mailbox record
+// below p is applied too. The partition delivers an effector's records in
+// stream order from above its ack floor, which is at or below the
+// document's Seq, so that holds when p has been delivered since the
+// effector was loaded (every record below it was delivered before it) and
+// no record below p is still held or taken (pending, in a batch) unapplied.
+// Records applied above Seq (high-priority ones that overtook) stay in
+// Ahead.
+func (e *effector) advanceWith(doc Document, seq uint64, pending []delivery) (uint64, []uint64) {
 	lowest := ^uint64(0)
 	e.mu.Lock()
 	seen := e.maxSeen
 	for _, d := range e.held {
-		if d.seq < lowest && d.seq != seq && !e.doc.applied(d.seq) {
+		if d.seq < lowest && d.seq != seq && !doc.applied(d.seq) {
 			lowest = d.seq
 		}
 	}
 	e.mu.Unlock()
-	floor := e.doc.Seq
-	done := e.doc.Ahead[:len(e.doc.Ahead):len(e.doc.Ahead)]
+	for _, d := range pending {
+		if d.seq < lowest && d.seq != seq && !doc.applied(d.seq) {
+			lowest = d.seq
+		}
+	}
+	floor := doc.Seq
+	done := doc.Ahead[:len(doc.Ahead):len(doc.Ahead)]
 	if !slices.Contains(done, seq) {
 		done = append(done, seq)
 	}
@@ -565,52 +768,36 @@ func (e *effector) advance(seq uint64) (uint64, []uint64) {
 }
 
 // idleSince returns how long the effector has had nothing to do: no record
-// in hand, held or pending on the server; 0 while it is busy.
+// in hand or held; 0 while it is busy.
 func (e *effector) idleSince(now time.Time) time.Duration {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if e.running || len(e.held) > 0 || e.pending > 0 || e.stopped {
+	if e.running || len(e.held) > 0 || e.stopped {
 		return 0
 	}
 	return now.Sub(e.lastActive)
-}
-
-// see notes that the wake scan saw a record at seq in the mailbox.
-func (e *effector) see(seq uint64) {
-	for {
-		cur := e.seen.Load()
-		if seq <= cur || e.seen.CompareAndSwap(cur, seq) {
-			return
-		}
-	}
-}
-
-// stalled reports whether the mailbox holds a record the wake scan saw and
-// the effector has not applied.
-func (e *effector) stalled() bool {
-	seen := e.seen.Load()
-	e.docMu.Lock()
-	defer e.docMu.Unlock()
-	return seen > e.doc.Seq && !e.doc.applied(seen)
 }
 
 // backlog is how many records wait behind the one in hand.
 func (e *effector) backlog() int {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	return len(e.held) + int(e.pending)
+	return len(e.held)
 }
 
 // publishNow publishes a record logic streams with Context.EmitNow.
 func (e *effector) publishNow(o output) error {
-	_, err := e.node.conn.JS.PublishMsg(e.ctx, o.rec.Msg(o.subject))
+	_, err := e.node.js.PublishMsg(e.ctx, o.rec.Msg(o.subject))
 	return wrapPublish(o.subject, err)
 }
 
 // publish publishes outputs: stream subjects through JetStream (durable, and
-// de-duplicated by record id), others as plain NATS messages.
+// de-duplicated by record id), others as plain NATS messages. Several are
+// published asynchronously on the node's own JetStream context, and all
+// their acknowledgements awaited; when its window of unacknowledged
+// publishes is full, publish waits for the ones in flight before going on.
 func (e *effector) publish(outs []output) error {
-	js, nc := e.node.conn.JS, e.node.conn.NC
+	js, nc := e.node.js, e.node.conn.NC
 	switch {
 	case len(outs) == 0:
 		return nil
@@ -619,6 +806,19 @@ func (e *effector) publish(outs []output) error {
 		return wrapPublish(outs[0].subject, err)
 	}
 	var acks []jetstream.PubAckFuture
+	wait := func() error {
+		for _, f := range acks {
+			select {
+			case <-f.Ok():
+			case err := <-f.Err():
+				return wrapPublish(f.Msg().Subject, err)
+			case <-e.ctx.Done():
+				return e.ctx.Err()
+			}
+		}
+		acks = acks[:0]
+		return nil
+	}
 	for _, o := range outs {
 		msg := o.rec.Msg(o.subject)
 		if !o.stream {
@@ -628,21 +828,18 @@ func (e *effector) publish(outs []output) error {
 			continue
 		}
 		f, err := js.PublishMsgAsync(msg)
+		if errors.Is(err, jetstream.ErrTooManyStalledMsgs) {
+			if err := wait(); err != nil {
+				return err
+			}
+			f, err = js.PublishMsgAsync(msg)
+		}
 		if err != nil {
 			return wrapPublish(o.subject, err)
 		}
 		acks = append(acks, f)
 	}
-	for _, f := range acks {
-		select {
-		case <-f.Ok():
-		case err := <-f.Err():
-			return wrapPublish(f.Msg().Subject, err)
-		case <-e.ctx.Done():
-			return e.ctx.Err()
-		}
-	}
-	return nil
+	return wait()
 }
 
 func wrapPublish(subject string, err error) error {
@@ -655,6 +852,13 @@ func wrapPublish(subject string, err error) error {
 // deadLetter publishes the record to the effector's dead letters with the
 // reason in EA-Error and EA-Dead-Reason.
 func (e *effector) deadLetter(d delivery, reason string, failure error) error {
+	return e.node.deadLetterMsg(e.ctx, e.node.names.Dead(e.ref), d, reason, failure)
+}
+
+// deadLetterMsg publishes the record d to subject (a dead-letter subject)
+// with the reason in EA-Error and EA-Dead-Reason, and where it was stored in
+// EA-Seq and EA-Subject.
+func (n *Node) deadLetterMsg(ctx context.Context, subject string, d delivery, reason string, failure error) error {
 	h := nats.Header{}
 	for k, v := range d.msg.Headers() {
 		h[k] = append([]string(nil), v...)
@@ -663,13 +867,17 @@ func (e *effector) deadLetter(d delivery, reason string, failure error) error {
 	if len(msgText) > 1024 {
 		msgText = msgText[:1024] + "…"
 	}
+	id := d.rec.ID
+	if id == "" {
+		id = "s" + strconv.FormatUint(d.seq, 10)
+	}
 	h.Set(records.HeaderError, msgText)
 	h.Set(HeaderDeadReason, reason)
 	h.Set(HeaderSeq, strconv.FormatUint(d.seq, 10))
 	h.Set(HeaderSubject, d.msg.Subject())
-	h.Set(records.HeaderID, "dead:"+d.rec.ID)
-	msg := &nats.Msg{Subject: e.node.names.Dead(e.ref), Header: h, Data: d.msg.Data()}
-	_, err := e.node.conn.JS.PublishMsg(e.ctx, msg)
+	h.Set(records.HeaderID, "dead:"+id)
+	msg := &nats.Msg{Subject: subject, Header: h, Data: d.msg.Data()}
+	_, err := n.js.PublishMsg(ctx, msg)
 	return wrapPublish(msg.Subject, err)
 }
 

@@ -19,24 +19,31 @@ type CrashPoint = crashPoint
 // SetCrash makes the node die where fn says; call before Run.
 func (n *Node) SetCrash(fn func(point CrashPoint, ref records.Ref, seq uint64) bool) { n.crash = fn }
 
-// SetOwner overrides placement's owner where fn returns true; call before Run.
-func (n *Node) SetOwner(fn func(ref records.Ref) (string, bool)) { n.ownerHook = fn }
+// SetOwner overrides placement's owner of partition num of kind where fn
+// returns true; call before Run.
+func (n *Node) SetOwner(fn func(kind string, num int) (string, bool)) { n.ownerHook = fn }
 
-// Debug describes what the node drives and the markers it knows.
+// SetSteal makes placement take leases of live nodes while fn returns true;
+// call before Run.
+func (n *Node) SetSteal(fn func() bool) { n.stealHook = fn }
+
+// Reading reports how many partitions the node reads.
+func (n *Node) Reading() int { return len(n.partitions()) }
+
+// Debug describes what the node reads and the leases it knows.
 func (n *Node) Debug() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "node %s drives:", n.ID())
+	fmt.Fprintf(&b, "node %s reads %d partitions; loaded:", n.ID(), len(n.partitions()))
 	for _, e := range n.driven() {
 		e.mu.Lock()
-		fmt.Fprintf(&b, " %s(held %d pending %d running %v stopped %v seq %d)", e.ref, len(e.held), e.pending, e.running, e.stopped, e.doc.Seq)
+		fmt.Fprintf(&b, " %s(held %d running %v stopped %v seq %d)", e.ref, len(e.held), e.running, e.stopped, e.doc.Seq)
 		e.mu.Unlock()
 	}
 	n.place.mu.Lock()
-	fmt.Fprintf(&b, "; markers:")
-	for r, m := range n.place.markers {
-		fmt.Fprintf(&b, " %s=%s@%d", r, m.node, m.rev)
+	fmt.Fprintf(&b, "; leases:")
+	for s, l := range n.place.leases {
+		fmt.Fprintf(&b, " %s=%s@%d", s, l.node, l.rev)
 	}
-	fmt.Fprintf(&b, "; pos %d", n.place.pos.Load())
 	n.place.mu.Unlock()
 	return b.String()
 }

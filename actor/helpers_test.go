@@ -146,11 +146,17 @@ func waitAcks(t testing.TB, futures []jetstream.PubAckFuture) {
 func outputs(t testing.TB, conn *bus.Conn, subject string) []string {
 	t.Helper()
 	ctx := ctxT(t)
-	cons, err := conn.JS.OrderedConsumer(ctx, conn.Names().RecordsStream(), jetstream.OrderedConsumerConfig{FilterSubjects: []string{subject}})
+	names := conn.Names()
+	streamName, open := names.OutboxStream(), conn.OutboxStream
+	if r, ok := names.RefOf(subject); ok && subject == names.Mailbox(r) {
+		// Mailbox records are stored under their partition's subject.
+		streamName, open, subject = names.MailboxStream(), conn.MailboxStream, names.StoredMailbox(r)
+	}
+	cons, err := conn.JS.OrderedConsumer(ctx, streamName, jetstream.OrderedConsumerConfig{FilterSubjects: []string{subject}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	stream, err := conn.Stream(ctx)
+	stream, err := open(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -48,10 +48,17 @@ type Kind[S any] struct {
 	// (records.ContentMsgpack, records.ContentJSON); others go to dead
 	// letters. Default: both.
 	Accept []string
-	// Prefetch is how many records of one effector the node holds ahead of the
-	// one in hand (the consumer's MaxAckPending). A high-priority record
-	// overtakes the normal records held. Default 64.
-	Prefetch int
+	// Window is how many records of one partition of the kind's mailboxes
+	// the node holds unacknowledged at once (the partition consumer's
+	// MaxAckPending), shared by the effectors of the partition. A
+	// high-priority record overtakes the normal records its effector holds.
+	// Default 1024.
+	Window int
+	// MaxBatch is how many held records of one effector are applied in one
+	// batch: logic runs on each in order, their outputs are published
+	// together, then one state write and the acknowledgements. Default 64;
+	// 1 applies one record per state write.
+	MaxBatch int
 	// AckWait is how long the server waits for an acknowledgement before
 	// redelivering; the node extends it while logic runs. Default 30s.
 	AckWait time.Duration
@@ -111,7 +118,8 @@ type kindSpec struct {
 	retry         RetryPolicy
 	maxPayload    int
 	accept        []string
-	prefetch      int
+	window        int
+	maxBatch      int
 	ackWait       time.Duration
 	maxDeliveries int
 	timeout       time.Duration
@@ -137,7 +145,8 @@ func (k Kind[S]) spec() (*kindSpec, error) {
 		retry:         retry,
 		maxPayload:    orDefault(k.MaxPayload, 256<<10),
 		accept:        k.Accept,
-		prefetch:      orDefault(k.Prefetch, 64),
+		window:        orDefault(k.Window, 1024),
+		maxBatch:      orDefault(k.MaxBatch, 64),
 		ackWait:       orDefault(k.AckWait, 30*time.Second),
 		maxDeliveries: orDefault(k.MaxDeliveries, 10),
 		timeout:       k.Timeout,
@@ -147,8 +156,8 @@ func (k Kind[S]) spec() (*kindSpec, error) {
 		return nil, invalidf("kind %s: Retry.Attempts %d must be at least 1", k.Name, retry.Attempts)
 	case retry.Backoff < 0 || retry.MaxBackoff < 0 || retry.Multiplier < 1:
 		return nil, invalidf("kind %s: Retry backoffs must be positive and Multiplier at least 1", k.Name)
-	case s.maxPayload < 0, s.prefetch < 1, s.ackWait < time.Second, s.maxDeliveries < 1, s.timeout < 0:
-		return nil, invalidf("kind %s: MaxPayload must be >= 0, Prefetch >= 1, AckWait >= 1s, MaxDeliveries >= 1, Timeout >= 0", k.Name)
+	case s.maxPayload < 0, s.window < 1, s.maxBatch < 1, s.ackWait < time.Second, s.maxDeliveries < 1, s.timeout < 0:
+		return nil, invalidf("kind %s: MaxPayload must be >= 0, Window >= 1, MaxBatch >= 1, AckWait >= 1s, MaxDeliveries >= 1, Timeout >= 0", k.Name)
 	}
 	if len(s.accept) == 0 {
 		s.accept = []string{records.ContentMsgpack, records.ContentJSON}

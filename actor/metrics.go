@@ -25,6 +25,7 @@ const (
 	reasonCancelled   = "cancelled"    // a cancel record stopped the logic, which failed
 	reasonNoEffector  = "no_effector"  // sent to an effector never created
 	reasonTerminated  = "terminated"   // sent to a terminated effector
+	reasonBadSubject  = "bad_subject"  // stored under a mailbox subject no effector has
 )
 
 type metrics struct {
@@ -73,22 +74,22 @@ func newMetrics(reg prometheus.Registerer, n *Node) (*metrics, error) {
 		}, []string{"kind"}),
 		active: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "ea_effectors_active",
-			Help: "Effectors this node drives, by kind.",
+			Help: "Effectors this node has loaded (their state cached, in the partitions it reads), by kind.",
 		}, []string{"kind"}),
 		backlog: prometheus.NewDesc("ea_mailbox_backlog",
-			"Records waiting in the mailboxes of effectors this node drives (held by the node or pending on the server as last reported), by kind.",
+			"Records held by this node for its loaded effectors, waiting behind the one in hand, by kind.",
 			[]string{"kind"}, nil),
 		activations: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "ea_activations_total",
-			Help: "Passive effectors this node woke up because a record arrived for them, by kind.",
+			Help: "Passive effectors this node loaded because a record arrived for them, by kind.",
 		}, []string{"kind"}),
 		passivations: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "ea_passivations_total",
-			Help: "Effectors this node passivated after they were idle (consumer deleted), by kind.",
+			Help: "Effectors this node passivated (dropped from memory) after they were idle, by kind.",
 		}, []string{"kind"}),
 		handovers: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "ea_handovers_total",
-			Help: "Effectors this node took over from another node (dead, leaving, or no longer their owner), by kind.",
+			Help: "Mailbox partitions this node took over from another node (dead, or gone without freeing them), by kind.",
 		}, []string{"kind"}),
 		nodes: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "ea_nodes_live",

@@ -2,7 +2,6 @@ package actor
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -13,7 +12,6 @@ import (
 	"github.com/effectors/effectors/bus"
 	"github.com/effectors/effectors/kv"
 	"github.com/effectors/effectors/records"
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -36,12 +34,12 @@ type Options struct {
 	// HeartbeatTTL is how long a node not heard from counts as alive; then
 	// the others take over its effectors. Default 3s; must exceed Heartbeat.
 	HeartbeatTTL time.Duration
-	// IdleTimeout is how long an effector with nothing to do keeps its
-	// consumer before it is passivated; the next record activates it again.
-	// Default 2m; negative: never passivate.
+	// IdleTimeout is how long an effector with nothing to do stays loaded
+	// (its state document cached in memory) before it is passivated; its
+	// next record loads it again. Default 2m; negative: never passivate.
 	IdleTimeout time.Duration
-	// ClaimWorkers is how many effectors the node takes over in parallel
-	// when membership changes. Default 4.
+	// ClaimWorkers is how many partitions the node opens or closes in
+	// parallel when membership changes. Default 4.
 	ClaimWorkers int
 }
 
@@ -74,6 +72,10 @@ func (o Options) withDefaults() (Options, error) {
 	return o, nil
 }
 
+// outputWindow is how many outputs a node may have published
+// asynchronously and not yet seen acknowledged.
+const outputWindow = 16384
+
 // Node hosts kinds and drives their effectors: it serves the control
 // endpoints for its kinds and consumes every live effector of those kinds.
 type Node struct {
@@ -83,20 +85,26 @@ type Node struct {
 	opts    Options
 	metrics *metrics
 
-	mu        sync.Mutex
-	kinds     map[string]*kindSpec
-	effectors map[records.Ref]*effector
-	running   bool
-	ready     atomic.Bool
+	mu      sync.Mutex // guards kinds and running
+	kinds   map[string]*kindSpec
+	running bool
+	ready   atomic.Bool
 
 	// crash, when set (by tests only), is asked at each step of processing
 	// whether the node dies there; see crashPoint.
 	crash func(point crashPoint, ref records.Ref, seq uint64) bool
 	// ownerHook, when set (by tests only), overrides placement's choice of
-	// owner where it returns true.
-	ownerHook func(ref records.Ref) (string, bool)
+	// the owner of partition num of kind where it returns true.
+	ownerHook func(kind string, num int) (string, bool)
+	// stealHook, when set (by tests only) and true, makes placement take
+	// leases held by live nodes as if they were dead (a node whose view of
+	// membership is wrong).
+	stealHook func() bool
 
 	// Set by Run.
+	// js is the node's own JetStream context: its window of asynchronous
+	// publishes is not shared with other users of the connection.
+	js     jetstream.JetStream
 	states *kv.Store[Document]
 	stream jetstream.Stream
 	runCtx context.Context
@@ -120,8 +128,7 @@ func NewNode(conn *bus.Conn, opts Options) (*Node, error) {
 		names:     conn.Names(),
 		log:       opts.Logger,
 		opts:      opts,
-		kinds:     map[string]*kindSpec{},
-		effectors: map[records.Ref]*effector{},
+		kinds: map[string]*kindSpec{},
 	}
 	m, err := newMetrics(opts.Registerer, n)
 	if err != nil {
@@ -187,12 +194,17 @@ func (n *Node) Run(ctx context.Context) error {
 	n.running = true
 	n.mu.Unlock()
 
+	js, err := jetstream.New(n.conn.NC, jetstream.WithPublishAsyncMaxPending(outputWindow))
+	if err != nil {
+		return fmt.Errorf("jetstream: %w", err)
+	}
+	n.js = js
 	bucket, err := n.conn.StateBucket(ctx)
 	if err != nil {
 		return err
 	}
 	n.states = kv.New[Document](bucket)
-	if n.stream, err = n.conn.Stream(ctx); err != nil {
+	if n.stream, err = n.conn.MailboxStream(ctx); err != nil {
 		return err
 	}
 	runCtx, cancelRun := context.WithCancel(context.WithoutCancel(ctx))
@@ -215,13 +227,11 @@ func (n *Node) Run(ctx context.Context) error {
 	}
 	if err := n.place.start(placeCtx, &placeLoops); err != nil {
 		stopPlacement()
-		n.stopAll()
 		return err
 	}
 	ctl, err := n.serveControl()
 	if err != nil {
 		stopPlacement()
-		n.stopAll()
 		return err
 	}
 	// The server must have the control subscriptions before the node says it
@@ -232,193 +242,61 @@ func (n *Node) Run(ctx context.Context) error {
 	if err != nil {
 		ctl.stop()
 		stopPlacement()
-		n.stopAll()
 		return fmt.Errorf("register control endpoints: %w", err)
 	}
 	watchCtx, stopWatch := context.WithCancel(runCtx)
 	watched := make(chan struct{})
 	go func() { defer close(watched); n.watch(watchCtx) }()
 	n.ready.Store(true)
-	n.log.Info("node ready", "node", n.opts.NodeID, "kinds", n.Kinds(), "effectors", n.count())
+	n.log.Info("node ready", "node", n.opts.NodeID, "kinds", n.Kinds(), "partitions", len(n.partitions()))
 
 	<-ctx.Done()
 	n.ready.Store(false)
 	n.log.Info("node stopping", "grace", n.opts.ShutdownGrace)
 	ctl.stop()
 	stopPlacement()
-	n.stopAll()
 	stopWatch()
 	<-watched
 	n.log.Info("node stopped")
 	return nil
 }
 
-func (n *Node) count() int {
+// kindSpec returns the hosted kind name.
+func (n *Node) kindSpec(name string) *kindSpec {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	return len(n.effectors)
+	return n.kinds[name]
 }
 
-// attach starts driving the effector of doc. Its consumer is created afresh
-// to start right after the document's Seq (a consumer left by another node is
-// deleted first, which also stops that node pulling from it), so nothing is
-// applied out of order. Consumers are cheap: memory storage, one replica; the
-// state document's Seq is the true cursor.
-func (n *Node) attach(ctx context.Context, doc Document, rev uint64) error {
-	ref := doc.Ref()
-	n.mu.Lock()
-	k := n.kinds[ref.Kind]
-	_, have := n.effectors[ref]
-	n.mu.Unlock()
-	if k == nil || have {
-		return nil
-	}
-	cfg := jetstream.ConsumerConfig{
-		Durable:       consumerName(ref, n.opts.NodeID),
-		Description:   "mailbox of " + ref.String(),
-		FilterSubject: n.names.Mailbox(ref),
-		AckPolicy:     jetstream.AckExplicitPolicy,
-		AckWait:       k.ackWait,
-		MaxDeliver:    -1,
-		MaxAckPending: k.prefetch,
-		DeliverPolicy: jetstream.DeliverAllPolicy,
-		MemoryStorage: true,
-		Replicas:      1,
-		// A safety net: a consumer nobody pulls from goes after an hour.
-		InactiveThreshold: time.Hour,
-	}
-	if doc.Seq > 0 {
-		cfg.DeliverPolicy, cfg.OptStartSeq = jetstream.DeliverByStartSequencePolicy, doc.Seq+1
-	}
-	cons, err := n.stream.CreateConsumer(ctx, cfg)
-	if err == nil && cons.CachedInfo().Delivered.Consumer > 0 {
-		// An identical consumer another driver created and pulls from.
-		err = jetstream.ErrConsumerExists
-	}
-	for try := 0; errors.Is(err, jetstream.ErrConsumerExists) && try < 5; try++ {
-		// Left by a node that drove it before (perhaps still pulling).
-		if err = n.stream.DeleteConsumer(ctx, cfg.Durable); err == nil || errors.Is(err, jetstream.ErrConsumerNotFound) {
-			cons, err = n.stream.CreateConsumer(ctx, cfg)
-			if err == nil && cons.CachedInfo().Delivered.Consumer > 0 {
-				err = jetstream.ErrConsumerExists
-			}
-		}
-	}
-	if err != nil {
-		return fmt.Errorf("consumer for %s: %w", ref, err)
-	}
-	ectx, cancel := context.WithCancel(n.runCtx)
-	e := &effector{
-		node: n, kind: k, ref: ref, km: n.metrics.forKind(ref.Kind),
-		key: n.names.StateKey(ref),
-		log: n.log.With("effector", ref.String()),
-		ctx: ectx, cancel: cancel,
-		doc: doc, rev: rev,
-		lastActive:   time.Now(),
-		nextDelivery: 1, // see effector.exclusive
-	}
-	n.mu.Lock()
-	if _, have := n.effectors[ref]; have {
-		n.mu.Unlock()
-		cancel()
-		return nil
-	}
-	n.effectors[ref] = e
-	n.mu.Unlock()
-	cc, err := cons.Consume(e.deliver,
-		jetstream.PullMaxMessages(k.prefetch),
-		jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
-			if errors.Is(err, jetstream.ErrConsumerDeleted) || errors.Is(err, jetstream.ErrConsumerNotFound) {
-				e.log.Info("consumer gone; detaching", "err", err)
-				go n.consumerGone(ref, e)
-				return
-			}
-			e.log.Debug("consume", "err", err)
-			if errors.Is(err, nats.ErrNoResponders) || errors.Is(err, jetstream.ErrNoHeartbeat) {
-				// After a server restart a memory consumer is gone and pulls
-				// find no responder: check, and attach again if so.
-				if e.checking.CompareAndSwap(false, true) {
-					go n.checkConsumer(ref, e)
-				}
-			}
-		}))
-	if err != nil {
-		n.mu.Lock()
-		delete(n.effectors, ref)
-		n.mu.Unlock()
-		cancel()
-		return fmt.Errorf("consume mailbox of %s: %w", ref, err)
-	}
-	e.mu.Lock()
-	e.cons = cc
-	e.mu.Unlock()
-	n.metrics.active.WithLabelValues(ref.Kind).Inc()
-	return nil
-}
-
-// checkConsumer looks up e's consumer and calls consumerGone if the server no
-// longer has it.
-func (n *Node) checkConsumer(ref records.Ref, e *effector) {
-	defer e.checking.Store(false)
-	ctx, cancel := context.WithTimeout(e.ctx, 10*time.Second)
-	defer cancel()
-	for ctx.Err() == nil {
-		_, err := n.stream.Consumer(ctx, consumerName(ref, n.opts.NodeID))
-		switch {
-		case err == nil:
-			return
-		case errors.Is(err, jetstream.ErrConsumerNotFound):
-			e.log.Info("consumer gone from the server; attaching again")
-			n.consumerGone(ref, e)
-			return
-		}
-		sleep(ctx, 250*time.Millisecond) // JetStream may still be starting
-	}
-}
-
-// consumerGone lets go of an effector whose consumer vanished: another node
-// took it over, or the server lost it (memory consumers do not survive a
-// server restart). If its marker still names this node, it is attached again.
-func (n *Node) consumerGone(ref records.Ref, e *effector) {
+// partitions returns the partitions the node reads right now.
+func (n *Node) partitions() []*partition {
 	p := n.place
-	unlock := p.lock(ref)
-	n.detach(ref, e)
-	unlock()
-	p.mu.Lock()
-	m, ok := p.markers[ref]
-	p.mu.Unlock()
-	if ok && m.node == p.id && n.runCtx.Err() == nil {
-		p.enqueue(ref)
+	if p == nil {
+		return nil
 	}
+	p.readMu.Lock()
+	defer p.readMu.Unlock()
+	out := make([]*partition, 0, len(p.reading))
+	for _, part := range p.reading {
+		out = append(out, part)
+	}
+	return out
 }
 
-// detach stops driving ref if e still drives it.
-func (n *Node) detach(ref records.Ref, e *effector) {
-	n.mu.Lock()
-	if n.effectors[ref] != e {
-		n.mu.Unlock()
-		return
+// loaded returns ref's effector if this node has it loaded.
+func (n *Node) loaded(ref records.Ref) *effector {
+	p := n.place
+	if p == nil {
+		return nil
 	}
-	delete(n.effectors, ref)
-	n.mu.Unlock()
-	e.stop(n.opts.ShutdownGrace)
-	n.metrics.active.WithLabelValues(ref.Kind).Dec()
-}
-
-// stopAll stops every effector in parallel, each with the shutdown grace.
-func (n *Node) stopAll() {
-	n.mu.Lock()
-	all := n.effectors
-	n.effectors = map[records.Ref]*effector{}
-	n.mu.Unlock()
-	var wg sync.WaitGroup
-	for ref, e := range all {
-		wg.Go(func() {
-			e.stop(n.opts.ShutdownGrace)
-			n.metrics.active.WithLabelValues(ref.Kind).Dec()
-		})
+	s := slot{ref.Kind, n.names.Partition(ref)}
+	p.readMu.Lock()
+	part := p.reading[s]
+	p.readMu.Unlock()
+	if part == nil {
+		return nil
 	}
-	wg.Wait()
+	return part.lookup(ref.ID)
 }
 
 // watch runs the slow-logic watchdog over every effector until ctx ends.
@@ -449,13 +327,11 @@ func (n *Node) backlog() map[string]int {
 	return out
 }
 
-// driven returns the effectors the node drives right now.
+// driven returns the effectors the node has loaded right now.
 func (n *Node) driven() []*effector {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	all := make([]*effector, 0, len(n.effectors))
-	for _, e := range n.effectors {
-		all = append(all, e)
+	var all []*effector
+	for _, part := range n.partitions() {
+		all = append(all, part.loaded()...)
 	}
 	return all
 }

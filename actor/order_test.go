@@ -158,6 +158,10 @@ func TestCrashWithHighPriorityAhead(t *testing.T) {
 	started, gate := make(chan struct{}, 1), make(chan struct{})
 	var highSeq atomic.Uint64
 	crashed := make(chan struct{})
+	// One record per state write, so the crash falls right after the high
+	// one's own commit (a batch would commit the waiting ones with it).
+	gk := gateKind(started, gate)
+	gk.MaxBatch = 1
 	node := startNode(t, conn, func(n *actor.Node) {
 		n.SetCrash(func(p actor.CrashPoint, r records.Ref, seq uint64) bool {
 			if p == actor.AfterState && seq == highSeq.Load() {
@@ -166,7 +170,7 @@ func TestCrashWithHighPriorityAhead(t *testing.T) {
 			}
 			return false
 		})
-	}, gateKind(started, gate))
+	}, gk)
 	c := newClient(t, conn)
 	g := ref("gate", "g1")
 	if _, err := c.Create(ctxT(t), g, nil); err != nil {
@@ -287,7 +291,7 @@ func TestServerRestartUnderLoad(t *testing.T) {
 
 // TestMoreThanThousandEffectors creates 1,100 effectors, more than the 1,000
 // consumers nats-server allows a stream by default, and restarts the node
-// over them.
+// over them: the mailbox stream keeps one consumer per partition.
 func TestMoreThanThousandEffectors(t *testing.T) {
 	if testing.Short() {
 		t.Skip("slow")
@@ -330,7 +334,7 @@ func TestMoreThanThousandEffectors(t *testing.T) {
 	node.Stop(t)
 	startNode(t, conn, nil)
 	round(2)
-	stream, err := conn.Stream(context.Background())
+	stream, err := conn.MailboxStream(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -338,8 +342,8 @@ func TestMoreThanThousandEffectors(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if info.State.Consumers < n {
-		t.Fatalf("%d consumers on the stream, want at least %d", info.State.Consumers, n)
+	if want := conn.Names().Partitions() * 2; info.State.Consumers != want {
+		t.Fatalf("%d consumers on the mailbox stream, want %d (a partition consumer per kind and partition)", info.State.Consumers, want)
 	}
 }
 

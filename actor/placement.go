@@ -5,66 +5,51 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
-	"maps"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/effectors/effectors/internal/codec"
-	"github.com/effectors/effectors/kv"
-	"github.com/effectors/effectors/records"
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
-// Placement: which node drives which effector, and when.
+// Placement: which node reads which partition, and when.
 //
 // Every node announces itself in the placement bucket (key node.<id>, put
 // every Heartbeat) and watches the others; a node not heard from for
-// HeartbeatTTL is dead. The owner of an effector is the live node hosting its
-// kind with the highest rendezvous score hash(node, <kind>/<id>), so every
-// node computes the same owner from the same membership, with no coordinator,
-// and a node joining or leaving moves only its own share.
+// HeartbeatTTL is dead. Mailboxes are split into a fixed number of
+// partitions per kind (<prefix>.mbox.<partition>.<kind>.*, see
+// bus.Names.Partition); the owner of partition n of kind k is the live node
+// hosting k with the highest rendezvous score hash(node, k/n), so every node
+// computes the same owner from the same membership, with no coordinator, and
+// a node joining or leaving moves only its own share.
 //
-// An effector is driven (has a consumer and a node pulling from it) only while
-// it has work: a marker active.<kind>.<id> in the bucket names the node
-// driving it. Markers are the truth; ownership only decides who claims them:
+// A lease part.<kind>.<n> in the bucket names the node that reads a
+// partition. Leases are the truth; ownership only decides who takes them:
 //
-//   - A node drives exactly the effectors whose marker names it.
-//   - The owner of an effector whose marker names another node (dead, or
-//     alive but no longer the owner) claims it with a compare-and-set of the
-//     marker, then recreates the consumer to start after the state
-//     document's seq. The former driver sees the marker change (or its
-//     consumer vanish) and lets go. If two nodes drive one effector for a
-//     moment, the state's compare-and-set and seq keep every record applied
-//     once.
-//   - A driven effector idle for IdleTimeout is passivated: its consumer is
-//     deleted and its marker removed; then, if its mailbox got a record
-//     meanwhile, it is activated again at once.
-//   - A record for a passive effector wakes it: every node reads the headers
-//     of all mailbox records of its kinds with an ordered consumer (the wake
-//     scan) and activates the effectors it owns that have no marker and have
-//     not applied the record. Its scan position (floor.<id>) is saved every
-//     heartbeat; when membership changes, every node restarts its scan from
-//     the lowest saved position (dead nodes' included), so a record that
-//     arrived while ownership moved is looked at again under the new owner.
+//   - A node reads exactly the partitions whose lease names it.
+//   - The owner takes a partition whose lease is free or names a dead node
+//     (compare-and-set), resets its durable consumer to the ack floor, so
+//     what the former reader held but did not acknowledge comes again in
+//     order, and reads it. It never takes a lease a live node holds.
+//   - A node that reads a partition it no longer owns (a node joined, or came
+//     back) stops reading it, lets the records in hand finish, and frees the
+//     lease; the owner takes it then.
+//   - A node that sees its lease taken, or a gap in its consumer's
+//     sequences (another reader), stops reading at once.
 //
-// Records sent to an effector that was never created, or was terminated, go
-// to dead letters (reasons no_effector, terminated).
-
-// stallAfter is the least time an effector whose mailbox has records must sit
-// idle before its consumer counts as stalled: a one-replica consumer on a
-// cluster may lag the stream's leader for a moment.
-const stallAfter = 3 * time.Second
+// If two nodes read one partition for a moment all the same, each
+// effector's state compare-and-set and seq keep every record applied once.
+// Records are dispatched in-process to the effectors they address; an
+// effector with nothing to do for IdleTimeout is dropped from memory, and
+// its next record loads its state document again.
 
 // Placement key prefixes in the placement bucket.
 const (
-	keyNode   = "node."
-	keyActive = "active."
-	keyFloor  = "floor."
+	keyNode  = "node."
+	keyLease = "part."
 )
 
 type memberDoc struct {
@@ -74,21 +59,9 @@ type memberDoc struct {
 	Beat    time.Time `json:"beat"`
 }
 
-type markerDoc struct {
+type leaseDoc struct {
 	Node  string    `json:"node"`
 	Since time.Time `json:"since"`
-}
-
-type floorDoc struct {
-	Node string `json:"node"`
-	// Pos: every mailbox record at or below it has been looked at.
-	Pos uint64 `json:"pos"`
-	// From and Members: where the scan last restarted and the live nodes
-	// then; a dead node's floor may go once every live node restarted
-	// without it from at most its position.
-	From    uint64    `json:"from"`
-	Members []string  `json:"members"`
-	Updated time.Time `json:"updated"`
 }
 
 type member struct {
@@ -96,7 +69,17 @@ type member struct {
 	seen time.Time
 }
 
-type marker struct {
+// slot names a partition of a kind.
+type slot struct {
+	kind string
+	num  int
+}
+
+func (s slot) String() string { return s.kind + "/" + strconv.Itoa(s.num) }
+
+func (s slot) key() string { return keyLease + s.kind + "." + strconv.Itoa(s.num) }
+
+type lease struct {
 	node string
 	rev  uint64
 }
@@ -111,20 +94,17 @@ type placement struct {
 	ttl   time.Duration
 	idle  time.Duration
 
-	mu      sync.Mutex
+	mu      sync.Mutex // guards the fields below
 	members map[string]*member
 	live    []string            // sorted ids of live nodes
 	hosts   map[string][]string // kind → live nodes hosting it
-	markers map[records.Ref]marker
-	restart chan struct{} // membership changed: restart the scan
-	from    uint64        // where the scan last restarted
-	liveAt  []string      // live nodes then
+	leases  map[slot]lease
 
-	pos atomic.Uint64 // the scan's position
+	kick chan struct{} // something changed: reconcile now
 
-	locks sync.Map // records.Ref → *sync.Mutex: one placement action per effector at a time
-
-	jobs chan records.Ref // effectors to claim
+	// The reconciler owns reading: only it opens and stops partitions.
+	readMu  sync.Mutex // guards reading
+	reading map[slot]*partition
 }
 
 func newPlacement(n *Node, bucket jetstream.KeyValue) *placement {
@@ -134,28 +114,20 @@ func newPlacement(n *Node, bucket jetstream.KeyValue) *placement {
 		beat: o.Heartbeat, ttl: o.HeartbeatTTL, idle: o.IdleTimeout,
 		members: map[string]*member{},
 		hosts:   map[string][]string{},
-		markers: map[records.Ref]marker{},
-		restart: make(chan struct{}, 1),
-		jobs:    make(chan records.Ref, 4096),
+		leases:  map[slot]lease{},
+		kick:    make(chan struct{}, 1),
+		reading: map[slot]*partition{},
 	}
 }
 
-// lock serialises placement actions on one effector.
-func (p *placement) lock(ref records.Ref) func() {
-	m, _ := p.locks.LoadOrStore(ref, &sync.Mutex{})
-	mu := m.(*sync.Mutex)
-	mu.Lock()
-	return mu.Unlock
-}
-
-// score is the rendezvous score of node for ref.
-func score(node string, ref records.Ref) uint64 {
+// score is the rendezvous score of node for partition s.
+func score(node string, s slot) uint64 {
 	h := fnv.New64a()
 	_, _ = h.Write([]byte(node))
 	_, _ = h.Write([]byte{0})
-	_, _ = h.Write([]byte(ref.Kind))
+	_, _ = h.Write([]byte(s.kind))
 	_, _ = h.Write([]byte{'/'})
-	_, _ = h.Write([]byte(ref.ID))
+	_, _ = h.Write([]byte(strconv.Itoa(s.num)))
 	x := h.Sum64() // splitmix64 finaliser: FNV alone spreads poorly
 	x ^= x >> 30
 	x *= 0xbf58476d1ce4e5b9
@@ -165,42 +137,34 @@ func score(node string, ref records.Ref) uint64 {
 	return x
 }
 
-// owner returns the live node that should drive ref, "" when none hosts its
-// kind.
-func (p *placement) owner(ref records.Ref) string {
-	p.mu.Lock()
-	hosts := p.hosts[ref.Kind]
-	p.mu.Unlock()
-	return p.ownerOf(hosts, ref)
-}
-
-func (p *placement) ownerOf(hosts []string, ref records.Ref) string {
+func (p *placement) ownerOf(hosts []string, s slot) string {
 	if p.n.ownerHook != nil {
-		if o, ok := p.n.ownerHook(ref); ok {
+		if o, ok := p.n.ownerHook(s.kind, s.num); ok {
 			return o
 		}
 	}
 	best, bestScore := "", uint64(0)
 	for _, h := range hosts {
-		if s := score(h, ref); best == "" || s > bestScore {
-			best, bestScore = h, s
+		if sc := score(h, s); best == "" || sc > bestScore {
+			best, bestScore = h, sc
 		}
 	}
 	return best
 }
 
-// start announces the node, loads membership and markers, claims what it
-// owns and starts the background loops, which stop when ctx ends.
+// start announces the node, loads membership and leases, and starts the
+// background loops on wg, which stop when ctx ends. The partitions this node
+// owns are opened by the time it returns.
 func (p *placement) start(ctx context.Context, wg *sync.WaitGroup) error {
 	now := time.Now().UTC()
 	me := memberDoc{ID: p.id, Kinds: p.kinds, Started: now, Beat: now}
 	if err := p.putMember(ctx, me); err != nil {
 		return err
 	}
-	membersReady, markersReady := make(chan error, 1), make(chan error, 1)
+	membersReady, leasesReady := make(chan error, 1), make(chan error, 1)
 	wg.Go(func() { p.watchMembers(ctx, membersReady) })
-	wg.Go(func() { p.watchMarkers(ctx, markersReady) })
-	for _, ch := range []chan error{membersReady, markersReady} {
+	wg.Go(func() { p.watchLeases(ctx, leasesReady) })
+	for _, ch := range []chan error{membersReady, leasesReady} {
 		select {
 		case err := <-ch:
 			if err != nil {
@@ -211,18 +175,31 @@ func (p *placement) start(ctx context.Context, wg *sync.WaitGroup) error {
 		}
 	}
 	p.refresh(time.Now())
-	for range p.n.opts.ClaimWorkers {
-		wg.Go(func() { p.claimer(ctx) })
-	}
-	p.claimAll()
+	// Beat while the first pass opens partitions, which may take a while on
+	// a cluster: a silent node would look dead to the others.
 	wg.Go(func() { p.heartbeat(ctx, me) })
-	wg.Go(func() { p.scan(ctx) })
+	p.reconcile(ctx)
+	wg.Go(func() { p.reconciler(ctx) })
 	wg.Go(func() { p.sweep(ctx) })
 	return nil
 }
 
-// leave removes the node's heartbeat so the others take over at once.
+// leave stops reading every partition (records in hand finish within the
+// shutdown grace), frees their leases and removes the node's heartbeat, so
+// the others take over at once.
 func (p *placement) leave(ctx context.Context) {
+	p.readMu.Lock()
+	all := p.reading
+	p.reading = map[slot]*partition{}
+	p.readMu.Unlock()
+	var wg sync.WaitGroup
+	for s, part := range all {
+		wg.Go(func() {
+			part.stop(p.n.opts.ShutdownGrace)
+			p.free(ctx, s)
+		})
+	}
+	wg.Wait()
 	_ = p.kv.Delete(ctx, keyNode+p.id)
 }
 
@@ -237,8 +214,7 @@ func (p *placement) putMember(ctx context.Context, m memberDoc) error {
 	return nil
 }
 
-// heartbeat announces the node, saves its scan position, reviews liveness and
-// tidies what dead nodes left, every beat.
+// heartbeat announces the node and reviews liveness every beat.
 func (p *placement) heartbeat(ctx context.Context, me memberDoc) {
 	t := time.NewTicker(p.beat)
 	defer t.Stop()
@@ -255,10 +231,17 @@ func (p *placement) heartbeat(ctx context.Context, me memberDoc) {
 			if err := p.putMember(ctx, me); err != nil && ctx.Err() == nil {
 				p.n.log.Warn("heartbeat failed", "err", err)
 			}
-			p.saveFloor(ctx)
 			p.tidy(ctx, now)
-			p.reconcile()
+			p.poke()
 		}
+	}
+}
+
+// poke asks the reconciler for a pass.
+func (p *placement) poke() {
+	select {
+	case p.kick <- struct{}{}:
+	default:
 	}
 }
 
@@ -286,36 +269,28 @@ func (p *placement) watchMembers(ctx context.Context, ready chan<- error) {
 	p.refresh(time.Now())
 }
 
-// watchMarkers follows the active.<kind>.<id> keys and lets go of effectors
-// whose marker no longer names this node.
-func (p *placement) watchMarkers(ctx context.Context, ready chan<- error) {
-	p.watch(ctx, keyActive+">", ready, func(e jetstream.KeyValueEntry, initial bool) {
-		ref, ok := refOfKey(strings.TrimPrefix(e.Key(), keyActive))
+// watchLeases follows the part.<kind>.<n> keys.
+func (p *placement) watchLeases(ctx context.Context, ready chan<- error) {
+	p.watch(ctx, keyLease+">", ready, func(e jetstream.KeyValueEntry, initial bool) {
+		s, ok := slotOfKey(strings.TrimPrefix(e.Key(), keyLease))
 		if !ok {
 			return
 		}
-		var doc markerDoc
+		var doc leaseDoc
 		put := e.Operation() == jetstream.KeyValuePut && codec.Unmarshal(e.Value(), &doc) == nil
 		p.mu.Lock()
-		cur, had := p.markers[ref]
-		if had && cur.rev > e.Revision() {
+		if cur, had := p.leases[s]; had && cur.rev > e.Revision() {
 			p.mu.Unlock() // we already know a newer write (our own)
 			return
 		}
 		if put {
-			p.markers[ref] = marker{node: doc.Node, rev: e.Revision()}
+			p.leases[s] = lease{node: doc.Node, rev: e.Revision()}
 		} else {
-			delete(p.markers, ref)
+			delete(p.leases, s)
 		}
 		p.mu.Unlock()
-		if initial || (put && doc.Node == p.id) {
-			return
-		}
-		if e := p.n.driving(ref); e != nil {
-			go p.letGo(ref, e)
-		}
-		if put && p.owner(ref) == p.id {
-			p.enqueue(ref) // taken by a node that is not the owner
+		if !initial {
+			p.poke()
 		}
 	})
 }
@@ -354,14 +329,14 @@ func (p *placement) watch(ctx context.Context, pattern string, ready chan<- erro
 	}
 }
 
-func refOfKey(key string) (records.Ref, bool) {
-	kind, id, ok := strings.Cut(key, ".")
-	r := records.Ref{Kind: kind, ID: id}
-	return r, ok && r.Validate() == nil
+func slotOfKey(key string) (slot, bool) {
+	kind, num, ok := strings.Cut(key, ".")
+	n, err := strconv.Atoi(num)
+	return slot{kind: kind, num: n}, ok && err == nil && n >= 0
 }
 
-// refresh recomputes the live nodes; when they changed it restarts the scan
-// and claims the markers this node now owns.
+// refresh recomputes the live nodes; when they changed it asks the
+// reconciler for a pass.
 func (p *placement) refresh(now time.Time) {
 	p.mu.Lock()
 	// While our own heartbeats do not come back on the watch (the watch
@@ -397,464 +372,260 @@ func (p *placement) refresh(now time.Time) {
 	p.mu.Unlock()
 	p.n.metrics.nodes.Set(float64(len(live)))
 	if changed {
-		select {
-		case p.restart <- struct{}{}:
-		default:
-		}
-		p.claimAll()
+		p.poke()
 	}
 }
 
-// reconcile queues every effector whose marker names this node but which it
-// does not drive (an attach failed), and every marker it owns but does not
-// hold (a claim failed).
-func (p *placement) reconcile() {
-	p.mu.Lock()
-	var todo []records.Ref
-	for ref, m := range p.markers {
-		if m.node == p.id && p.n.driving(ref) == nil ||
-			m.node != p.id && p.ownerOf(p.hosts[ref.Kind], ref) == p.id {
-			todo = append(todo, ref)
-		}
-	}
-	var loose []*effector
-	for _, e := range p.n.driven() {
-		if m, ok := p.markers[e.ref]; !ok || m.node != p.id {
-			loose = append(loose, e)
-		}
-	}
-	p.mu.Unlock()
-	for _, ref := range todo {
-		p.enqueue(ref)
-	}
-	for _, e := range loose { // its marker moved while it was being attached
-		go p.letGo(e.ref, e)
-	}
-}
-
-// claimAll queues a claim of every marker this node owns but does not hold.
-func (p *placement) claimAll() {
-	p.mu.Lock()
-	var mine []records.Ref
-	for ref, m := range p.markers {
-		if m.node != p.id && p.ownerOf(p.hosts[ref.Kind], ref) == p.id {
-			mine = append(mine, ref)
-		}
-	}
-	p.mu.Unlock()
-	for _, ref := range mine {
-		p.enqueue(ref)
-	}
-}
-
-func (p *placement) enqueue(ref records.Ref) {
-	select {
-	case p.jobs <- ref:
-	default: // full: the next membership review claims it
-		go func() { p.jobs <- ref }()
-	}
-}
-
-// claimer takes over the effectors queued for claiming.
-func (p *placement) claimer(ctx context.Context) {
+// reconciler runs a reconcile pass whenever something changed, and every
+// beat.
+func (p *placement) reconciler(ctx context.Context) {
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case ref := <-p.jobs:
-			if p.owner(ref) != p.id {
-				continue
-			}
-			if err := p.ensure(ctx, ref, 0); err != nil && ctx.Err() == nil {
-				p.n.log.Warn("claim failed; retrying at the next membership review", "effector", ref.String(), "err", err)
-			}
+		case <-p.kick:
+			p.reconcile(ctx)
 		}
 	}
 }
 
-// ensure makes this node drive ref if it should: ref exists, is not
-// terminated, and either has not applied the record at seq or (seq 0) is
-// marked active by another node. Records for an effector never created or
-// terminated go to dead letters.
-func (p *placement) ensure(ctx context.Context, ref records.Ref, seq uint64) error {
-	unlock := p.lock(ref)
-	defer unlock()
+// action is what a reconcile pass does about one partition.
+type action int
+
+const (
+	actOpen    action = iota + 1 // take the lease (if needed) and read it
+	actClose                     // stop reading it and free the lease
+	actDrop                      // stop reading it: another node took the lease
+	actFree                      // free a lease this node holds but does not use
+	actReopen                    // stop reading and read again (consumer reset)
+)
+
+// reconcile compares what this node reads with what it owns and the leases
+// say, and opens and closes partitions accordingly, ClaimWorkers at a time.
+func (p *placement) reconcile(ctx context.Context) {
 	p.mu.Lock()
-	m, marked := p.markers[ref]
+	hosts := make(map[string][]string, len(p.hosts))
+	for k, v := range p.hosts {
+		hosts[k] = v
+	}
+	live := slices.Clone(p.live)
+	leases := make(map[slot]lease, len(p.leases))
+	for s, l := range p.leases {
+		leases[s] = l
+	}
 	p.mu.Unlock()
-	if marked && m.node == p.id && p.n.driving(ref) != nil {
+	p.readMu.Lock()
+	reading := make(map[slot]*partition, len(p.reading))
+	for s, part := range p.reading {
+		reading[s] = part
+	}
+	p.readMu.Unlock()
+
+	todo := map[slot]action{}
+	parts := p.n.names.Partitions()
+	for _, kind := range p.kinds {
+		for num := range parts {
+			s := slot{kind, num}
+			mine := p.ownerOf(hosts[kind], s) == p.id
+			l, leased := leases[s]
+			part := reading[s]
+			switch {
+			case part != nil && leased && l.node != p.id:
+				todo[s] = actDrop
+			case part != nil && !mine:
+				todo[s] = actClose
+			case part != nil && part.failed():
+				todo[s] = actReopen
+			case part == nil && mine && (!leased || l.node == p.id || !p.heldByLive(l, live)):
+				todo[s] = actOpen
+			case part == nil && !mine && leased && l.node == p.id:
+				todo[s] = actFree
+			}
+		}
+	}
+	if len(todo) == 0 {
+		return
+	}
+	sem := make(chan struct{}, p.n.opts.ClaimWorkers)
+	var wg sync.WaitGroup
+	for s, a := range todo {
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			if err := p.act(ctx, s, a, reading[s], leases[s]); err != nil && ctx.Err() == nil {
+				p.n.log.Warn("placement: retrying at the next pass", "partition", s.String(), "err", err)
+			}
+		})
+	}
+	wg.Wait()
+}
+
+// act carries out one reconcile action on partition s.
+func (p *placement) act(ctx context.Context, s slot, a action, part *partition, l lease) error {
+	switch a {
+	case actDrop:
+		p.unread(s, part)
+		part.stop(p.n.opts.ShutdownGrace)
 		return nil
+	case actClose:
+		p.unread(s, part)
+		part.stop(p.n.opts.ShutdownGrace)
+		return p.free(ctx, s)
+	case actFree:
+		return p.free(ctx, s)
+	case actReopen:
+		p.unread(s, part)
+		part.stop(p.n.opts.ShutdownGrace)
 	}
-	if seq == 0 && !marked {
-		return nil // passivated meanwhile
-	}
-	ent, err := p.n.states.Get(ctx, p.n.names.StateKey(ref))
-	switch {
-	case errors.Is(err, kv.ErrNotFound):
-		if seq > 0 {
-			return p.n.deadStray(ctx, ref, seq, reasonNoEffector, fmt.Errorf("effector %s was never created; create it before sending to it", ref))
-		}
-		return p.unmark(ctx, ref)
-	case err != nil:
-		return err
-	case ent.Value.Status == StatusTerminated:
-		if err := p.n.deadTerminated(ctx, ent.Value, ent.Revision); err != nil {
-			return err
-		}
-		return p.unmark(ctx, ref)
-	case seq > 0 && ent.Value.applied(seq) && !marked:
-		return nil
-	}
-	if err := p.mark(ctx, ref); err != nil {
+	handover := l.node != "" && l.node != p.id
+	if err := p.take(ctx, s); err != nil {
 		return err
 	}
-	if marked && m.node != p.id {
-		// The former driver's consumer: nobody should pull from it any more.
-		if err := p.n.stream.DeleteConsumer(ctx, consumerName(ref, m.node)); err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
-			p.n.log.Debug("delete the former driver's consumer", "effector", ref.String(), "err", err)
-		}
+	k := p.n.kindSpec(s.kind)
+	part, err := p.n.openPartition(ctx, k, s.num)
+	if err != nil {
+		return fmt.Errorf("open partition %s: %w", s, err)
 	}
-	if err := p.n.attach(ctx, ent.Value, ent.Revision); err != nil {
-		return err
-	}
-	km := p.n.metrics
-	if marked && m.node != p.id {
-		km.handovers.WithLabelValues(ref.Kind).Inc()
-	} else {
-		km.activations.WithLabelValues(ref.Kind).Inc()
+	p.readMu.Lock()
+	p.reading[s] = part
+	p.readMu.Unlock()
+	if handover {
+		p.n.metrics.handovers.WithLabelValues(s.kind).Inc()
+		p.n.log.Info("took over partition", "partition", s.String(), "from", l.node)
 	}
 	return nil
 }
 
-// mark makes ref's marker name this node (compare-and-set).
-func (p *placement) mark(ctx context.Context, ref records.Ref) error {
-	key := keyActive + p.n.names.StateKey(ref)
-	b, err := codec.Marshal(markerDoc{Node: p.id, Since: time.Now().UTC()})
+func (p *placement) unread(s slot, part *partition) {
+	p.readMu.Lock()
+	if p.reading[s] == part {
+		delete(p.reading, s)
+	}
+	p.readMu.Unlock()
+}
+
+// reopen asks for partition part to be read again from its ack floor.
+func (p *placement) reopen(part *partition) { p.poke() }
+
+// take makes the lease of s name this node (compare-and-set).
+func (p *placement) take(ctx context.Context, s slot) error {
+	b, err := codec.Marshal(leaseDoc{Node: p.id, Since: time.Now().UTC()})
 	if err != nil {
 		return err
 	}
 	for range 5 {
 		p.mu.Lock()
-		m, ok := p.markers[ref]
+		l, ok := p.leases[s]
 		p.mu.Unlock()
-		if ok && m.node == p.id {
+		if ok && l.node == p.id {
 			return nil
+		}
+		if ok && p.heldByLive(l, p.liveNodes()) {
+			return fmt.Errorf("lease of %s is held by live node %s", s, l.node)
 		}
 		var rev uint64
 		if ok {
-			rev, err = p.kv.Update(ctx, key, b, m.rev)
+			rev, err = p.kv.Update(ctx, s.key(), b, l.rev)
 		} else {
-			rev, err = p.kv.Create(ctx, key, b)
+			rev, err = p.kv.Create(ctx, s.key(), b)
 		}
 		if err == nil {
 			p.mu.Lock()
-			if cur := p.markers[ref]; cur.rev < rev {
-				p.markers[ref] = marker{node: p.id, rev: rev}
+			if cur := p.leases[s]; cur.rev < rev {
+				p.leases[s] = lease{node: p.id, rev: rev}
 			}
 			p.mu.Unlock()
 			return nil
 		}
-		if !errors.Is(err, jetstream.ErrKeyExists) {
-			return fmt.Errorf("mark %s active: %w", ref, err)
+		if !isConflict(err) {
+			return fmt.Errorf("take lease of %s: %w", s, err)
 		}
 		// Someone wrote it meanwhile: read it and try again.
-		e, gerr := p.kv.Get(ctx, key)
+		e, gerr := p.kv.Get(ctx, s.key())
 		p.mu.Lock()
 		switch {
 		case errors.Is(gerr, jetstream.ErrKeyNotFound):
-			delete(p.markers, ref)
+			delete(p.leases, s)
 		case gerr == nil:
-			var doc markerDoc
+			var doc leaseDoc
 			_ = codec.Unmarshal(e.Value(), &doc)
-			p.markers[ref] = marker{node: doc.Node, rev: e.Revision()}
+			p.leases[s] = lease{node: doc.Node, rev: e.Revision()}
 		}
 		p.mu.Unlock()
 		if gerr != nil && !errors.Is(gerr, jetstream.ErrKeyNotFound) {
-			return fmt.Errorf("mark %s active: %w", ref, gerr)
+			return fmt.Errorf("take lease of %s: %w", s, gerr)
 		}
 	}
-	return fmt.Errorf("mark %s active: lost the compare-and-set 5 times", ref)
+	return fmt.Errorf("take lease of %s: lost the compare-and-set 5 times", s)
 }
 
-// unmark removes ref's marker if it names this node.
-func (p *placement) unmark(ctx context.Context, ref records.Ref) error {
+// free deletes the lease of s if it names this node.
+func (p *placement) free(ctx context.Context, s slot) error {
 	p.mu.Lock()
-	m, ok := p.markers[ref]
+	l, ok := p.leases[s]
 	p.mu.Unlock()
-	if !ok || m.node != p.id {
+	if !ok || l.node != p.id {
 		return nil
 	}
-	err := p.kv.Delete(ctx, keyActive+p.n.names.StateKey(ref), jetstream.LastRevision(m.rev))
-	if err != nil && !errors.Is(err, jetstream.ErrKeyExists) && !isWrongLastSeq(err) {
-		return fmt.Errorf("unmark %s: %w", ref, err)
+	err := p.kv.Delete(ctx, s.key(), jetstream.LastRevision(l.rev))
+	if err != nil && !isConflict(err) {
+		return fmt.Errorf("free lease of %s: %w", s, err)
 	}
 	p.mu.Lock()
-	if cur, ok := p.markers[ref]; ok && cur.rev == m.rev {
-		delete(p.markers, ref)
+	if cur, ok := p.leases[s]; ok && cur.rev == l.rev {
+		delete(p.leases, s)
 	}
 	p.mu.Unlock()
 	return nil
 }
 
-func isWrongLastSeq(err error) bool {
-	var apiErr *jetstream.APIError
-	return errors.As(err, &apiErr) && apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence
+// heldByLive reports whether lease l names a live node other than this one.
+func (p *placement) heldByLive(l lease, live []string) bool {
+	if p.n.stealHook != nil && p.n.stealHook() {
+		return false
+	}
+	return l.node != p.id && slices.Contains(live, l.node)
 }
 
-// letGo stops driving ref after its marker moved to another node.
-func (p *placement) letGo(ref records.Ref, e *effector) {
-	unlock := p.lock(ref)
-	defer unlock()
+func (p *placement) liveNodes() []string {
 	p.mu.Lock()
-	m, ok := p.markers[ref]
-	p.mu.Unlock()
-	if ok && m.node == p.id {
-		return // claimed back meanwhile
-	}
-	p.n.detach(ref, e)
+	defer p.mu.Unlock()
+	return slices.Clone(p.live)
 }
 
-// sweep passivates effectors idle for IdleTimeout, and checks once that an
-// effector idle for two heartbeats has really nothing to do.
-func (p *placement) sweep(ctx context.Context) {
-	every := p.beat
-	if p.idle > 0 {
-		every = min(max(p.idle/4, 10*time.Millisecond), every)
+// isConflict reports whether err is a lost compare-and-set on a KV key:
+// JetStream error 10071 (wrong last sequence) on one replica, 10164 on
+// replicated buckets, or the key-exists error of a create.
+func isConflict(err error) bool {
+	var apiErr *jetstream.APIError
+	if errors.As(err, &apiErr) && (apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence || apiErr.ErrorCode == 10164) {
+		return true
 	}
-	t := time.NewTicker(every)
+	return errors.Is(err, jetstream.ErrKeyExists)
+}
+
+// sweep passivates the effectors idle for IdleTimeout.
+func (p *placement) sweep(ctx context.Context) {
+	if p.idle <= 0 {
+		return
+	}
+	t := time.NewTicker(min(max(p.idle/4, 10*time.Millisecond), p.beat))
 	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case now := <-t.C:
-			for _, e := range p.n.driven() {
-				idle := e.idleSince(now)
-				switch {
-				case p.idle > 0 && idle >= p.idle:
-					p.passivate(ctx, e)
-				case idle >= max(2*p.beat, stallAfter) && e.stalled():
-					go p.checkStalled(ctx, e)
-				}
+			for _, part := range p.n.partitions() {
+				part.passivate(now, p.idle)
 			}
 		}
 	}
 }
 
-// checkStalled recreates the consumer of an idle effector whose mailbox got a
-// record (the wake scan saw it) that its consumer does not deliver: a
-// consumer deleted or recreated under it by another node without this node
-// being told.
-func (p *placement) checkStalled(ctx context.Context, e *effector) {
-	if p.n.driving(e.ref) != e || e.idleSince(time.Now()) == 0 || !e.stalled() {
-		return
-	}
-	e.log.Info("consumer delivers nothing while the mailbox holds records; recreating it", "seen", e.seen.Load())
-	p.n.consumerGone(e.ref, e)
-}
-
-// passivate stops driving an idle effector and deletes its consumer and
-// marker; a record that arrived meanwhile activates it again.
-func (p *placement) passivate(ctx context.Context, e *effector) {
-	ref := e.ref
-	unlock := p.lock(ref)
-	defer func() { unlock() }() // unlock may be replaced below
-	if p.n.driving(ref) != e || e.idleSince(time.Now()) < p.idle {
-		return
-	}
-	p.n.detach(ref, e)
-	if err := p.n.stream.DeleteConsumer(ctx, consumerName(ref, p.id)); err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) && ctx.Err() == nil {
-		p.n.log.Debug("delete consumer of passivated effector", "effector", ref.String(), "err", err)
-	}
-	if err := p.unmark(ctx, ref); err != nil {
-		p.n.log.Debug("unmark passivated effector", "effector", ref.String(), "err", err)
-	}
-	p.n.metrics.passivations.WithLabelValues(ref.Kind).Inc()
-	e.docMu.Lock()
-	doc := e.doc
-	e.docMu.Unlock()
-	last, err := p.n.lastSeq(ctx, ref)
-	if err != nil || (last > doc.Seq && !doc.applied(last)) {
-		unlock()
-		unlock = func() {}
-		if err := p.ensure(ctx, ref, max(last, doc.Seq+1)); err != nil && ctx.Err() == nil {
-			p.n.log.Warn("reactivate after passivation", "effector", ref.String(), "err", err)
-		}
-	}
-}
-
-// scan reads the headers of every mailbox record of the hosted kinds and
-// wakes the passive effectors this node owns. It restarts from the lowest
-// saved scan position whenever membership changes.
-func (p *placement) scan(ctx context.Context) {
-	for ctx.Err() == nil {
-		from, err := p.lowestFloor(ctx)
-		if err != nil {
-			p.n.log.Warn("wake scan: read positions", "err", err)
-			if !sleep(ctx, p.beat) {
-				return
-			}
-			continue
-		}
-		p.mu.Lock()
-		p.from, p.liveAt = from, slices.Clone(p.live)
-		p.mu.Unlock()
-		p.pos.Store(from - 1)
-		p.saveFloor(ctx)
-		if err := p.scanFrom(ctx, from); err != nil && ctx.Err() == nil {
-			p.n.log.Warn("wake scan stopped; restarting", "err", err)
-			sleep(ctx, p.beat/4)
-		}
-	}
-}
-
-// scanFrom scans from stream sequence from until membership changes, ctx
-// ends or the scan fails.
-func (p *placement) scanFrom(ctx context.Context, from uint64) error {
-	var filters []string
-	for _, k := range p.kinds {
-		filters = append(filters, p.n.names.Prefix()+".mbox."+k+".*")
-	}
-	cfg := jetstream.OrderedConsumerConfig{FilterSubjects: filters, HeadersOnly: true, DeliverPolicy: jetstream.DeliverAllPolicy}
-	if from > 1 {
-		cfg.DeliverPolicy, cfg.OptStartSeq = jetstream.DeliverByStartSequencePolicy, from
-	}
-	cons, err := p.n.conn.JS.OrderedConsumer(ctx, p.n.names.RecordsStream(), cfg)
-	if err != nil {
-		return fmt.Errorf("wake scan consumer: %w", err)
-	}
-	// A short heartbeat notices a lost server in seconds, not the default ten.
-	it, err := cons.Messages(jetstream.PullMaxMessages(1024), jetstream.PullExpiry(3*time.Second), jetstream.PullHeartbeat(time.Second))
-	if err != nil {
-		return fmt.Errorf("wake scan: %w", err)
-	}
-	stopped := make(chan struct{})
-	defer close(stopped)
-	go func() {
-		select {
-		case <-ctx.Done():
-		case <-p.restart:
-		case <-stopped:
-		}
-		it.Stop()
-	}()
-	for {
-		msg, err := it.Next()
-		if err != nil {
-			if errors.Is(err, jetstream.ErrMsgIteratorClosed) {
-				return nil
-			}
-			return err
-		}
-		meta, err := msg.Metadata()
-		if err != nil {
-			continue
-		}
-		seq := meta.Sequence.Stream
-		if ref, ok := p.n.names.RefOf(msg.Subject()); ok {
-			if e := p.n.driving(ref); e != nil {
-				e.see(seq)
-			}
-			if p.owner(ref) == p.id {
-				p.wake(ctx, ref, seq)
-			}
-		}
-		p.pos.Store(seq)
-	}
-}
-
-// wake makes sure the record at seq for ref, which this node owns, will be
-// applied: ref is driven here, or is woken. It retries until it succeeds or
-// ctx ends, so the scan never moves past a record it could not hand over.
-func (p *placement) wake(ctx context.Context, ref records.Ref, seq uint64) {
-	p.mu.Lock()
-	m, marked := p.markers[ref]
-	p.mu.Unlock()
-	if marked && m.node == p.id && p.n.driving(ref) != nil {
-		return
-	}
-	wait := 20 * time.Millisecond
-	for {
-		err := p.ensure(ctx, ref, seq)
-		if err == nil || ctx.Err() != nil {
-			return
-		}
-		p.n.log.Warn("wake effector; retrying", "effector", ref.String(), "seq", seq, "err", err)
-		if !sleep(ctx, wait) {
-			return
-		}
-		wait = min(2*wait, 2*time.Second)
-	}
-}
-
-// lowestFloor returns where a restarted scan must start: after the lowest
-// saved position of any node, dead or alive; 1 when none was saved.
-func (p *placement) lowestFloor(ctx context.Context) (uint64, error) {
-	floors, err := p.floors(ctx)
-	if err != nil {
-		return 0, err
-	}
-	lowest := uint64(0)
-	first := true
-	for _, f := range floors {
-		if first || f.doc.Pos < lowest {
-			lowest, first = f.doc.Pos, false
-		}
-	}
-	if cur := p.pos.Load(); !first && cur > 0 && cur < lowest {
-		lowest = cur
-	}
-	return lowest + 1, nil
-}
-
-type floorEntry struct {
-	doc floorDoc
-	rev uint64
-}
-
-func (p *placement) floors(ctx context.Context) (map[string]floorEntry, error) {
-	lister, err := p.kv.ListKeysFiltered(ctx, keyFloor+"*")
-	if err != nil {
-		return nil, fmt.Errorf("list scan positions: %w", err)
-	}
-	var keys []string
-	for k := range lister.Keys() {
-		keys = append(keys, k)
-	}
-	out := map[string]floorEntry{}
-	for _, k := range keys {
-		e, err := p.kv.Get(ctx, k)
-		if errors.Is(err, jetstream.ErrKeyNotFound) {
-			continue
-		}
-		if err != nil {
-			return nil, fmt.Errorf("read scan position %s: %w", k, err)
-		}
-		var doc floorDoc
-		if codec.Unmarshal(e.Value(), &doc) != nil {
-			continue
-		}
-		out[strings.TrimPrefix(k, keyFloor)] = floorEntry{doc: doc, rev: e.Revision()}
-	}
-	return out, nil
-}
-
-// saveFloor saves the scan position.
-func (p *placement) saveFloor(ctx context.Context) {
-	p.mu.Lock()
-	doc := floorDoc{Node: p.id, Pos: p.pos.Load(), From: p.from, Members: p.liveAt, Updated: time.Now().UTC()}
-	p.mu.Unlock()
-	if b, err := codec.Marshal(doc); err == nil {
-		_, _ = p.kv.Put(ctx, keyFloor+p.id, b)
-	}
-}
-
-// tidy deletes the heartbeats of nodes dead for long, and the scan positions
-// of dead nodes once every live node has restarted its scan from at most
-// there without them.
+// tidy deletes the heartbeats of nodes dead for long.
 func (p *placement) tidy(ctx context.Context, now time.Time) {
 	p.mu.Lock()
-	live := slices.Clone(p.live)
 	stale := []string{}
 	for id, m := range p.members {
 		if id != p.id && now.Sub(m.seen) > 10*p.ttl {
@@ -865,118 +636,4 @@ func (p *placement) tidy(ctx context.Context, now time.Time) {
 	for _, id := range stale {
 		_ = p.kv.Delete(ctx, keyNode+id)
 	}
-	floors, err := p.floors(ctx)
-	if err != nil {
-		return
-	}
-	for id, f := range floors {
-		if slices.Contains(live, id) {
-			continue
-		}
-		covered := true
-		for _, l := range live {
-			lf, ok := floors[l]
-			if !ok || slices.Contains(lf.doc.Members, id) || lf.doc.From > f.doc.Pos+1 {
-				covered = false
-				break
-			}
-		}
-		if covered {
-			_ = p.kv.Delete(ctx, keyFloor+id, jetstream.LastRevision(f.rev))
-		}
-	}
-}
-
-// lastSeq returns the stream sequence of the last record in ref's mailbox,
-// 0 when it has none.
-func (n *Node) lastSeq(ctx context.Context, ref records.Ref) (uint64, error) {
-	msg, err := n.stream.GetLastMsgForSubject(ctx, n.names.Mailbox(ref))
-	if errors.Is(err, jetstream.ErrMsgNotFound) {
-		return 0, nil
-	}
-	if err != nil {
-		return 0, fmt.Errorf("last record of %s: %w", ref, err)
-	}
-	return msg.Sequence, nil
-}
-
-// driving returns the effector if this node drives ref.
-func (n *Node) driving(ref records.Ref) *effector {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	return n.effectors[ref]
-}
-
-// deadStray sends the record at seq, addressed to an effector that cannot
-// take it, to dead letters.
-func (n *Node) deadStray(ctx context.Context, ref records.Ref, seq uint64, reason string, why error) error {
-	raw, err := n.stream.GetMsg(ctx, seq)
-	if errors.Is(err, jetstream.ErrMsgNotFound) {
-		return nil // aged out of the stream
-	}
-	if err != nil {
-		return fmt.Errorf("read record %d: %w", seq, err)
-	}
-	if raw.Subject != n.names.Mailbox(ref) {
-		return nil
-	}
-	id := raw.Header.Get(records.HeaderID)
-	if id == "" {
-		id = "s" + strconv.FormatUint(seq, 10)
-	}
-	h := nats.Header{}
-	maps.Copy(h, raw.Header)
-	h.Set(records.HeaderError, why.Error())
-	h.Set(HeaderDeadReason, reason)
-	h.Set(HeaderSeq, strconv.FormatUint(seq, 10))
-	h.Set(HeaderSubject, raw.Subject)
-	h.Set(records.HeaderID, "dead:"+id)
-	if _, err := n.conn.JS.PublishMsg(ctx, &nats.Msg{Subject: n.names.Dead(ref), Header: h, Data: raw.Data}); err != nil {
-		return fmt.Errorf("dead-letter record %d: %w", seq, err)
-	}
-	n.metrics.dead.WithLabelValues(ref.Kind, reason).Inc()
-	n.log.Warn("record sent to dead letters", "effector", ref.String(), "seq", seq, "reason", reason)
-	return nil
-}
-
-// deadTerminated sends every record in a terminated effector's mailbox above
-// its seq to dead letters, then moves its seq past them.
-func (n *Node) deadTerminated(ctx context.Context, doc Document, rev uint64) error {
-	ref := doc.Ref()
-	last, err := n.lastSeq(ctx, ref)
-	if err != nil || last <= doc.Seq {
-		return err
-	}
-	cons, err := n.conn.JS.OrderedConsumer(ctx, n.names.RecordsStream(), jetstream.OrderedConsumerConfig{
-		FilterSubjects: []string{n.names.Mailbox(ref)}, HeadersOnly: true,
-		DeliverPolicy: jetstream.DeliverByStartSequencePolicy, OptStartSeq: doc.Seq + 1,
-	})
-	if err != nil {
-		return fmt.Errorf("read mailbox of %s: %w", ref, err)
-	}
-	why := fmt.Errorf("effector %s is terminated", ref)
-	for seq := doc.Seq; seq < last; {
-		msg, err := cons.Next(jetstream.FetchMaxWait(5 * time.Second))
-		if err != nil {
-			return fmt.Errorf("read mailbox of %s: %w", ref, err)
-		}
-		meta, err := msg.Metadata()
-		if err != nil {
-			return err
-		}
-		seq = meta.Sequence.Stream
-		if seq > last {
-			break
-		}
-		if !doc.applied(seq) {
-			if err := n.deadStray(ctx, ref, seq, reasonTerminated, why); err != nil {
-				return err
-			}
-		}
-	}
-	doc.Seq, doc.Ahead, doc.Updated = last, nil, time.Now().UTC()
-	if _, err := n.states.Update(ctx, n.names.StateKey(ref), doc, rev); err != nil && !errors.Is(err, kv.ErrConflict) {
-		return fmt.Errorf("write state of %s: %w", ref, err)
-	}
-	return nil
 }

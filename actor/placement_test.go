@@ -1,7 +1,6 @@
 package actor_test
 
 import (
-	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -115,7 +114,7 @@ func TestJoiningNodeTakesItsShare(t *testing.T) {
 	first := startNodeWith(t, srv.Connect(t), fastPlacement, nil)
 	refs := createCounters(t, c, 40)
 	publishAll(t, conn, refs, 20)
-	actortest.Eventually(t, 30*time.Second, "first node drives all", func() bool { return active(t, first) == 40 })
+	actortest.Eventually(t, 30*time.Second, "first node has all loaded", func() bool { return active(t, first) == 40 })
 	done := make(chan struct{})
 	go func() { defer close(done); publishAll(t, conn, refs, 100) }()
 	second := startNodeWith(t, srv.Connect(t), fastPlacement, nil)
@@ -126,10 +125,13 @@ func TestJoiningNodeTakesItsShare(t *testing.T) {
 	if h := metricSum(t, second.Registry, "ea_handovers_total") + metricSum(t, second.Registry, "ea_activations_total"); h == 0 {
 		t.Fatal("the joining node took over nothing")
 	}
-	actortest.Eventually(t, 10*time.Second, "the drive is split", func() bool {
-		a, b := active(t, first), active(t, second)
-		return a > 0 && b > 0 && a+b == 40
+	actortest.Eventually(t, 10*time.Second, "the partitions are split", func() bool {
+		a, b := first.Reading(), second.Reading()
+		return a > 0 && b > 0 && a+b == 2*conn.Names().Partitions()
 	})
+	if active(t, second) == 0 {
+		t.Fatal("the joining node loaded no effector")
+	}
 	for _, r := range refs {
 		if got := len(outputs(t, conn, conn.Names().Outbox(r))); got != 120 {
 			t.Fatalf("%s: %d outputs, want 120", r, got)
@@ -138,9 +140,10 @@ func TestJoiningNodeTakesItsShare(t *testing.T) {
 }
 
 // TestTwoDriversNeverDoubleApply makes two nodes both believe they own every
-// effector for a while, so they fight over each one (claiming it back and
-// forth, each recreating its consumer under the other): the state's
-// compare-and-set and seq must still apply every record exactly once.
+// partition for a while, so they fight over each one (a node that sees the
+// other's lease go stale takes it and resets the consumer under the other;
+// the loser sees a gap in consumer sequences): the state's compare-and-set
+// and seq must still apply every record exactly once.
 func TestTwoDriversNeverDoubleApply(t *testing.T) {
 	srv, conn := server(t)
 	c := newClient(t, conn)
@@ -150,7 +153,8 @@ func TestTwoDriversNeverDoubleApply(t *testing.T) {
 	for range 2 {
 		nodes = append(nodes, startNodeWith(t, srv.Connect(t), fastPlacement, func(n *actor.Node) {
 			id := n.ID()
-			n.SetOwner(func(records.Ref) (string, bool) { return id, fight.Load() })
+			n.SetOwner(func(string, int) (string, bool) { return id, fight.Load() })
+			n.SetSteal(fight.Load)
 		}))
 	}
 	refs := createCounters(t, c, 10)
@@ -186,8 +190,10 @@ func TestTwoDriversNeverDoubleApply(t *testing.T) {
 	t.Logf("%v hand-overs between the two nodes", handovers)
 }
 
-// TestPassivationAndActivation: an idle effector loses its consumer and
-// marker; the next record brings it back.
+// TestPassivationAndActivation: an idle effector is dropped from memory; the
+// next record loads it again. The server holds nothing per effector: the
+// mailbox stream has one consumer per partition of each kind, before, during
+// and after.
 func TestPassivationAndActivation(t *testing.T) {
 	_, conn := server(t)
 	opts := fastPlacement
@@ -198,24 +204,31 @@ func TestPassivationAndActivation(t *testing.T) {
 	if _, err := c.Create(ctxT(t), r, nil); err != nil {
 		t.Fatal(err)
 	}
-	stream, err := conn.Stream(ctxT(t))
+	stream, err := conn.MailboxStream(ctxT(t))
 	if err != nil {
 		t.Fatal(err)
 	}
-	consumerExists := func() bool {
-		_, err := stream.Consumer(ctxT(t), "counter~p1~"+n.ID())
-		if err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
+	consumers := func() int {
+		info, err := stream.Info(ctxT(t))
+		if err != nil {
 			t.Fatal(err)
 		}
-		return err == nil
+		return info.State.Consumers
 	}
-	if consumerExists() {
-		t.Fatal("a created effector has a consumer before any record: it should start passive")
+	want := conn.Names().Partitions() * len(n.Node.Kinds())
+	if got := consumers(); got != want {
+		t.Fatalf("%d consumers on the mailbox stream, want %d (one per partition of each kind)", got, want)
+	}
+	if a := active(t, n); a != 0 {
+		t.Fatalf("%v effectors loaded before any record: a created effector should start passive", a)
 	}
 	for round := int64(1); round <= 3; round++ {
 		publishIncs(t, conn, r, 1)
 		waitCount(t, c, r, round, 10*time.Second)
-		actortest.Eventually(t, 10*time.Second, "passivated", func() bool { return !consumerExists() && active(t, n) == 0 })
+		if got := consumers(); got != want {
+			t.Fatalf("%d consumers on the mailbox stream while active, want %d", got, want)
+		}
+		actortest.Eventually(t, 10*time.Second, "passivated", func() bool { return active(t, n) == 0 })
 	}
 	if a := metricSum(t, n.Registry, "ea_activations_total"); a != 3 {
 		t.Fatalf("activations = %v, want 3", a)
@@ -226,7 +239,8 @@ func TestPassivationAndActivation(t *testing.T) {
 }
 
 // TestRecordsWhileNoNodeRuns: records published while no node runs are
-// processed once one starts (the wake scan resumes from the saved position).
+// processed once one starts (the partition consumers resume from their ack
+// floors).
 func TestRecordsWhileNoNodeRuns(t *testing.T) {
 	srv, conn := server(t)
 	c := newClient(t, conn)
@@ -294,7 +308,7 @@ func TestStrayRecordsGoToDeadLetters(t *testing.T) {
 func checkCountOutputs(t testing.TB, conn *bus.Conn, r records.Ref, n int) {
 	t.Helper()
 	subject := conn.Names().Outbox(r)
-	cons, err := conn.JS.OrderedConsumer(ctxT(t), conn.Names().RecordsStream(), jetstream.OrderedConsumerConfig{FilterSubjects: []string{subject}})
+	cons, err := conn.JS.OrderedConsumer(ctxT(t), conn.Names().OutboxStream(), jetstream.OrderedConsumerConfig{FilterSubjects: []string{subject}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -230,7 +230,7 @@ type rawDoc struct {
 
 func rawBaseline(b *testing.B, conn *bus.Conn, n int, minimal bool) (start, stop func()) {
 	ctx := context.Background()
-	stream, err := conn.Stream(ctx)
+	stream, err := conn.MailboxStream(ctx)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -250,7 +250,7 @@ func rawBaseline(b *testing.B, conn *bus.Conn, n int, minimal bool) (start, stop
 		c := &counter{ref: r, from: r.String(), doc: rawDoc{ID: r.ID, Kind: r.Kind, Status: "IDLE"}}
 		c.cons, err = stream.CreateConsumer(ctx, jetstream.ConsumerConfig{
 			Durable:       "raw_" + r.ID,
-			FilterSubject: conn.Names().Mailbox(r),
+			FilterSubject: conn.Names().StoredMailbox(r),
 			AckPolicy:     jetstream.AckExplicitPolicy,
 			MaxAckPending: 64,
 		})

@@ -85,7 +85,7 @@ func TestClusterProvisionsReplicas(t *testing.T) {
 		t.Fatalf("cluster URL %q names %d servers; want 3", conn.Config().URL, got)
 	}
 	n := conn.Names()
-	for _, stream := range []string{n.RecordsStream(), n.DeadStream(), "KV_" + n.StateBucket(), "KV_" + n.OrchBucket(), "KV_" + n.PlaceBucket()} {
+	for _, stream := range []string{n.MailboxStream(), n.OutboxStream(), n.DeadStream(), "KV_" + n.StateBucket(), "KV_" + n.OrchBucket(), "KV_" + n.PlaceBucket()} {
 		replicas, servers := streamReplicas(t, conn.JS, stream)
 		if replicas != 3 {
 			t.Errorf("%s: %d replicas; want 3", stream, replicas)
@@ -147,7 +147,7 @@ func TestClusterServersStop(t *testing.T) {
 	if got := conn.Config().URL; got != c.URL() || strings.Count(got, ",") != 2 {
 		t.Fatalf("connection URL %q; want the 3 servers' URLs %q", got, c.URL())
 	}
-	stream := conn.Names().RecordsStream()
+	stream := conn.Names().MailboxStream()
 	subject := conn.Names().Mailbox(records.Ref{Kind: "counter", ID: "c1"})
 	next := 0
 	publish := func(n int) {
@@ -232,7 +232,7 @@ func TestClusterProvisionNeedsEnoughServers(t *testing.T) {
 		t.Fatal("Provision with 5 replicas on 3 servers succeeded")
 	}
 	t.Logf("Provision with 5 replicas on 3 servers: %v", err)
-	if !strings.Contains(err.Error(), "EA_RECORDS") {
+	if !strings.Contains(err.Error(), "EA_MBOX") {
 		t.Errorf("error %q does not name the stream", err)
 	}
 }

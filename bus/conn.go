@@ -39,9 +39,16 @@ type Config struct {
 	DuplicateWindow time.Duration
 	// MaxAge bounds how long records are kept. Default 0: forever.
 	MaxAge time.Duration
-	// MaxConsumers is the most consumers the records stream allows (one per
-	// active effector). Default 1,000,000.
+	// MaxConsumers is the most consumers the mailbox and outbox streams
+	// allow (the runtime needs one per kind and partition; the rest are
+	// readers'). Default 1,000,000.
 	MaxConsumers int
+	// Partitions is the number of mailbox partitions: every effector belongs
+	// to partition hash(kind, id) mod Partitions forever, and nodes own
+	// partitions, not effectors. Fixed at provisioning: connecting with
+	// another count to a provisioned deployment is an error (changing it is
+	// a migration). Default 64 ([DefaultPartitions]).
+	Partitions int
 	// StateHistory is how many revisions of each state document are kept
 	// (1-64). Default 5.
 	StateHistory int
@@ -69,6 +76,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.StateHistory == 0 {
 		c.StateHistory = 5
+	}
+	if c.Partitions == 0 {
+		c.Partitions = DefaultPartitions
 	}
 	if c.ConnectTimeout == 0 {
 		c.ConnectTimeout = 10 * time.Second
@@ -103,6 +113,8 @@ func (c Config) Validate() error {
 		return fmtInvalid("max consumers %d: must be positive", c.MaxConsumers)
 	case c.StateHistory < 1 || c.StateHistory > 64:
 		return fmtInvalid("state history %d: must be 1-64 (a KV key keeps at most 64 revisions)", c.StateHistory)
+	case c.Partitions < 1 || c.Partitions > MaxPartitions:
+		return fmtInvalid("partitions %d: must be 1-%d", c.Partitions, MaxPartitions)
 	case c.ConnectTimeout < 0:
 		return fmtInvalid("connect timeout %s: must be positive", c.ConnectTimeout)
 	}
@@ -137,6 +149,7 @@ func Connect(ctx context.Context, cfg Config) (*Conn, error) {
 	}
 	cfg = cfg.withDefaults()
 	names, _ := NewNames(cfg.Prefix)
+	names, _ = names.WithPartitions(cfg.Partitions)
 	c := &Conn{names: names, cfg: cfg, log: cfg.Logger}
 	url := cfg.URL
 	if url == "" {

@@ -201,7 +201,7 @@ func TestReconnectAfterServerRestart(t *testing.T) {
 	}
 
 	// Both records are in the stream: the file store survived the restart.
-	s, err := conn.Stream(ctx)
+	s, err := conn.MailboxStream(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -212,7 +212,7 @@ func TestReconnectAfterServerRestart(t *testing.T) {
 	if info.State.Msgs != 2 {
 		t.Errorf("records stream holds %d messages after the restart; want 2", info.State.Msgs)
 	}
-	msg, err := s.GetLastMsgForSubject(ctx, subject)
+	msg, err := s.GetLastMsgForSubject(ctx, conn.Names().StoredMailbox(records.Ref{Kind: "echo", ID: "1"}))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -33,17 +33,18 @@ func ExampleConnect() {
 	if err := conn.Provision(ctx); err != nil {
 		log.Fatal(err)
 	}
-	stream, err := conn.Stream(ctx)
+	stream, err := conn.MailboxStream(ctx)
 	if err != nil {
 		log.Fatal(err)
 	}
+	cfg := stream.CachedInfo().Config
 	fmt.Println("embedded:", conn.Server() != nil)
-	fmt.Println("records stream:", stream.CachedInfo().Config.Name)
-	fmt.Println("subjects:", stream.CachedInfo().Config.Subjects)
+	fmt.Println("mailbox stream:", cfg.Name, cfg.Subjects)
+	fmt.Println("stored as:", cfg.SubjectTransform.Destination)
 	// Output:
 	// embedded: true
-	// records stream: EA_RECORDS
-	// subjects: [ea.mbox.> ea.out.>]
+	// mailbox stream: EA_MBOX [ea.mbox.*.*]
+	// stored as: ea.mbox.{{partition(64,1,2)}}.{{wildcard(1)}}.{{wildcard(2)}}
 }
 
 // Names derives every subject, stream and bucket name from the prefix.
@@ -52,12 +53,14 @@ func ExampleNames() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	fmt.Println(names.RecordsStream(), names.DeadStream(), names.StateBucket(), names.OrchBucket())
+	fmt.Println(names.MailboxStream(), names.OutboxStream(), names.DeadStream(), names.StateBucket(), names.OrchBucket())
 	fmt.Println(names.Control("create", "echo"))
 	ref, ok := names.RefOf("acme.mbox.echo.42")
 	fmt.Println(ref, ok)
+	fmt.Println(names.Partition(ref), names.StoredMailbox(ref))
 	// Output:
-	// ACME_RECORDS ACME_DEAD acme_state acme_orch
+	// ACME_MBOX ACME_OUT ACME_DEAD acme_state acme_orch
 	// acme.ctl.create.echo
 	// echo/42 true
+	// 6 acme.mbox.6.echo.42
 }

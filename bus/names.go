@@ -1,6 +1,8 @@
 package bus
 
 import (
+	"hash/fnv"
+	"strconv"
 	"strings"
 
 	"github.com/effectors/effectors/records"
@@ -12,9 +14,19 @@ const DefaultPrefix = "ea"
 // Names derives the subjects, streams and buckets of one deployment from its
 // prefix. The zero value is not useful; use [NewNames] or [Conn.Names].
 type Names struct {
-	prefix string
-	upper  string
+	prefix     string
+	upper      string
+	partitions int
 }
+
+// DefaultPartitions is the number of mailbox partitions a deployment has
+// when none is configured. It is fixed at provisioning: every effector
+// belongs to partition hash(kind, id) mod P forever, so changing it is a
+// migration (see the README).
+const DefaultPartitions = 64
+
+// MaxPartitions bounds the partition count.
+const MaxPartitions = 4096
 
 // NewNames returns the names for prefix, which must be a single subject token
 // (see [records.ValidateKind]); an empty prefix means [DefaultPrefix].
@@ -25,7 +37,96 @@ func NewNames(prefix string) (Names, error) {
 	if err := records.ValidateKind(prefix); err != nil {
 		return Names{}, fmtInvalid("prefix %q: must be one subject token of A-Z a-z 0-9 _ -", prefix)
 	}
-	return Names{prefix: prefix, upper: strings.ToUpper(strings.ReplaceAll(prefix, "-", "_"))}, nil
+	return Names{prefix: prefix, upper: strings.ToUpper(strings.ReplaceAll(prefix, "-", "_")), partitions: DefaultPartitions}, nil
+}
+
+// WithPartitions returns n with p mailbox partitions (1 to [MaxPartitions]).
+func (n Names) WithPartitions(p int) (Names, error) {
+	if p < 1 || p > MaxPartitions {
+		return n, fmtInvalid("partitions %d: must be 1-%d", p, MaxPartitions)
+	}
+	n.partitions = p
+	return n, nil
+}
+
+// Partitions returns the number of mailbox partitions.
+func (n Names) Partitions() int { return n.partitions }
+
+// Partition returns the partition of r's mailbox: the FNV-1a hash of its
+// kind and id (concatenated) modulo the partition count, exactly what the
+// mailbox stream's subject transform {{partition(P,1,2)}} computes.
+func (n Names) Partition(r records.Ref) int {
+	h := fnv.New32a()
+	_, _ = h.Write([]byte(r.Kind))
+	_, _ = h.Write([]byte(r.ID))
+	return int(h.Sum32() % uint32(n.partitions))
+}
+
+// StoredMailbox returns the subject r's mailbox records have in the mailbox
+// stream: <prefix>.mbox.<partition>.<kind>.<id>. Publishers never write it:
+// the stream's subject transform adds the partition token to what they
+// publish on [Names.Mailbox]. Read a mailbox from the stream with it.
+func (n Names) StoredMailbox(r records.Ref) string {
+	return n.prefix + ".mbox." + strconv.Itoa(n.Partition(r)) + "." + r.Kind + "." + r.ID
+}
+
+// PartitionFilter is the stored subject filter of partition p of kind's
+// mailboxes: <prefix>.mbox.<p>.<kind>.*.
+func (n Names) PartitionFilter(kind string, p int) string {
+	return n.prefix + ".mbox." + strconv.Itoa(p) + "." + kind + ".*"
+}
+
+// KindMailboxes is the stored subject filter of every mailbox of kind:
+// <prefix>.mbox.*.<kind>.*.
+func (n Names) KindMailboxes(kind string) string {
+	return n.prefix + ".mbox.*." + kind + ".*"
+}
+
+// MailboxIngest is the subject filter the mailbox stream listens on and
+// transforms: <prefix>.mbox.*.*.
+func (n Names) MailboxIngest() string { return n.prefix + ".mbox.*.*" }
+
+// MailboxTransform is the destination of the mailbox stream's subject
+// transform: <prefix>.mbox.{{partition(P,1,2)}}.{{wildcard(1)}}.{{wildcard(2)}}.
+func (n Names) MailboxTransform() string {
+	return n.prefix + ".mbox.{{partition(" + strconv.Itoa(n.partitions) + ",1,2)}}.{{wildcard(1)}}.{{wildcard(2)}}"
+}
+
+// PartitionsOfTransform returns the partition count a mailbox transform
+// destination names, and false when dest is not one [Names.MailboxTransform]
+// makes.
+func (n Names) PartitionsOfTransform(dest string) (int, bool) {
+	rest, ok := strings.CutPrefix(dest, n.prefix+".mbox.{{partition(")
+	if !ok {
+		return 0, false
+	}
+	num, tail, ok := strings.Cut(rest, ",")
+	if !ok || tail != "1,2)}}.{{wildcard(1)}}.{{wildcard(2)}}" {
+		return 0, false
+	}
+	p, err := strconv.Atoi(num)
+	return p, err == nil && p >= 1
+}
+
+// StoredMailboxOf parses a stored mailbox subject
+// (<prefix>.mbox.<partition>.<kind>.<id>) into the effector and partition.
+// ok is false when subject is not one; the ref may still be invalid (check
+// it with Validate), and the partition may not be the ref's (compare it with
+// [Names.Partition]): the stream stores what publishers sent.
+func (n Names) StoredMailboxOf(subject string) (r records.Ref, partition int, ok bool) {
+	rest, ok := strings.CutPrefix(subject, n.prefix+".mbox.")
+	if !ok {
+		return r, 0, false
+	}
+	parts := strings.Split(rest, ".")
+	if len(parts) != 3 {
+		return r, 0, false
+	}
+	p, err := strconv.Atoi(parts[0])
+	if err != nil || p < 0 || strconv.Itoa(p) != parts[0] {
+		return r, 0, false
+	}
+	return records.Ref{Kind: parts[1], ID: parts[2]}, p, true
 }
 
 // Prefix returns the subject prefix.
@@ -41,13 +142,18 @@ func (n Names) Outbox(r records.Ref) string { return n.prefix + ".out." + r.Kind
 func (n Names) Dead(r records.Ref) string { return n.prefix + ".dead." + r.Kind + "." + r.ID }
 
 // RefOf returns the effector a mailbox, outbox or dead-letter subject belongs
-// to, and false when subject is none of those.
+// to, and false when subject is none of those. Stored mailbox subjects (with
+// the partition token, see [Names.StoredMailbox]) are mailbox subjects too.
 func (n Names) RefOf(subject string) (records.Ref, bool) {
 	rest, ok := strings.CutPrefix(subject, n.prefix+".")
 	if !ok {
 		return records.Ref{}, false
 	}
 	parts := strings.Split(rest, ".")
+	if len(parts) == 4 && parts[0] == "mbox" {
+		r, p, ok := n.StoredMailboxOf(subject)
+		return r, ok && r.Validate() == nil && n.Partition(r) == p
+	}
 	if len(parts) != 3 || (parts[0] != "mbox" && parts[0] != "out" && parts[0] != "dead") {
 		return records.Ref{}, false
 	}
@@ -55,8 +161,23 @@ func (n Names) RefOf(subject string) (records.Ref, bool) {
 	return r, r.Validate() == nil
 }
 
-// RecordsStream is the stream holding mailboxes and outboxes (EA_RECORDS).
-func (n Names) RecordsStream() string { return n.upper + "_RECORDS" }
+// MailboxStream is the stream holding every mailbox (EA_MBOX), partitioned
+// by its subject transform.
+func (n Names) MailboxStream() string { return n.upper + "_MBOX" }
+
+// OutboxStream is the stream holding every outbox (EA_OUT).
+func (n Names) OutboxStream() string { return n.upper + "_OUT" }
+
+// LegacyRecordsStream is the stream of the previous layout (EA_RECORDS),
+// which held mailboxes and outboxes together with a consumer per effector.
+// A deployment that still has it must be migrated; see [Conn.Provision].
+func (n Names) LegacyRecordsStream() string { return n.upper + "_RECORDS" }
+
+// PartitionConsumer is the durable consumer name of partition p of kind's
+// mailboxes: <kind>~p<p>.
+func (n Names) PartitionConsumer(kind string, p int) string {
+	return kind + "~p" + strconv.Itoa(p)
+}
 
 // DeadStream is the stream holding dead letters (EA_DEAD).
 func (n Names) DeadStream() string { return n.upper + "_DEAD" }
@@ -68,9 +189,8 @@ func (n Names) StateBucket() string { return n.prefix + "_state" }
 func (n Names) OrchBucket() string { return n.prefix + "_orch" }
 
 // PlaceBucket is the KV bucket of placement (ea_place): node heartbeats
-// (node.<node id>), the effectors being driven (active.<kind>.<id>, naming
-// the node that drives each) and each node's wake-up scan position
-// (floor.<node id>).
+// (node.<node id>) and partition leases (part.<kind>.<partition>, naming the
+// node that reads each).
 func (n Names) PlaceBucket() string { return n.prefix + "_place" }
 
 // StateKey is the key of r's state document: <kind>.<id>.
@@ -82,3 +202,38 @@ func (n Names) Service() string { return n.prefix }
 // Control is the subject of control operation op for kind:
 // <prefix>.ctl.<op>.<kind>.
 func (n Names) Control(op, kind string) string { return n.prefix + ".ctl." + op + "." + kind }
+
+// Stored returns the stream that stores subject, a mailbox, outbox or
+// dead-letter subject (or filter) as publishers write it, and the filter to
+// read it there with: mailbox records are stored under their partition
+// (<prefix>.mbox.<partition>.<kind>.<id>), so a mailbox filter becomes the
+// partition's subject when kind and id are literal, and
+// <prefix>.mbox.*.<kind>.<id> otherwise. ok is false for any other subject.
+func (n Names) Stored(subject string) (stream, filter string, ok bool) {
+	rest, found := strings.CutPrefix(subject, n.prefix+".")
+	if !found {
+		return "", "", false
+	}
+	area, tail, _ := strings.Cut(rest, ".")
+	switch area {
+	case "out":
+		return n.OutboxStream(), subject, true
+	case "dead":
+		return n.DeadStream(), subject, true
+	case "mbox":
+	default:
+		return "", "", false
+	}
+	tokens := strings.Split(tail, ".")
+	switch {
+	case len(tokens) == 1 && tokens[0] == ">":
+		return n.MailboxStream(), subject, true
+	case len(tokens) != 2:
+		return "", "", false
+	}
+	r := records.Ref{Kind: tokens[0], ID: tokens[1]}
+	if r.Validate() == nil {
+		return n.MailboxStream(), n.StoredMailbox(r), true
+	}
+	return n.MailboxStream(), n.prefix + ".mbox.*." + tokens[0] + "." + tokens[1], true
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -17,11 +18,15 @@ import (
 // that holds another prefix's subjects.
 func (c *Conn) Provision(ctx context.Context) error {
 	n, cfg := c.names, c.cfg
+	if err := c.checkLegacy(ctx); err != nil {
+		return err
+	}
 	streams := []jetstream.StreamConfig{
+		c.mailboxConfig(),
 		{
-			Name:         n.RecordsStream(),
-			Description:  "effector mailboxes and outboxes: the record log",
-			Subjects:     []string{n.prefix + ".mbox.>", n.prefix + ".out.>"},
+			Name:         n.OutboxStream(),
+			Description:  "effector outboxes: the record log of what effectors emitted",
+			Subjects:     []string{n.prefix + ".out.>"},
 			Retention:    jetstream.LimitsPolicy,
 			Storage:      jetstream.FileStorage,
 			Replicas:     cfg.Replicas,
@@ -46,6 +51,11 @@ func (c *Conn) Provision(ctx context.Context) error {
 		if err := c.checkStreamPrefix(ctx, sc.Name); err != nil {
 			return err
 		}
+	}
+	if err := c.checkPartitions(ctx); err != nil {
+		return err
+	}
+	for _, sc := range streams {
 		if err := retry(ctx, func() error {
 			_, err := c.JS.CreateOrUpdateStream(ctx, sc)
 			return err
@@ -56,7 +66,7 @@ func (c *Conn) Provision(ctx context.Context) error {
 	buckets := []jetstream.KeyValueConfig{
 		{Bucket: n.StateBucket(), Description: "effector state documents", History: uint8(cfg.StateHistory), Storage: jetstream.FileStorage, Replicas: cfg.Replicas},
 		{Bucket: n.OrchBucket(), Description: "orchestration state", History: 5, Storage: jetstream.FileStorage, Replicas: cfg.Replicas},
-		{Bucket: n.PlaceBucket(), Description: "placement: node heartbeats, driven effectors, wake-up scan positions", History: 1, Storage: jetstream.FileStorage, Replicas: cfg.Replicas},
+		{Bucket: n.PlaceBucket(), Description: "placement: node heartbeats and partition leases", History: 1, Storage: jetstream.FileStorage, Replicas: cfg.Replicas},
 	}
 	for _, kc := range buckets {
 		if err := retry(ctx, func() error {
@@ -67,6 +77,28 @@ func (c *Conn) Provision(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// mailboxConfig is the mailbox stream's configuration: it listens on
+// <prefix>.mbox.*.* and stores each record under
+// <prefix>.mbox.<partition>.<kind>.<id>.
+func (c *Conn) mailboxConfig() jetstream.StreamConfig {
+	n, cfg := c.names, c.cfg
+	return jetstream.StreamConfig{
+		Name:        n.MailboxStream(),
+		Description: "effector mailboxes, partitioned: the record log of what effectors received",
+		Subjects:    []string{n.MailboxIngest()},
+		SubjectTransform: &jetstream.SubjectTransformConfig{
+			Source: n.MailboxIngest(), Destination: n.MailboxTransform(),
+		},
+		Retention:    jetstream.LimitsPolicy,
+		Storage:      jetstream.FileStorage,
+		Replicas:     cfg.Replicas,
+		Duplicates:   cfg.DuplicateWindow,
+		MaxAge:       cfg.MaxAge,
+		MaxConsumers: cfg.MaxConsumers,
+		AllowDirect:  true,
+	}
 }
 
 // errCodeReplicasNotClustered is JetStream's "replicas > 1 not supported in
@@ -119,15 +151,75 @@ func retry(ctx context.Context, op func() error) error {
 	return err
 }
 
-// Stream returns the records stream.
-func (c *Conn) Stream(ctx context.Context) (jetstream.Stream, error) {
-	s, err := c.JS.Stream(ctx, c.names.RecordsStream())
+// MailboxStream returns the mailbox stream, checking that its partition
+// count is this connection's (see [Config.Partitions]).
+func (c *Conn) MailboxStream(ctx context.Context) (jetstream.Stream, error) {
+	s, err := c.JS.Stream(ctx, c.names.MailboxStream())
 	if err != nil {
-		return nil, fmt.Errorf("stream %s: %w (was it provisioned?)", c.names.RecordsStream(), err)
+		if lerr := c.checkLegacy(ctx); lerr != nil {
+			return nil, lerr
+		}
+		return nil, fmt.Errorf("stream %s: %w (was it provisioned?)", c.names.MailboxStream(), err)
+	}
+	if err := c.matchPartitions(s.CachedInfo().Config); err != nil {
+		return nil, err
 	}
 	return s, nil
 }
 
+// OutboxStream returns the outbox stream.
+func (c *Conn) OutboxStream(ctx context.Context) (jetstream.Stream, error) {
+	s, err := c.JS.Stream(ctx, c.names.OutboxStream())
+	if err != nil {
+		return nil, fmt.Errorf("stream %s: %w (was it provisioned?)", c.names.OutboxStream(), err)
+	}
+	return s, nil
+}
+
+// checkPartitions fails when the mailbox stream exists with another
+// partition count than this connection's.
+func (c *Conn) checkPartitions(ctx context.Context) error {
+	s, err := c.JS.Stream(ctx, c.names.MailboxStream())
+	if err != nil {
+		return nil // not there yet, or creating it reports the problem
+	}
+	return c.matchPartitions(s.CachedInfo().Config)
+}
+
+func (c *Conn) matchPartitions(sc jetstream.StreamConfig) error {
+	if sc.SubjectTransform == nil {
+		return fmt.Errorf("%w: stream %s has no partitioning subject transform: it was not provisioned by effectors (delete it or use another prefix)", ErrInvalidConfig, sc.Name)
+	}
+	p, ok := c.names.PartitionsOfTransform(sc.SubjectTransform.Destination)
+	if !ok {
+		return fmt.Errorf("%w: stream %s transforms mailboxes to %q, not the partitioning effectors expects", ErrInvalidConfig, sc.Name, sc.SubjectTransform.Destination)
+	}
+	if p != c.names.Partitions() {
+		return fmt.Errorf("%w: stream %s has %d mailbox partitions and this connection is configured for %d: the count is fixed at provisioning (set partitions to %d, or migrate as the README's operations section says)", ErrInvalidConfig, sc.Name, p, c.names.Partitions(), p)
+	}
+	return nil
+}
+
+// ErrLegacyLayout: the deployment still has the stream of the previous
+// layout (EA_RECORDS, a consumer per effector). See [Conn.Provision].
+var ErrLegacyLayout = errors.New("store written by the previous layout")
+
+// checkLegacy refuses a deployment that still has the previous layout's
+// records stream: its state documents count sequences of that stream, which
+// the partitioned mailbox stream does not continue.
+func (c *Conn) checkLegacy(ctx context.Context) error {
+	s, err := c.JS.Stream(ctx, c.names.LegacyRecordsStream())
+	if err != nil {
+		return nil
+	}
+	info := s.CachedInfo()
+	if !slices.Contains(info.Config.Subjects, c.names.prefix+".mbox.>") {
+		return nil // migrated: kept for its history
+	}
+	return fmt.Errorf("%w: stream %s (%d records, last sequence %d) holds mailboxes of the previous layout, which this release reads through partitions of stream %s instead: "+
+		"let the previous release process every mailbox, stop it, then run `ea-node migrate` (or bus.Conn.Migrate), which starts the new streams after sequence %d and removes %s; state documents are kept",
+		ErrLegacyLayout, info.Config.Name, info.State.Msgs, info.State.LastSeq, c.names.MailboxStream(), info.State.LastSeq, info.Config.Name)
+}
 // StateBucket returns the KV bucket of state documents.
 func (c *Conn) StateBucket(ctx context.Context) (jetstream.KeyValue, error) {
 	kv, err := c.JS.KeyValue(ctx, c.names.StateBucket())

@@ -56,31 +56,41 @@ func checkProvisioned(t *testing.T, js jetstream.JetStream, w want) {
 		t.Fatal(err)
 	}
 
-	s, err := js.Stream(ctx, names.RecordsStream())
-	if err != nil {
-		t.Fatalf("records stream: %v", err)
-	}
-	rc := s.CachedInfo().Config
-	if got, want := rc.Subjects, []string{w.prefix + ".mbox.>", w.prefix + ".out.>"}; !slices.Equal(got, want) {
-		t.Errorf("records subjects = %q; want %q", got, want)
-	}
-	if rc.Retention != jetstream.LimitsPolicy {
-		t.Errorf("records retention = %v; want limits", rc.Retention)
-	}
-	if rc.Storage != jetstream.FileStorage {
-		t.Errorf("records storage = %v; want file", rc.Storage)
-	}
-	if rc.Duplicates != w.duplicateWindow {
-		t.Errorf("records duplicate window = %s; want %s", rc.Duplicates, w.duplicateWindow)
-	}
-	if rc.MaxAge != w.maxAge {
-		t.Errorf("records max age = %s; want %s", rc.MaxAge, w.maxAge)
-	}
-	if rc.MaxConsumers != w.maxConsumers {
-		t.Errorf("records max consumers = %d; want %d", rc.MaxConsumers, w.maxConsumers)
-	}
-	if rc.Replicas != 1 {
-		t.Errorf("records replicas = %d; want 1", rc.Replicas)
+	for _, name := range []string{names.MailboxStream(), names.OutboxStream()} {
+		s, err := js.Stream(ctx, name)
+		if err != nil {
+			t.Fatalf("stream %s: %v", name, err)
+		}
+		rc := s.CachedInfo().Config
+		wantSubjects := []string{w.prefix + ".out.>"}
+		if name == names.MailboxStream() {
+			wantSubjects = []string{w.prefix + ".mbox.*.*"}
+			if rc.SubjectTransform == nil || rc.SubjectTransform.Source != w.prefix+".mbox.*.*" ||
+				rc.SubjectTransform.Destination != w.prefix+".mbox.{{partition(64,1,2)}}.{{wildcard(1)}}.{{wildcard(2)}}" {
+				t.Errorf("%s transform = %+v; want the partitioning transform", name, rc.SubjectTransform)
+			}
+		}
+		if !slices.Equal(rc.Subjects, wantSubjects) {
+			t.Errorf("%s subjects = %q; want %q", name, rc.Subjects, wantSubjects)
+		}
+		if rc.Retention != jetstream.LimitsPolicy {
+			t.Errorf("%s retention = %v; want limits", name, rc.Retention)
+		}
+		if rc.Storage != jetstream.FileStorage {
+			t.Errorf("%s storage = %v; want file", name, rc.Storage)
+		}
+		if rc.Duplicates != w.duplicateWindow {
+			t.Errorf("%s duplicate window = %s; want %s", name, rc.Duplicates, w.duplicateWindow)
+		}
+		if rc.MaxAge != w.maxAge {
+			t.Errorf("%s max age = %s; want %s", name, rc.MaxAge, w.maxAge)
+		}
+		if rc.MaxConsumers != w.maxConsumers {
+			t.Errorf("%s max consumers = %d; want %d", name, rc.MaxConsumers, w.maxConsumers)
+		}
+		if rc.Replicas != 1 {
+			t.Errorf("%s replicas = %d; want 1", name, rc.Replicas)
+		}
 	}
 
 	d, err := js.Stream(ctx, names.DeadStream())
@@ -139,17 +149,24 @@ func TestProvisionDefaults(t *testing.T) {
 		t.Fatal(err)
 	}
 	checkProvisioned(t, conn.JS, want{prefix: "ea", duplicateWindow: 2 * time.Minute, maxConsumers: 1_000_000, stateHistory: 5})
-	if got, want := streamNames(t, conn.JS), []string{"EA_DEAD", "EA_RECORDS", "KV_ea_orch", "KV_ea_place", "KV_ea_state"}; !slices.Equal(got, want) {
+	if got, want := streamNames(t, conn.JS), []string{"EA_DEAD", "EA_MBOX", "EA_OUT", "KV_ea_orch", "KV_ea_place", "KV_ea_state"}; !slices.Equal(got, want) {
 		t.Errorf("streams = %q; want %q", got, want)
 	}
 
 	// The accessors find what was provisioned.
-	s, err := conn.Stream(t.Context())
+	s, err := conn.MailboxStream(t.Context())
 	if err != nil {
 		t.Fatal(err)
 	}
-	if s.CachedInfo().Config.Name != "EA_RECORDS" {
-		t.Errorf("Stream() = %s; want EA_RECORDS", s.CachedInfo().Config.Name)
+	if s.CachedInfo().Config.Name != "EA_MBOX" {
+		t.Errorf("MailboxStream() = %s; want EA_MBOX", s.CachedInfo().Config.Name)
+	}
+	o, err := conn.OutboxStream(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.CachedInfo().Config.Name != "EA_OUT" {
+		t.Errorf("OutboxStream() = %s; want EA_OUT", o.CachedInfo().Config.Name)
 	}
 	kv, err := conn.StateBucket(t.Context())
 	if err != nil {
@@ -183,7 +200,7 @@ func TestProvisionConfigured(t *testing.T) {
 		t.Fatal(err)
 	}
 	checkProvisioned(t, conn.JS, want{prefix: "ea", duplicateWindow: time.Minute, maxConsumers: 7000, stateHistory: 3})
-	s, err := conn.Stream(t.Context())
+	s, err := conn.MailboxStream(t.Context())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -223,7 +240,7 @@ func TestProvisionConcurrent(t *testing.T) {
 		}
 	}
 	checkProvisioned(t, conns[0].JS, want{prefix: "ea", duplicateWindow: 3 * time.Minute, maxConsumers: 20_000, stateHistory: 9})
-	if got, want := streamNames(t, conns[0].JS), []string{"EA_DEAD", "EA_RECORDS", "KV_ea_orch", "KV_ea_place", "KV_ea_state"}; !slices.Equal(got, want) {
+	if got, want := streamNames(t, conns[0].JS), []string{"EA_DEAD", "EA_MBOX", "EA_OUT", "KV_ea_orch", "KV_ea_place", "KV_ea_state"}; !slices.Equal(got, want) {
 		t.Errorf("streams = %q; want %q", got, want)
 	}
 }
@@ -240,12 +257,12 @@ func TestProvisionCustomPrefix(t *testing.T) {
 	// Two deployments share the server without touching each other.
 	checkProvisioned(t, ea.JS, want{prefix: "ea", duplicateWindow: 2 * time.Minute, maxConsumers: 1_000_000, stateHistory: 5})
 	checkProvisioned(t, acme.JS, want{prefix: "acme", duplicateWindow: 2 * time.Minute, maxConsumers: 1_000_000, stateHistory: 2})
-	want := []string{"ACME_DEAD", "ACME_RECORDS", "EA_DEAD", "EA_RECORDS", "KV_acme_orch", "KV_acme_place", "KV_acme_state", "KV_ea_orch", "KV_ea_place", "KV_ea_state"}
+	want := []string{"ACME_DEAD", "ACME_MBOX", "ACME_OUT", "EA_DEAD", "EA_MBOX", "EA_OUT", "KV_acme_orch", "KV_acme_place", "KV_acme_state", "KV_ea_orch", "KV_ea_place", "KV_ea_state"}
 	if got := streamNames(t, ea.JS); !slices.Equal(got, want) {
 		t.Errorf("streams = %q; want %q", got, want)
 	}
-	if acme.Names().RecordsStream() != "ACME_RECORDS" || acme.Names().StateBucket() != "acme_state" {
-		t.Errorf("acme names: %s, %s", acme.Names().RecordsStream(), acme.Names().StateBucket())
+	if acme.Names().MailboxStream() != "ACME_MBOX" || acme.Names().StateBucket() != "acme_state" {
+		t.Errorf("acme names: %s, %s", acme.Names().MailboxStream(), acme.Names().StateBucket())
 	}
 }
 
@@ -255,14 +272,14 @@ func TestProvisionRefusesCollidingPrefix(t *testing.T) {
 	if err := first.Provision(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	for _, prefix := range []string{"a_b", "A-B"} { // both name their stream A_B_RECORDS
+	for _, prefix := range []string{"a_b", "A-B"} { // both name their stream A_B_MBOX
 		t.Run(prefix, func(t *testing.T) {
 			other := connect(t, srv, bus.Config{Prefix: prefix})
-			if got := other.Names().RecordsStream(); got != first.Names().RecordsStream() {
-				t.Fatalf("RecordsStream() = %s; the test wants a collision with %s", got, first.Names().RecordsStream())
+			if got := other.Names().MailboxStream(); got != first.Names().MailboxStream() {
+				t.Fatalf("MailboxStream() = %s; the test wants a collision with %s", got, first.Names().MailboxStream())
 			}
 			err := other.Provision(t.Context())
-			if !errors.Is(err, bus.ErrInvalidConfig) || !strings.Contains(err.Error(), "a-b.mbox.>") {
+			if !errors.Is(err, bus.ErrInvalidConfig) || !strings.Contains(err.Error(), "a-b.mbox.*.*") {
 				t.Fatalf("Provision(%q) over a-b's streams = %v; want an invalid-config error naming the subject in the way", prefix, err)
 			}
 		})
@@ -285,7 +302,7 @@ func TestProvisionReplicasOnSingleServer(t *testing.T) {
 		t.Fatal("Provision with 3 replicas on one server succeeded")
 	}
 	t.Logf("Provision with 3 replicas on one server: %v (after %s)", err, time.Since(start))
-	for _, want := range []string{"EA_RECORDS", "replicas", "cluster of at least 3 servers"} {
+	for _, want := range []string{"EA_MBOX", "replicas", "cluster of at least 3 servers"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error %q does not say %q", err, want)
 		}
@@ -363,22 +380,22 @@ func TestProvisionLiftsConsumerLimit(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	// The provisioned records stream takes 1,200.
-	s, err := conn.Stream(ctx)
+	// The provisioned mailbox stream takes 1,200.
+	s, err := conn.MailboxStream(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
 	start := time.Now()
-	if errs := createConsumers(ctx, s, "ea.mbox.k", 0, 1200); len(errs) > 0 {
-		t.Fatalf("%d of 1,200 consumers on the records stream failed, e.g. %v", len(errs), anyErr(errs))
+	if errs := createConsumers(ctx, s, "ea.mbox.0.k", 0, 1200); len(errs) > 0 {
+		t.Fatalf("%d of 1,200 consumers on the mailbox stream failed, e.g. %v", len(errs), anyErr(errs))
 	}
-	t.Logf("created 1,200 consumers on the records stream in %s", time.Since(start))
+	t.Logf("created 1,200 consumers on the mailbox stream in %s", time.Since(start))
 	info, err := s.Info(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if info.State.Consumers != 1200 {
-		t.Errorf("records stream has %d consumers; want 1,200", info.State.Consumers)
+		t.Errorf("mailbox stream has %d consumers; want 1,200", info.State.Consumers)
 	}
 }
 

@@ -178,7 +178,11 @@ func demoResults(t testing.TB, o supervisor.Orchestration) supervisor.DemoResult
 func mailboxRecords(t testing.TB, conn *bus.Conn, subject string) []records.Record {
 	t.Helper()
 	ctx := ctxT(t)
-	stream, err := conn.Stream(ctx)
+	name, subject, ok := conn.Names().Stored(subject)
+	if !ok {
+		t.Fatalf("%s is not a mailbox, outbox or dead-letter subject", subject)
+	}
+	stream, err := conn.JS.Stream(ctx, name)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -198,14 +198,14 @@ func (s *Supervisor) Run(ctx context.Context) error {
 	s.store, s.client, s.runCtx = store, client, ctx
 	s.started.Store(true)
 
-	stream, err := s.conn.Stream(ctx)
+	stream, err := s.conn.MailboxStream(ctx)
 	if err != nil {
 		return fmt.Errorf("supervisor: %w", err)
 	}
 	cons, err := stream.CreateOrUpdateConsumer(ctx, jetstream.ConsumerConfig{
 		Durable:       ConsumerName,
 		Description:   "supervisors' mailboxes: results of orchestration tasks",
-		FilterSubject: s.names.Prefix() + ".mbox." + MailboxKind + ".>",
+		FilterSubject: s.names.KindMailboxes(MailboxKind),
 		AckPolicy:     jetstream.AckExplicitPolicy,
 		AckWait:       s.opts.AckWait,
 		MaxAckPending: 256,
@@ -495,7 +495,7 @@ func (s *Supervisor) consumeTimers(ctx context.Context, stream jetstream.Stream)
 	cons, err := stream.CreateOrUpdateConsumer(ctx, jetstream.ConsumerConfig{
 		Durable:       TimerConsumerName,
 		Description:   "timeouts of orchestration tasks",
-		FilterSubject: s.names.Prefix() + ".mbox." + TimerKind + ".>",
+		FilterSubject: s.names.KindMailboxes(TimerKind),
 		AckPolicy:     jetstream.AckExplicitPolicy,
 		AckWait:       s.opts.AckWait,
 		MaxAckPending: MaxTimers,

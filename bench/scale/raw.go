@@ -47,7 +47,7 @@ func Raw(ctx context.Context, env Env, cfg RawConfig) error {
 	}
 	defer func() { _ = srv.Kill() }() // a throw-away store: no need to wait for a graceful stop
 	defer func() { _ = conn.Close() }()
-	recordStream, err := conn.Stream(ctx)
+	recordStream, err := conn.MailboxStream(ctx)
 	if err != nil {
 		return err
 	}
@@ -70,11 +70,15 @@ func Raw(ctx context.Context, env Env, cfg RawConfig) error {
 			return fmt.Errorf("%w: size %d: must be between 1 and Records", ErrInvalid, n)
 		}
 		kind := fmt.Sprint("raw", run)
-		subject := func(j int, id string) string {
+		// subject returns where record j is published and the consumer's
+		// filter: a mailbox is stored under its partition.
+		subject := func(j int, id string) (string, string) {
 			if cfg.Streams == 0 {
-				return conn.Names().Mailbox(records.Ref{Kind: kind, ID: id})
+				r := records.Ref{Kind: kind, ID: id}
+				return conn.Names().Mailbox(r), conn.Names().StoredMailbox(r)
 			}
-			return fmt.Sprintf("scaleraw.%d.%s.%s", j%cfg.Streams, kind, id)
+			s := fmt.Sprintf("scaleraw.%d.%s.%s", j%cfg.Streams, kind, id)
+			return s, s
 		}
 		if err := rawRun(ctx, env, conn, streams, kind, subject, n, cfg.Records, srv); err != nil {
 			return err
@@ -83,7 +87,7 @@ func Raw(ctx context.Context, env Env, cfg RawConfig) error {
 	return nil
 }
 
-func rawRun(ctx context.Context, env Env, conn *bus.Conn, streams []jetstream.Stream, kind string, subject func(j int, id string) string, n, total int, srv *Proc) error {
+func rawRun(ctx context.Context, env Env, conn *bus.Conn, streams []jetstream.Stream, kind string, subject func(j int, id string) (string, string), n, total int, srv *Proc) error {
 	subjects := make([]string, n)
 	var acked atomic.Int64
 	var tenth atomic.Int64 // unix nanos when a tenth was acknowledged
@@ -96,9 +100,10 @@ func rawRun(ctx context.Context, env Env, conn *bus.Conn, streams []jetstream.St
 	t0 := time.Now()
 	for i := range subjects {
 		id := fmt.Sprint("r", i)
-		subjects[i] = subject(i, id)
+		var filter string
+		subjects[i], filter = subject(i, id)
 		cons, err := streams[i%len(streams)].CreateConsumer(ctx, jetstream.ConsumerConfig{
-			Durable: kind + "_" + id, FilterSubject: subjects[i],
+			Durable: kind + "_" + id, FilterSubject: filter,
 			AckPolicy: jetstream.AckExplicitPolicy, MaxAckPending: 64, MemoryStorage: true, Replicas: 1,
 		})
 		if err != nil {

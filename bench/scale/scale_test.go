@@ -111,7 +111,7 @@ func TestFailoverSmall(t *testing.T) {
 	report := out.String()
 	wantLines(t, report, "killed n1 (", "time from the kill to each effector's output")
 	if strings.Contains(report, "driven by: map[n1:") {
-		t.Errorf("the killed node still holds markers:\n%s", report)
+		t.Errorf("the killed node still holds leases:\n%s", report)
 	}
 }
 

@@ -165,7 +165,7 @@ func activate(ctx context.Context, conn *bus.Conn, outs *Outputs, refs []records
 }
 
 func consumers(ctx context.Context, conn *bus.Conn) int {
-	st, err := conn.Stream(ctx)
+	st, err := conn.MailboxStream(ctx)
 	if err != nil {
 		return -1
 	}
@@ -464,7 +464,7 @@ func Failover(ctx context.Context, env Env, cfg FailoverConfig) error {
 	if _, err := activate(ctx, conn, outs, refs); err != nil {
 		return err
 	}
-	drivers, err := settledMarkers(ctx, conn, len(refs))
+	drivers, err := settledMarkers(ctx, conn, refs)
 	if err != nil {
 		return err
 	}
@@ -478,7 +478,7 @@ func Failover(ctx context.Context, env Env, cfg FailoverConfig) error {
 	}
 	env.printf("  effectors per node: %v", per)
 	if len(victims) == 0 {
-		return fmt.Errorf("node n1 drives no effector; markers: %d", len(drivers))
+		return fmt.Errorf("node n1 reads the partition of no effector; leases: %d", len(drivers))
 	}
 	if err := nodes["n1"].Kill(); err != nil {
 		return err
@@ -509,7 +509,7 @@ func Failover(ctx context.Context, env Env, cfg FailoverConfig) error {
 	slices.Sort(times)
 	env.printf("  killed n1 (%d effectors); records to them published in %.2fs; time from the kill to each effector's output: first %.2fs p50 %.2fs p99 %.2fs last %.2fs",
 		len(victims), published.Seconds(), times[0].Seconds(), times[len(times)/2].Seconds(), times[len(times)*99/100].Seconds(), times[len(times)-1].Seconds())
-	after, err := markers(ctx, conn)
+	after, err := markers(ctx, conn, refs)
 	if err != nil {
 		return err
 	}
@@ -521,18 +521,18 @@ func Failover(ctx context.Context, env Env, cfg FailoverConfig) error {
 	return nil
 }
 
-// settledMarkers polls the placement markers until all n effectors have one
-// and two reads 100ms apart agree (a node that had not yet seen the others
-// when the effectors woke may still be handing some over).
-func settledMarkers(ctx context.Context, conn *bus.Conn, n int) (map[string]string, error) {
-	prev, err := markers(ctx, conn)
+// settledMarkers polls the partition leases until the partitions of all
+// refs have one and nothing changed for 100ms; it returns effector id → the
+// node reading its partition.
+func settledMarkers(ctx context.Context, conn *bus.Conn, refs []records.Ref) (map[string]string, error) {
+	prev, err := markers(ctx, conn, refs)
 	for err == nil {
 		sleep(ctx, 100*time.Millisecond)
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
 		}
 		var cur map[string]string
-		if cur, err = markers(ctx, conn); err == nil && len(cur) == n && maps.Equal(prev, cur) {
+		if cur, err = markers(ctx, conn, refs); err == nil && len(cur) == len(refs) && maps.Equal(prev, cur) {
 			return cur, nil
 		}
 		prev = cur
@@ -540,30 +540,37 @@ func settledMarkers(ctx context.Context, conn *bus.Conn, n int) (map[string]stri
 	return nil, err
 }
 
-// markers reads the placement markers: effector id → node driving it.
-func markers(ctx context.Context, conn *bus.Conn) (map[string]string, error) {
+// markers reads the partition leases (part.<kind>.<partition> → node) and
+// returns effector id → the node reading the partition of each of refs.
+func markers(ctx context.Context, conn *bus.Conn, refs []records.Ref) (map[string]string, error) {
 	kv, err := conn.JS.KeyValue(ctx, conn.Names().PlaceBucket())
 	if err != nil {
 		return nil, err
 	}
-	w, err := kv.WatchFiltered(ctx, []string{"active.>"}, jetstream.IgnoreDeletes())
+	w, err := kv.WatchFiltered(ctx, []string{"part.>"}, jetstream.IgnoreDeletes())
 	if err != nil {
 		return nil, err
 	}
 	defer func() { _ = w.Stop() }()
-	out := map[string]string{}
+	leases := map[string]string{}
 	for e := range w.Updates() {
 		if e == nil {
+			out := map[string]string{}
+			for _, r := range refs {
+				key := r.Kind + "." + strconv.Itoa(conn.Names().Partition(r))
+				if node, ok := leases[key]; ok {
+					out[r.ID] = node
+				}
+			}
 			return out, nil
 		}
 		var doc struct {
 			Node string `json:"node"`
 		}
 		if err := codec.Unmarshal(e.Value(), &doc); err != nil {
-			return nil, fmt.Errorf("marker %s: %w", e.Key(), err)
+			return nil, fmt.Errorf("lease %s: %w", e.Key(), err)
 		}
-		_, id, _ := strings.Cut(strings.TrimPrefix(e.Key(), "active."), ".")
-		out[id] = doc.Node
+		leases[strings.TrimPrefix(e.Key(), "part.")] = doc.Node
 	}
-	return out, fmt.Errorf("markers: watch closed")
+	return nil, fmt.Errorf("leases: watch closed")
 }

@@ -88,7 +88,7 @@ func TestChaosKillNodes(t *testing.T) {
 		procs[i], ids[i] = start(i)
 	}
 	counters, want := chaosCounters(t, nc, plan)
-	stream, bucket := recordsAndState(t, ctx, js)
+	stream, bucket := outboxAndState(t, ctx, js)
 	markers := watchMarkers(t, ctx, js)
 
 	var published atomic.Int64
@@ -201,7 +201,7 @@ func TestChaosNATSRestart(t *testing.T) {
 	}
 	nc, js := plainClient(t, url)
 	counters, want := chaosCounters(t, nc, plan)
-	stream, bucket := recordsAndState(t, ctx, js)
+	stream, bucket := outboxAndState(t, ctx, js)
 
 	var published atomic.Int64
 	pubDone := make(chan error, 1)
@@ -305,9 +305,9 @@ func chaosCounters(t testing.TB, nc *nats.Conn, plan chaosPlan) ([]string, map[s
 	return ids, want
 }
 
-func recordsAndState(t testing.TB, ctx context.Context, js jetstream.JetStream) (jetstream.Stream, jetstream.KeyValue) {
+func outboxAndState(t testing.TB, ctx context.Context, js jetstream.JetStream) (jetstream.Stream, jetstream.KeyValue) {
 	t.Helper()
-	stream, err := js.Stream(ctx, "EA_RECORDS")
+	stream, err := js.Stream(ctx, "EA_OUT")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -49,7 +49,7 @@ func restartUnderLoad(t *testing.T, sig syscall.Signal) {
 	defer cancel()
 	srv := bustest.NewServer(t)
 	conn := srv.Connect(t)
-	stream, err := conn.Stream(ctx)
+	stream, err := conn.OutboxStream(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -382,7 +382,7 @@ func TestEmbeddedDefault(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(string(ack.Data), `"stream":"EA_RECORDS"`) {
+	if !strings.Contains(string(ack.Data), `"stream":"EA_MBOX"`) {
 		t.Fatalf("publish to the mailbox: reply %s, want a stream ack", ack.Data)
 	}
 

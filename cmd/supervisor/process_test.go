@@ -130,7 +130,11 @@ func grepLines(s, sub string) string {
 // countRecords counts the records stored on subject.
 func countRecords(t testing.TB, ctx context.Context, conn *bus.Conn, subject string) uint64 {
 	t.Helper()
-	stream, err := conn.Stream(ctx)
+	name, subject, ok := conn.Names().Stored(subject)
+	if !ok {
+		t.Fatalf("%s is not a mailbox, outbox or dead-letter subject", subject)
+	}
+	stream, err := conn.JS.Stream(ctx, name)
 	if err != nil {
 		t.Fatal(err)
 	}

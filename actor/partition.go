@@ -1,0 +1,312 @@
+package actor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/effectors/effectors/records"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// partition reads one partition of one kind's mailboxes (the durable
+// consumer <kind>~p<n>, filtered on <prefix>.mbox.<n>.<kind>.*) and
+// dispatches its records in-process to the effectors they address, each of
+// which applies its own records one at a time in stream order. The node
+// reads a partition only while it holds the partition's lease (see
+// placement).
+//
+// Lock order: partition.mu before effector.mu, never the reverse.
+type partition struct {
+	node *Node
+	kind *kindSpec
+	num  int
+	name string // the durable consumer's name
+	log  *slog.Logger
+
+	mu        sync.Mutex // guards the fields below
+	cc        jetstream.ConsumeContext
+	effectors map[string]*effector // by id: the effectors loaded
+	next      uint64               // the consumer sequence the next delivery must have
+	stopped   bool
+	lost      bool // a gap in consumer sequences: another reader took records
+}
+
+// consumerConfig is the durable consumer of partition num of kind k.
+func (n *Node) consumerConfig(k *kindSpec, num int) jetstream.ConsumerConfig {
+	return jetstream.ConsumerConfig{
+		Durable:       n.names.PartitionConsumer(k.name, num),
+		Description:   fmt.Sprintf("partition %d of the mailboxes of kind %s", num, k.name),
+		FilterSubject: n.names.PartitionFilter(k.name, num),
+		AckPolicy:     jetstream.AckExplicitPolicy,
+		AckWait:       k.ackWait,
+		MaxDeliver:    -1,
+		MaxAckPending: k.window,
+		DeliverPolicy: jetstream.DeliverAllPolicy,
+		Replicas:      n.conn.Config().Replicas,
+	}
+}
+
+// openPartition starts reading partition num of kind k: it makes sure the
+// durable consumer exists, resets it to its ack floor (so whatever a
+// former reader held but did not acknowledge comes again, in order) and
+// starts consuming.
+func (n *Node) openPartition(ctx context.Context, k *kindSpec, num int) (*partition, error) {
+	cfg := n.consumerConfig(k, num)
+	cons, err := n.stream.CreateOrUpdateConsumer(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("consumer %s: %w", cfg.Durable, err)
+	}
+	res, err := n.conn.JS.ResetConsumer(ctx, n.names.MailboxStream(), cfg.Durable)
+	if err != nil {
+		return nil, fmt.Errorf("reset consumer %s to its ack floor: %w", cfg.Durable, err)
+	}
+	// The first delivery after the reset must have the consumer sequence
+	// that follows the reset state, read from the reset's own answer: a
+	// delivery to a former reader still pulling would otherwise go unseen,
+	// and an effector could apply a later record without the one it took.
+	next := uint64(1)
+	if res.ConsumerInfo != nil {
+		next = res.ConsumerInfo.Delivered.Consumer + 1
+	}
+	p := &partition{
+		node: n, kind: k, num: num, name: cfg.Durable,
+		log:       n.log.With("partition", cfg.Durable),
+		effectors: map[string]*effector{},
+		next:      next,
+	}
+	cc, err := cons.Consume(p.deliver,
+		jetstream.PullMaxMessages(min(k.window, 1024)),
+		jetstream.PullHeartbeat(2*time.Second), jetstream.PullExpiry(10*time.Second),
+		jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
+			switch {
+			case errors.Is(err, jetstream.ErrConsumerDeleted), errors.Is(err, jetstream.ErrConsumerNotFound):
+				p.log.Info("consumer gone; opening the partition again", "err", err)
+				p.fail()
+			case errors.Is(err, nats.ErrNoResponders), errors.Is(err, jetstream.ErrNoHeartbeat):
+				p.log.Debug("consume", "err", err) // nats.go keeps pulling once the server is back
+			default:
+				p.log.Debug("consume", "err", err)
+			}
+		}))
+	if err != nil {
+		return nil, fmt.Errorf("consume %s: %w", cfg.Durable, err)
+	}
+	p.mu.Lock()
+	p.cc = cc
+	p.mu.Unlock()
+	return p, nil
+}
+
+// failed reports whether the partition must be opened again.
+func (p *partition) failed() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.lost
+}
+
+// fail gives the partition up so placement opens it again (reset to the
+// ack floor): its consumer was deleted, or another reader took records.
+func (p *partition) fail() {
+	p.mu.Lock()
+	if p.lost || p.stopped {
+		p.mu.Unlock()
+		return
+	}
+	p.lost = true
+	p.mu.Unlock()
+	p.node.place.reopen(p)
+}
+
+// deliver receives a record from the consumer and hands it to its effector.
+func (p *partition) deliver(msg jetstream.Msg) {
+	meta, err := msg.Metadata()
+	if err != nil {
+		p.log.Error("record without JetStream metadata; leaving it for redelivery", "err", err)
+		return
+	}
+	p.mu.Lock()
+	if p.stopped || p.lost {
+		p.mu.Unlock()
+		return // left unacknowledged for whoever reads next
+	}
+	if meta.Sequence.Consumer != p.next {
+		// Another reader took the deliveries in between (a node that read
+		// the partition before and has not noticed it lost it), or the
+		// consumer was reset under us: what follows could skip records.
+		p.mu.Unlock()
+		p.log.Info("consumer sequence gap: another reader took records; opening the partition again", "want", p.next, "got", meta.Sequence.Consumer)
+		p.fail()
+		return
+	}
+	p.next++
+	p.mu.Unlock()
+
+	d := delivery{msg: msg, seq: meta.Sequence.Stream, delivered: meta.NumDelivered}
+	n := p.node
+	ref, num, ok := n.names.StoredMailboxOf(msg.Subject())
+	switch {
+	case !ok || ref.Kind != p.kind.name || num != p.num:
+		p.stray(d, ref, reasonBadSubject, fmt.Errorf("subject %q is not a mailbox of partition %d of kind %s", msg.Subject(), p.num, p.kind.name))
+		return
+	case ref.Validate() != nil:
+		p.stray(d, ref, reasonBadSubject, fmt.Errorf("mailbox subject %q: %w", msg.Subject(), ref.Validate()))
+		return
+	case n.names.Partition(ref) != num:
+		p.stray(d, ref, reasonBadSubject, fmt.Errorf("subject %q names partition %d, but %s belongs to partition %d: publish to %s", msg.Subject(), num, ref, n.names.Partition(ref), n.names.Mailbox(ref)))
+		return
+	}
+	d.rec, d.err = records.FromMsg(n.names.Mailbox(ref), msg.Headers(), msg.Data())
+	d.rec.Subject, d.rec.Seq = n.names.Mailbox(ref), d.seq
+	if d.rec.ID == "" {
+		d.rec.ID = "s" + strconv.FormatUint(d.seq, 10)
+	}
+	for {
+		e := p.effector(ref)
+		if e == nil {
+			return // stopping
+		}
+		if e.deliver(d) {
+			return
+		}
+		p.forget(ref.ID, e) // passivated meanwhile: load it again
+	}
+}
+
+// effector returns the loaded effector ref, loading it (lazily: its state
+// document is read by its drain goroutine) when it is passive; nil once the
+// partition stopped.
+func (p *partition) effector(ref records.Ref) *effector {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.stopped {
+		return nil
+	}
+	if e := p.effectors[ref.ID]; e != nil {
+		return e
+	}
+	n := p.node
+	ctx, cancel := context.WithCancel(n.runCtx)
+	e := &effector{
+		node: n, part: p, kind: p.kind, ref: ref, km: n.metrics.forKind(ref.Kind),
+		key: n.names.StateKey(ref),
+		log: n.log.With("effector", ref.String()),
+		ctx: ctx, cancel: cancel,
+		lastActive: time.Now(),
+	}
+	p.effectors[ref.ID] = e
+	n.metrics.active.WithLabelValues(ref.Kind).Inc()
+	return e
+}
+
+// forget drops e from the loaded effectors if it is still there.
+func (p *partition) forget(id string, e *effector) {
+	p.mu.Lock()
+	if p.effectors[id] == e {
+		delete(p.effectors, id)
+		p.node.metrics.active.WithLabelValues(p.kind.name).Dec()
+	}
+	p.mu.Unlock()
+}
+
+// stray sends a record no effector can take to dead letters and
+// acknowledges it.
+func (p *partition) stray(d delivery, ref records.Ref, reason string, why error) {
+	n := p.node
+	ctx, cancel := context.WithTimeout(n.runCtx, 30*time.Second)
+	defer cancel()
+	subject := n.names.Prefix() + ".dead." + p.kind.name + "._"
+	if ref.Validate() == nil {
+		subject = n.names.Dead(ref)
+	}
+	for ctx.Err() == nil {
+		err := n.deadLetterMsg(ctx, subject, d, reason, why)
+		if err == nil {
+			_ = d.msg.Ack()
+			n.metrics.dead.WithLabelValues(p.kind.name, reason).Inc()
+			p.log.Warn("record sent to dead letters", "subject", d.msg.Subject(), "seq", d.seq, "reason", reason, "err", why)
+			return
+		}
+		p.log.Warn("dead-letter a stray record; retrying", "seq", d.seq, "err", err)
+		sleep(ctx, time.Second)
+	}
+}
+
+// passivate drops the effectors idle for at least idle from memory: they
+// cost nothing until their next record loads them again.
+func (p *partition) passivate(now time.Time, idle time.Duration) {
+	p.mu.Lock()
+	var gone []*effector
+	for id, e := range p.effectors {
+		if e.idleSince(now) < idle {
+			continue
+		}
+		e.mu.Lock()
+		busy := e.running || len(e.held) > 0
+		if !busy {
+			e.stopped = true
+		}
+		e.mu.Unlock()
+		if busy {
+			continue
+		}
+		delete(p.effectors, id)
+		gone = append(gone, e)
+	}
+	p.mu.Unlock()
+	for _, e := range gone {
+		e.cancel()
+		p.node.metrics.active.WithLabelValues(p.kind.name).Dec()
+		p.node.metrics.passivations.WithLabelValues(p.kind.name).Inc()
+	}
+}
+
+// stop stops reading the partition: no more deliveries, the records in hand
+// finish (up to grace) and the records held stay unacknowledged for the next
+// reader.
+func (p *partition) stop(grace time.Duration) {
+	p.mu.Lock()
+	p.stopped = true
+	cc := p.cc
+	all := p.effectors
+	p.effectors = map[string]*effector{}
+	p.mu.Unlock()
+	if cc != nil {
+		cc.Stop()
+		select {
+		case <-cc.Closed():
+		case <-time.After(grace):
+		}
+	}
+	var wg sync.WaitGroup
+	for _, e := range all {
+		wg.Go(func() {
+			e.stop(grace)
+			p.node.metrics.active.WithLabelValues(p.kind.name).Dec()
+		})
+	}
+	wg.Wait()
+}
+
+// loaded returns the effectors loaded right now.
+func (p *partition) loaded() []*effector {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	out := make([]*effector, 0, len(p.effectors))
+	for _, e := range p.effectors {
+		out = append(out, e)
+	}
+	return out
+}
+
+// lookup returns the loaded effector id, or nil.
+func (p *partition) lookup(id string) *effector {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.effectors[id]
+}
