@@ -33,7 +33,8 @@ func (k Kind[S]) Apply(ctx context.Context, self records.Ref, rec records.Record
 		rec.Type = records.DefaultType
 	}
 	names, _ := bus.NewNames("")
-	c := &Context{Context: ctx, self: self, rec: rec, base: discardLogger, names: names}
+	routes, _ := names.Routes(nil)
+	c := &Context{Context: ctx, self: self, rec: rec, base: discardLogger, names: names, routes: routes}
 	defer func() {
 		if v := recover(); v != nil {
 			next, outs, err = state, nil, &PanicError{Value: v, Stack: debug.Stack()}

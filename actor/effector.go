@@ -21,17 +21,6 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 )
 
-// Header names the runtime adds to dead letters, besides records.HeaderError.
-const (
-	// HeaderDeadReason is the short reason code of a dead letter: decode,
-	// content_type, oversize, rejected, failed, panic or redelivered.
-	HeaderDeadReason = "EA-Dead-Reason"
-	// HeaderSeq is the stream sequence the dead record had in its mailbox.
-	HeaderSeq = "EA-Seq"
-	// HeaderSubject is the mailbox subject the dead record was sent to.
-	HeaderSubject = "EA-Subject"
-)
-
 // slowLogic is how long logic runs on one record before the state document
 // shows PROCESSING.
 const slowLogic = 250 * time.Millisecond
@@ -263,6 +252,15 @@ func (e *effector) process(d delivery) {
 			return
 		}
 		next := e.doc
+		if reason == "" {
+			if reason, failure = e.publishOutputs(outs); errors.Is(failure, errAbandon) {
+				e.release(d)
+				return
+			}
+			if reason == "" {
+				next.State, next.Status, next.Error = state, StatusIdle, ""
+			}
+		}
 		if reason != "" {
 			if err := e.retryIO(func() error { return e.deadLetter(d, reason, failure) }); err != nil {
 				e.release(d)
@@ -270,12 +268,6 @@ func (e *effector) process(d delivery) {
 			}
 			next.Status, next.Error = StatusError, failure.Error()
 			e.log.Warn("record sent to dead letters", "record", d.rec.ID, "seq", d.seq, "reason", reason, "err", failure)
-		} else {
-			if err := e.retryIO(func() error { return e.publish(outs) }); err != nil {
-				e.release(d)
-				return
-			}
-			next.State, next.Status, next.Error = state, StatusIdle, ""
 		}
 		if e.crashed(afterOutputs, d.seq) {
 			return
@@ -390,6 +382,9 @@ func (e *effector) reload() bool {
 // effector stopped meanwhile.
 func (e *effector) evaluate(d delivery) (state []byte, outs []output, reason string, failure error) {
 	k := e.kind
+	if reason, failure := e.screen(d); reason != "" {
+		return nil, nil, reason, failure
+	}
 	switch {
 	case d.err != nil:
 		return nil, nil, reasonDecode, d.err
@@ -444,7 +439,7 @@ func (e *effector) attempt(d delivery) (state []byte, outs []output, err error) 
 		ctx, cancel = context.WithTimeout(ctx, e.kind.timeout)
 		defer cancel()
 	}
-	c := &Context{Context: ctx, self: e.ref, rec: d.rec, base: e.log, names: e.node.names, publishNow: e.publishNow}
+	c := e.newContext(ctx, d)
 	// Read the state before the watchdog may see the record in hand: from
 	// then on it may write the document (PROCESSING) under docMu.
 	cur := e.doc.State
@@ -653,29 +648,18 @@ func wrapPublish(subject string, err error) error {
 }
 
 // deadLetter publishes the record to the effector's dead letters with the
-// reason in EA-Error and EA-Dead-Reason.
+// reason in EA-Error and EA-Dead-Reason (see Node.deadLetter).
 func (e *effector) deadLetter(d delivery, reason string, failure error) error {
-	h := nats.Header{}
-	for k, v := range d.msg.Headers() {
-		h[k] = append([]string(nil), v...)
-	}
-	msgText := strings.NewReplacer("\r", " ", "\n", " ").Replace(failure.Error())
-	if len(msgText) > 1024 {
-		msgText = msgText[:1024] + "…"
-	}
-	h.Set(records.HeaderError, msgText)
-	h.Set(HeaderDeadReason, reason)
-	h.Set(HeaderSeq, strconv.FormatUint(d.seq, 10))
-	h.Set(HeaderSubject, d.msg.Subject())
-	h.Set(records.HeaderID, "dead:"+d.rec.ID)
-	msg := &nats.Msg{Subject: e.node.names.Dead(e.ref), Header: h, Data: d.msg.Data()}
-	_, err := e.node.conn.JS.PublishMsg(e.ctx, msg)
-	return wrapPublish(msg.Subject, err)
+	return e.node.deadLetter(e.ctx, e.ref, stored{
+		stream: e.node.names.RecordsStream(), subject: d.msg.Subject(), seq: d.seq,
+		id: d.rec.ID, header: d.msg.Headers(), data: d.msg.Data(),
+	}, reason, failure)
 }
 
 // retryIO runs op until it succeeds, backing off while NATS is unreachable.
-// It gives up only when the effector stops, returning errAbandon: the record
-// in hand stays unacknowledged and is redelivered later.
+// It gives up when the effector stops, returning errAbandon: the record in
+// hand stays unacknowledged and is redelivered later; and at once, returning
+// the error, when the write can never succeed (bus.Unpublishable).
 //
 // A timeout means a server too busy to answer in time rather than one out of
 // reach: retrying at once would only add to its load, so the first wait is
@@ -693,6 +677,9 @@ func (e *effector) retryIO(op func() error) error {
 		}
 		if e.ctx.Err() != nil {
 			return errAbandon
+		}
+		if unpublishable(err) {
+			return err // can never succeed: not a NATS outage
 		}
 		if attempt == 0 && isTimeout(err) {
 			wait = 250 * time.Millisecond

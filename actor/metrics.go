@@ -25,6 +25,10 @@ const (
 	reasonCancelled   = "cancelled"    // a cancel record stopped the logic, which failed
 	reasonNoEffector  = "no_effector"  // sent to an effector never created
 	reasonTerminated  = "terminated"   // sent to a terminated effector
+	// EA-Reply names a subject records may not be sent to (Options.ReplySubjects)
+	reasonReplyForbidden = "reply_forbidden"
+	// the logic's outputs can never be published (too large for the server)
+	reasonOutputTooLarge = "output_too_large"
 )
 
 type metrics struct {

@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/effectors/effectors/bus"
-	"github.com/effectors/effectors/kv"
 	"github.com/effectors/effectors/records"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -43,6 +42,14 @@ type Options struct {
 	// ClaimWorkers is how many effectors the node takes over in parallel
 	// when membership changes. Default 4.
 	ClaimWorkers int
+	// ReplySubjects are the subjects besides mailboxes that records may be
+	// sent and replied to (EA-Reply), as NATS subject patterns. Nil means
+	// bus.DefaultReplySubjects (_INBOX.>, NATS request inboxes); an empty
+	// non-nil slice allows none. $-prefixed subjects and subjects under the
+	// prefix other than mailboxes and the sender's own outbox are always
+	// refused; a pattern that can only match those is an error. See
+	// [bus.Routes].
+	ReplySubjects []string
 }
 
 // withDefaults validates o and fills in defaults.
@@ -96,8 +103,11 @@ type Node struct {
 	// owner where it returns true.
 	ownerHook func(ref records.Ref) (string, bool)
 
+	// routes decides where records may be sent (Options.ReplySubjects).
+	routes bus.Routes
+
 	// Set by Run.
-	states *kv.Store[Document]
+	states *states
 	stream jetstream.Stream
 	runCtx context.Context
 	place  *placement
@@ -122,6 +132,9 @@ func NewNode(conn *bus.Conn, opts Options) (*Node, error) {
 		opts:      opts,
 		kinds:     map[string]*kindSpec{},
 		effectors: map[records.Ref]*effector{},
+	}
+	if n.routes, err = newRoutes(n.names, opts.ReplySubjects); err != nil {
+		return nil, err
 	}
 	m, err := newMetrics(opts.Registerer, n)
 	if err != nil {
@@ -191,7 +204,7 @@ func (n *Node) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	n.states = kv.New[Document](bucket)
+	n.states = newStates(bucket, n.names)
 	if n.stream, err = n.conn.Stream(ctx); err != nil {
 		return err
 	}

@@ -5,9 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
-	"maps"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -16,7 +14,6 @@ import (
 	"github.com/effectors/effectors/internal/codec"
 	"github.com/effectors/effectors/kv"
 	"github.com/effectors/effectors/records"
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -920,18 +917,8 @@ func (n *Node) deadStray(ctx context.Context, ref records.Ref, seq uint64, reaso
 	if raw.Subject != n.names.Mailbox(ref) {
 		return nil
 	}
-	id := raw.Header.Get(records.HeaderID)
-	if id == "" {
-		id = "s" + strconv.FormatUint(seq, 10)
-	}
-	h := nats.Header{}
-	maps.Copy(h, raw.Header)
-	h.Set(records.HeaderError, why.Error())
-	h.Set(HeaderDeadReason, reason)
-	h.Set(HeaderSeq, strconv.FormatUint(seq, 10))
-	h.Set(HeaderSubject, raw.Subject)
-	h.Set(records.HeaderID, "dead:"+id)
-	if _, err := n.conn.JS.PublishMsg(ctx, &nats.Msg{Subject: n.names.Dead(ref), Header: h, Data: raw.Data}); err != nil {
+	rec := stored{stream: n.names.RecordsStream(), subject: raw.Subject, seq: seq, id: raw.Header.Get(records.HeaderID), header: raw.Header, data: raw.Data}
+	if err := n.deadLetter(ctx, ref, rec, reason, why); err != nil {
 		return fmt.Errorf("dead-letter record %d: %w", seq, err)
 	}
 	n.metrics.dead.WithLabelValues(ref.Kind, reason).Inc()
