@@ -34,6 +34,9 @@ type Context struct {
 	// the server takes (0: unknown, not checked).
 	routes bus.Routes
 	maxMsg int64
+	// refused is the first output refused by check: the attempt fails with
+	// it even if the logic ignores the error.
+	refused error
 	now    time.Time // the time of the outputs, taken once
 	outs  []output
 	// now publishes a streamed record at once (EmitNow); nil outside a node,

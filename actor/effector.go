@@ -413,6 +413,8 @@ func (e *effector) evaluate(d delivery) (state []byte, outs []output, reason str
 			return nil, nil, reasonPanic, err
 		case errors.As(err, &payload):
 			return nil, nil, reasonDecode, err
+		case outcomeReason(err) != "":
+			return nil, nil, outcomeReason(err), err
 		case IsPermanent(err):
 			return nil, nil, reasonRejected, err
 		case attempt >= k.retry.Attempts:
@@ -472,7 +474,7 @@ func (e *effector) attempt(d delivery) (state []byte, outs []output, err error) 
 		}
 	}()
 	state, err = e.kind.run(c, cur)
-	if err != nil {
+	if err = c.outcome(err); err != nil {
 		return nil, nil, err
 	}
 	return state, c.outs, nil

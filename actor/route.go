@@ -2,6 +2,7 @@ package actor
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/effectors/effectors/bus"
@@ -58,8 +59,17 @@ func (e *effector) screen(d delivery) (reason string, failure error) {
 
 // check refuses an output that may not be published: a forbidden subject, or
 // a message larger than the server takes. The error is permanent: retrying
-// the logic cannot change it.
+// the logic cannot change it. The first refusal is kept, and the attempt fails
+// with it even if the logic ignores the error ([Context.outcome]).
 func (c *Context) check(o *output) error {
+	err := c.refusal(o)
+	if err != nil && c.refused == nil {
+		c.refused = err
+	}
+	return err
+}
+
+func (c *Context) refusal(o *output) error {
 	stream, err := c.routes.Check(c.self, o.subject)
 	if err != nil {
 		return Permanent(fmt.Errorf("record %q: %w", o.rec.Type, err))
@@ -77,4 +87,22 @@ func (c *Context) check(o *output) error {
 		return Permanent(fmt.Errorf("record %q to %s: %w: %d bytes (payload %d, headers %d) exceed the server's max_payload of %d", o.rec.Type, o.subject, ErrTooLarge, hdr+len(msg.Data), len(msg.Data), hdr, c.maxMsg))
 	}
 	return nil
+}
+
+// outcome is the result of an attempt whose logic returned err: err, or the
+// first output refused when the logic ignored that error and returned nil.
+func (c *Context) outcome(err error) error {
+	if err == nil {
+		return c.refused
+	}
+	return err
+}
+
+// outcomeReason is the dead-letter reason of a permanent failure of the
+// logic caused by a refused output, or "".
+func outcomeReason(err error) string {
+	if errors.Is(err, ErrTooLarge) {
+		return reasonOutputTooLarge
+	}
+	return ""
 }
