@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"iter"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -243,7 +244,13 @@ func (c *Client) DeadLetters(ctx context.Context, ref records.Ref, opts ...Subsc
 			if t := h.Get(records.HeaderTruncated); t != "" {
 				dl.Truncated = strings.Split(t, ",")
 			}
-			dl.Record, dl.DecodeErr = records.FromMsg(h.Get(HeaderSubject), h, msg.Data())
+			if slices.Contains(dl.Truncated, records.TruncatedPayload) {
+				// A payload cut short is not well formed: read the envelope.
+				dl.Record, dl.DecodeErr = records.FromMsg(h.Get(HeaderSubject), h, nil)
+				dl.Record.Payload = msg.Data()
+			} else {
+				dl.Record, dl.DecodeErr = records.FromMsg(h.Get(HeaderSubject), h, msg.Data())
+			}
 			if !yield(dl, nil) {
 				return
 			}

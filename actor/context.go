@@ -37,8 +37,8 @@ type Context struct {
 	// refused is the first output refused by check: the attempt fails with
 	// it even if the logic ignores the error.
 	refused error
-	now    time.Time // the time of the outputs, taken once
-	outs  []output
+	now     time.Time // the time of the outputs, taken once
+	outs    []output
 	// now publishes a streamed record at once (EmitNow); nil outside a node,
 	// where streamed records join the outputs.
 	publishNow func(output) error

@@ -32,10 +32,8 @@ type stored struct {
 	stream  string
 	subject string
 	seq     uint64
-	// id is the record id; "" means the one the runtime derives, s<seq>.
-	id     string
-	header nats.Header
-	data   []byte
+	header  nats.Header
+	data    []byte
 }
 
 // deadLetter publishes rec to the dead letters of ref with the reason, and
@@ -69,7 +67,12 @@ func (n *Node) deadLetter(ctx context.Context, ref records.Ref, rec stored, reas
 // they would steer the dead-letter write. bare leaves out every original
 // header and the payload.
 func deadLetterMsg(subject string, rec stored, reason string, why error, maxPayload int64, bare bool) *nats.Msg {
-	id := rec.id
+	// The record id as published, valid or not (DeadID hashes an invalid
+	// one), or the one the runtime derives when there is none.
+	id := ""
+	if vs := rec.header[records.HeaderID]; len(vs) > 0 {
+		id = vs[0]
+	}
 	if id == "" {
 		id = "s" + strconv.FormatUint(rec.seq, 10)
 	}

@@ -654,7 +654,7 @@ func wrapPublish(subject string, err error) error {
 func (e *effector) deadLetter(d delivery, reason string, failure error) error {
 	return e.node.deadLetter(e.ctx, e.ref, stored{
 		stream: e.node.names.RecordsStream(), subject: d.msg.Subject(), seq: d.seq,
-		id: d.rec.ID, header: d.msg.Headers(), data: d.msg.Data(),
+		header: d.msg.Headers(), data: d.msg.Data(),
 	}, reason, failure)
 }
 

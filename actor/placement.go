@@ -917,7 +917,7 @@ func (n *Node) deadStray(ctx context.Context, ref records.Ref, seq uint64, reaso
 	if raw.Subject != n.names.Mailbox(ref) {
 		return nil
 	}
-	rec := stored{stream: n.names.RecordsStream(), subject: raw.Subject, seq: seq, id: raw.Header.Get(records.HeaderID), header: raw.Header, data: raw.Data}
+	rec := stored{stream: n.names.RecordsStream(), subject: raw.Subject, seq: seq, header: raw.Header, data: raw.Data}
 	if err := n.deadLetter(ctx, ref, rec, reason, why); err != nil {
 		return fmt.Errorf("dead-letter record %d: %w", seq, err)
 	}
