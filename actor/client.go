@@ -201,7 +201,7 @@ type DeadLetter struct {
 	Record records.Record
 	// Reason is the short code: decode, content_type, oversize, rejected,
 	// failed, panic, redelivered, cancelled, no_effector, terminated,
-	// reply_forbidden or output_too_large.
+	// reply_forbidden, output_too_large or state_too_large.
 	Reason string
 	// Error says what went wrong.
 	Error string

@@ -253,7 +253,7 @@ func (e *effector) process(d delivery) {
 		}
 		next := e.doc
 		if reason == "" {
-			if reason, failure = e.publishOutputs(outs); errors.Is(failure, errAbandon) {
+			if reason, failure = e.publishOutputs(state, outs); errors.Is(failure, errAbandon) {
 				e.release(d)
 				return
 			}
@@ -601,7 +601,7 @@ func (e *effector) backlog() int {
 // publishNow publishes a record logic streams with Context.EmitNow.
 func (e *effector) publishNow(o output) error {
 	_, err := e.node.conn.JS.PublishMsg(e.ctx, o.rec.Msg(o.subject))
-	return wrapPublish(o.subject, err)
+	return publishFailure(wrapPublish(o.subject, err))
 }
 
 // publish publishes outputs: stream subjects through JetStream (durable, and

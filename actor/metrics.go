@@ -29,6 +29,8 @@ const (
 	reasonReplyForbidden = "reply_forbidden"
 	// the logic's outputs can never be published (too large for the server)
 	reasonOutputTooLarge = "output_too_large"
+	// the new state document would exceed the server's max_payload
+	reasonStateTooLarge = "state_too_large"
 )
 
 type metrics struct {

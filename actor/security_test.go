@@ -451,26 +451,36 @@ func TestDeadLetterAtEverySize(t *testing.T) {
 	}
 }
 
-// TestOutputTooLarge: logic whose output the server can never take sends its
-// input to dead letters (output_too_large), whether it returns the error or
-// ignores it, and the mailbox moves on; so does an output the server refuses
-// although the connection's limit would allow it (a stream's MaxMsgSize).
+type blowState struct {
+	N    int    `json:"n"`
+	Blob []byte `json:"blob,omitempty"`
+}
+
+// TestOutputTooLarge: logic whose output or new state the server can never
+// take sends its input to dead letters (output_too_large, state_too_large),
+// whether it returns the error or ignores it, and the mailbox moves on; so
+// does an output the server refuses although the connection's limit would
+// allow it (a stream's MaxMsgSize), emitted at the end or streamed.
 func TestOutputTooLarge(t *testing.T) {
 	_, conn := server(t)
 	ctx := ctxT(t)
-	blower := actor.Kind[kinds.CounterState]{
+	blower := actor.Kind[blowState]{
 		Name: "blower",
-		Logic: func(ctx *actor.Context, s kinds.CounterState) (kinds.CounterState, error) {
+		Logic: func(ctx *actor.Context, s blowState) (blowState, error) {
 			switch ctx.Record().Type {
 			case "huge":
 				return s, ctx.Emit("huge", bytes.Repeat([]byte{1}, 2<<20))
 			case "huge-ignored":
 				_ = ctx.Emit("huge", bytes.Repeat([]byte{1}, 2<<20))
+			case "fat":
+				s.Blob = bytes.Repeat([]byte{1}, 1100<<10)
 			case "big":
 				return s, ctx.Emit("big", bytes.Repeat([]byte{1}, 64<<10))
+			case "big-now":
+				return s, ctx.EmitNow("big", bytes.Repeat([]byte{1}, 64<<10))
 			}
-			s.Count++
-			return s, ctx.Emit("count", s)
+			s.N++
+			return s, ctx.Emit("count", s.N)
 		},
 	}
 	startNode(t, conn, nil, blower)
@@ -500,27 +510,32 @@ func TestOutputTooLarge(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		var s kinds.CounterState
+		var s blowState
 		if err := doc.Decode(&s); err != nil {
 			t.Fatal(err)
 		}
-		return s.Count
+		if len(s.Blob) > 0 {
+			t.Fatalf("a state of %d bytes was written", len(s.Blob))
+		}
+		return int64(s.N)
 	}
-	expectDead := func(what string) {
+	expectDead := func(what, reason string) {
 		t.Helper()
 		dl, err := next()
 		if err != nil {
 			t.Fatalf("%s: %v", what, err)
 		}
-		if dl.Reason != "output_too_large" {
-			t.Fatalf("%s: dead letter reason %q (%s), want output_too_large", what, dl.Reason, dl.Error)
+		if dl.Reason != reason {
+			t.Fatalf("%s: dead letter reason %q (%s), want %s", what, dl.Reason, dl.Error, reason)
 		}
 		t.Logf("%s: %s", what, dl.Error)
 	}
 	send("huge")
-	expectDead("output above max_payload, error returned")
+	expectDead("output above max_payload, error returned", "output_too_large")
 	send("huge-ignored")
-	expectDead("output above max_payload, error ignored")
+	expectDead("output above max_payload, error ignored", "output_too_large")
+	send("fat")
+	expectDead("state above max_payload", "state_too_large")
 	send("inc")
 	actortest.Eventually(t, 10*time.Second, "next record applied", func() bool { return blowerCount() == 1 })
 
@@ -536,7 +551,9 @@ func TestOutputTooLarge(t *testing.T) {
 		t.Fatal(err)
 	}
 	send("big")
-	expectDead("output above the stream's MaxMsgSize")
+	expectDead("output above the stream's MaxMsgSize", "output_too_large")
+	send("big-now")
+	expectDead("streamed output above the stream's MaxMsgSize", "output_too_large")
 	send("inc")
 	actortest.Eventually(t, 10*time.Second, "next record applied", func() bool { return blowerCount() == 2 })
 	if ids := outputs(t, conn, conn.Names().Outbox(b1)); len(ids) != 2 {

@@ -12,7 +12,8 @@ import (
 const (
 	// HeaderDeadReason is the short reason code of a dead letter (decode,
 	// content_type, oversize, rejected, failed, panic, redelivered,
-	// cancelled, no_effector, terminated, reply_forbidden, output_too_large).
+	// cancelled, no_effector, terminated, reply_forbidden, output_too_large,
+	// state_too_large).
 	HeaderDeadReason = "EA-Dead-Reason"
 	// HeaderSeq is the stream sequence of the original record.
 	HeaderSeq = "EA-Seq"
