@@ -18,7 +18,10 @@ type Output struct {
 // Apply runs the logic once on rec and state, as a node would but without
 // NATS: no retries, nothing published, nothing stored. It returns the new
 // state and the outputs the logic sent (subjects under the default prefix),
-// or the error, a panic becoming a [*PanicError]. Use it to unit-test logic.
+// or the error, a panic becoming a [*PanicError]. Outputs are checked as a
+// node checks them with the default Options.ReplySubjects: a reply to a
+// subject records may not be sent to fails with [ErrForbidden], even if the
+// logic ignores the error. Use it to unit-test logic.
 func (k Kind[S]) Apply(ctx context.Context, self records.Ref, rec records.Record, state S) (next S, outs []Output, err error) {
 	if err := self.Validate(); err != nil {
 		return state, nil, invalidf("Apply: %v", err)
@@ -33,14 +36,15 @@ func (k Kind[S]) Apply(ctx context.Context, self records.Ref, rec records.Record
 		rec.Type = records.DefaultType
 	}
 	names, _ := bus.NewNames("")
-	c := &Context{Context: ctx, self: self, rec: rec, base: discardLogger, names: names}
+	routes, _ := names.Routes(nil)
+	c := &Context{Context: ctx, self: self, rec: rec, base: discardLogger, names: names, routes: routes}
 	defer func() {
 		if v := recover(); v != nil {
 			next, outs, err = state, nil, &PanicError{Value: v, Stack: debug.Stack()}
 		}
 	}()
 	next, err = k.Logic(c, state)
-	if err != nil {
+	if err = c.outcome(err); err != nil {
 		return state, nil, err
 	}
 	for _, o := range c.outs {

@@ -6,7 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"iter"
+	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/effectors/effectors/bus"
@@ -21,7 +23,7 @@ import (
 type Client struct {
 	conn   *bus.Conn
 	names  bus.Names
-	states *kv.Store[Document]
+	states *states
 }
 
 // NewClient returns a client on conn, which must be provisioned.
@@ -33,7 +35,7 @@ func NewClient(ctx context.Context, conn *bus.Conn) (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Client{conn: conn, names: conn.Names(), states: kv.New[Document](bucket)}, nil
+	return &Client{conn: conn, names: conn.Names(), states: newStates(bucket, conn.Names())}, nil
 }
 
 // Create creates effector ref with the given initial state (any value that
@@ -198,12 +200,21 @@ func (c *Client) Subscribe(ctx context.Context, ref records.Ref, opts ...Subscri
 type DeadLetter struct {
 	Record records.Record
 	// Reason is the short code: decode, content_type, oversize, rejected,
-	// failed, panic, redelivered, cancelled, no_effector or terminated.
+	// failed, panic, redelivered, cancelled, no_effector, terminated,
+	// reply_forbidden, output_too_large or state_too_large.
 	Reason string
 	// Error says what went wrong.
 	Error string
-	// Seq is the record's sequence in the mailbox.
-	Seq uint64
+	// Seq is the record's sequence in the mailbox, and Stream the stream
+	// holding it: where to read the original whole.
+	Seq    uint64
+	Stream string
+	// Truncated lists what of the original the dead letter leaves out
+	// because the copy would exceed the server's limits:
+	// records.TruncatedPayload (Record.Payload is cut short) and
+	// records.TruncatedHeaders (some envelope headers are missing). Empty
+	// when the dead letter carries the whole record.
+	Truncated []string
 	// DecodeErr is set when the record itself cannot be decoded; Record then
 	// holds what could be read.
 	DecodeErr error
@@ -229,7 +240,17 @@ func (c *Client) DeadLetters(ctx context.Context, ref records.Ref, opts ...Subsc
 			h := msg.Headers()
 			dl := DeadLetter{Reason: h.Get(HeaderDeadReason), Error: h.Get(records.HeaderError)}
 			dl.Seq, _ = strconv.ParseUint(h.Get(HeaderSeq), 10, 64)
-			dl.Record, dl.DecodeErr = records.FromMsg(h.Get(HeaderSubject), h, msg.Data())
+			dl.Stream = h.Get(records.HeaderStream)
+			if t := h.Get(records.HeaderTruncated); t != "" {
+				dl.Truncated = strings.Split(t, ",")
+			}
+			if slices.Contains(dl.Truncated, records.TruncatedPayload) {
+				// A payload cut short is not well formed: read the envelope.
+				dl.Record, dl.DecodeErr = records.FromMsg(h.Get(HeaderSubject), h, nil)
+				dl.Record.Payload = msg.Data()
+			} else {
+				dl.Record, dl.DecodeErr = records.FromMsg(h.Get(HeaderSubject), h, msg.Data())
+			}
 			if !yield(dl, nil) {
 				return
 			}

@@ -30,8 +30,15 @@ type Context struct {
 	base  *slog.Logger
 	log   *slog.Logger
 	names bus.Names
-	now   time.Time // the time of the outputs, taken once
-	outs  []output
+	// routes decides where outputs may go; maxMsg is the largest message
+	// the server takes (0: unknown, not checked).
+	routes bus.Routes
+	maxMsg int64
+	// refused is the first output refused by check: the attempt fails with
+	// it even if the logic ignores the error.
+	refused error
+	now     time.Time // the time of the outputs, taken once
+	outs    []output
 	// now publishes a streamed record at once (EmitNow); nil outside a node,
 	// where streamed records join the outputs.
 	publishNow func(output) error
@@ -117,12 +124,12 @@ func (c *Context) Send(to records.Ref, typ string, payload any, opts ...SendOpti
 	if err := to.Validate(); err != nil {
 		return fmt.Errorf("send to %s: %w: %w", to, ErrInvalid, err)
 	}
-	return c.add(c.names.Mailbox(to), true, typ, payload, opts)
+	return c.add(c.names.Mailbox(to), typ, payload, opts)
 }
 
 // Emit publishes a record on the effector's outbox, where subscribers see it.
 func (c *Context) Emit(typ string, payload any, opts ...SendOption) error {
-	return c.add(c.names.Outbox(c.self), true, typ, payload, opts)
+	return c.add(c.names.Outbox(c.self), typ, payload, opts)
 }
 
 // EmitNow publishes a record on the effector's outbox at once, without
@@ -139,7 +146,10 @@ func (c *Context) EmitNow(typ string, payload any, opts ...SendOption) error {
 	}
 	rec.ID = outputID(c.rec.ID, "s"+strconv.Itoa(c.streamed))
 	c.streamed++
-	o := output{subject: c.names.Outbox(c.self), rec: rec, stream: true}
+	o := output{subject: c.names.Outbox(c.self), rec: rec}
+	if err := c.check(&o); err != nil {
+		return err
+	}
 	if c.publishNow == nil {
 		c.outs = append(c.outs, o)
 		return nil
@@ -148,20 +158,30 @@ func (c *Context) EmitNow(typ string, payload any, opts ...SendOption) error {
 }
 
 // Reply answers the record in hand on its EA-Reply subject: durably when that
-// subject is a mailbox or outbox, as a plain NATS message otherwise.
+// subject is a mailbox, as a plain NATS message when it is a subject the
+// node's Options.ReplySubjects allow (NATS request inboxes by default). A
+// subject records may not be sent to fails with a permanent error matching
+// [ErrForbidden] (a node dead-letters such a record before its logic runs).
 func (c *Context) Reply(typ string, payload any, opts ...SendOption) error {
 	if c.rec.Reply == "" {
 		return fmt.Errorf("reply to record %s: %w: it has no EA-Reply", c.rec.ID, ErrInvalid)
 	}
-	return c.add(c.rec.Reply, isStreamSubject(c.names, c.rec.Reply), typ, payload, opts)
+	return c.add(c.rec.Reply, typ, payload, opts)
 }
 
-func (c *Context) add(subject string, stream bool, typ string, payload any, opts []SendOption) error {
+// add holds a record for subject until the logic succeeds. A subject records
+// may not be sent to, or a record too large for the server, is a permanent
+// error ([ErrForbidden], [ErrTooLarge]) and nothing is held.
+func (c *Context) add(subject string, typ string, payload any, opts []SendOption) error {
 	rec, err := c.build(typ, payload, opts)
 	if err != nil {
 		return err
 	}
-	c.outs = append(c.outs, output{subject: subject, rec: rec, stream: stream})
+	o := output{subject: subject, rec: rec}
+	if err := c.check(&o); err != nil {
+		return err
+	}
+	c.outs = append(c.outs, o)
 	return nil
 }
 
@@ -199,13 +219,6 @@ func (c *Context) build(typ string, payload any, opts []SendOption) (records.Rec
 		return records.Record{}, fmt.Errorf("%w: record %q: %w", ErrInvalid, typ, err)
 	}
 	return rec, nil
-}
-
-// isStreamSubject reports whether subject is a mailbox or outbox subject,
-// one the records stream stores.
-func isStreamSubject(n bus.Names, subject string) bool {
-	r, ok := n.RefOf(subject)
-	return ok && (subject == n.Mailbox(r) || subject == n.Outbox(r))
 }
 
 // outputID is the id of output n of the record with id in: <in>:<n>, with in

@@ -31,6 +31,28 @@
 //
 // A record that cannot be decoded, is too large or of a content type the kind
 // does not accept goes to dead letters (<prefix>.dead.<kind>.<id>) at once.
+// Each dead letter carries EA-Dead-Reason, one of: decode, content_type,
+// oversize, rejected, failed, panic, redelivered, cancelled, no_effector,
+// terminated, reply_forbidden (its EA-Reply names a subject records may not
+// go to), output_too_large (its outputs exceed the server's limits) and
+// state_too_large (the new state document would); and
+// EA-Stream, EA-Seq and EA-Subject, where the original is. A dead letter is
+// written whatever the record's size: what does not fit the server's limits
+// is left out and EA-Truncated says so (see [DeadLetter]). A write that can
+// never succeed (too large, malformed) is never retried as if NATS were down.
+//
+// # Where records go
+//
+// A record never steers the node. Replies and sends go only to mailboxes,
+// the effector's own outbox and subjects in [Options].ReplySubjects (NATS
+// request inboxes by default); never to $-subjects ($JS, $KV, $O, $SYS, …),
+// other effectors' outboxes, dead letters, control or orchestration subjects
+// ([bus.Routes] decides). A record whose EA-Reply is not allowed goes to dead
+// letters before the logic runs; an output logic adds to a forbidden subject,
+// or one too large for the server, fails with [ErrForbidden] or [ErrTooLarge],
+// even if the logic ignores the error. A state document whose kind and id
+// are not those of its key is never written, and reading one is an error
+// ([ErrStateMismatch]).
 // Logic that returns an error is retried with backoff ([RetryPolicy]) while
 // the record keeps its place; then the record goes to dead letters. Errors
 // marked [Permanent] and panics go there at once. See [Logic] for the whole

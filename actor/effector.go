@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"runtime/debug"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -17,17 +16,6 @@ import (
 	"github.com/effectors/effectors/records"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
-)
-
-// Header names the runtime adds to dead letters, besides records.HeaderError.
-const (
-	// HeaderDeadReason is the short reason code of a dead letter: decode,
-	// content_type, oversize, rejected, failed, panic or redelivered.
-	HeaderDeadReason = "EA-Dead-Reason"
-	// HeaderSeq is the stream sequence the dead record had in its mailbox.
-	HeaderSeq = "EA-Seq"
-	// HeaderSubject is the mailbox subject the dead record was sent to.
-	HeaderSubject = "EA-Subject"
 )
 
 // slowLogic is how long logic runs on one record before the state document
@@ -106,6 +94,9 @@ type effector struct {
 	// stale: the document changed behind the effector's back (a retire
 	// notice): read it again before the next record.
 	stale atomic.Bool
+	// alone is how many records the drain goroutine takes one at a time
+	// before batching again (after a batch that could not be published).
+	alone int
 }
 
 // deliver receives a record the partition dispatched to the effector. It
@@ -161,8 +152,12 @@ func (e *effector) drain() {
 		if !e.load() {
 			continue // stopped, or its records went to dead letters
 		}
+		n := e.kind.maxBatch
+		if e.alone > 0 {
+			n, e.alone = 1, e.alone-1
+		}
 		e.mu.Lock()
-		batch := e.take(e.kind.maxBatch)
+		batch := e.take(n)
 		e.mu.Unlock()
 		if len(batch) == 1 {
 			e.process(batch[0])
@@ -308,17 +303,20 @@ func (e *effector) process(d delivery) {
 			return
 		}
 		next := e.doc
+		if reason == "" {
+			if reason, failure = e.publishOutputs(state, outs); errors.Is(failure, errAbandon) {
+				return
+			}
+			if reason == "" {
+				next.State, next.Status, next.Error = state, StatusIdle, ""
+			}
+		}
 		if reason != "" {
 			if err := e.retryIO(func() error { return e.deadLetter(d, reason, failure) }); err != nil {
 				return
 			}
 			next.Status, next.Error = StatusError, failure.Error()
 			e.log.Warn("record sent to dead letters", "record", d.rec.ID, "seq", d.seq, "reason", reason, "err", failure)
-		} else {
-			if err := e.retryIO(func() error { return e.publish(outs) }); err != nil {
-				return
-			}
-			next.State, next.Status, next.Error = state, StatusIdle, ""
 		}
 		if e.crashed(afterOutputs, d.seq) {
 			return
@@ -404,7 +402,19 @@ func (e *effector) processBatch(batch []delivery) {
 		return
 	}
 	if okN+len(dead) > 0 {
+		if okN > 0 && e.stateFits(next.State) != nil {
+			e.putBack(batch) // the state outgrew the server: find the record alone
+			e.alone = len(batch)
+			return
+		}
 		if err := e.retryIO(func() error { return e.publishWithDead(outs, dead) }); err != nil {
+			if !errors.Is(err, errAbandon) {
+				// An output or dead letter can never be published as it is:
+				// take the records one at a time, where it dead-letters its
+				// own record.
+				e.putBack(batch)
+				e.alone = len(batch)
+			}
 			return
 		}
 		for _, d := range batch {
@@ -560,6 +570,9 @@ var errRetryAlone = errors.New("retry alone")
 // may fix returns errRetryAlone after one attempt.
 func (e *effector) evaluate(d delivery, cur []byte, retry bool) (state []byte, outs []output, reason string, failure error) {
 	k := e.kind
+	if reason, failure := e.screen(d); reason != "" {
+		return nil, nil, reason, failure
+	}
 	switch {
 	case d.err != nil:
 		return nil, nil, reasonDecode, d.err
@@ -588,6 +601,8 @@ func (e *effector) evaluate(d delivery, cur []byte, retry bool) (state []byte, o
 			return nil, nil, reasonPanic, err
 		case errors.As(err, &payload):
 			return nil, nil, reasonDecode, err
+		case outcomeReason(err) != "":
+			return nil, nil, outcomeReason(err), err
 		case IsPermanent(err):
 			return nil, nil, reasonRejected, err
 		case attempt >= k.retry.Attempts:
@@ -616,7 +631,7 @@ func (e *effector) attempt(d delivery, cur []byte) (state []byte, outs []output,
 		ctx, cancel = context.WithTimeout(ctx, e.kind.timeout)
 		defer cancel()
 	}
-	c := &Context{Context: ctx, self: e.ref, rec: d.rec, base: e.log, names: e.node.names, publishNow: e.publishNow}
+	c := e.newContext(ctx, d)
 
 	now := time.Now()
 	e.mu.Lock()
@@ -646,7 +661,7 @@ func (e *effector) attempt(d delivery, cur []byte) (state []byte, outs []output,
 		}
 	}()
 	state, err = e.kind.run(c, cur)
-	if err != nil {
+	if err = c.outcome(err); err != nil {
 		return nil, nil, err
 	}
 	return state, c.outs, nil
@@ -788,7 +803,7 @@ func (e *effector) backlog() int {
 // publishNow publishes a record logic streams with Context.EmitNow.
 func (e *effector) publishNow(o output) error {
 	_, err := e.node.js.PublishMsg(e.ctx, o.rec.Msg(o.subject))
-	return wrapPublish(o.subject, err)
+	return publishFailure(wrapPublish(o.subject, err))
 }
 
 // publish publishes outputs: stream subjects through JetStream (durable, and
@@ -850,40 +865,18 @@ func wrapPublish(subject string, err error) error {
 }
 
 // deadLetter publishes the record to the effector's dead letters with the
-// reason in EA-Error and EA-Dead-Reason.
+// reason in EA-Error and EA-Dead-Reason (see Node.deadLetter).
 func (e *effector) deadLetter(d delivery, reason string, failure error) error {
-	return e.node.deadLetterMsg(e.ctx, e.node.names.Dead(e.ref), d, reason, failure)
-}
-
-// deadLetterMsg publishes the record d to subject (a dead-letter subject)
-// with the reason in EA-Error and EA-Dead-Reason, and where it was stored in
-// EA-Seq and EA-Subject.
-func (n *Node) deadLetterMsg(ctx context.Context, subject string, d delivery, reason string, failure error) error {
-	h := nats.Header{}
-	for k, v := range d.msg.Headers() {
-		h[k] = append([]string(nil), v...)
-	}
-	msgText := strings.NewReplacer("\r", " ", "\n", " ").Replace(failure.Error())
-	if len(msgText) > 1024 {
-		msgText = msgText[:1024] + "…"
-	}
-	id := d.rec.ID
-	if id == "" {
-		id = "s" + strconv.FormatUint(d.seq, 10)
-	}
-	h.Set(records.HeaderError, msgText)
-	h.Set(HeaderDeadReason, reason)
-	h.Set(HeaderSeq, strconv.FormatUint(d.seq, 10))
-	h.Set(HeaderSubject, d.msg.Subject())
-	h.Set(records.HeaderID, "dead:"+id)
-	msg := &nats.Msg{Subject: subject, Header: h, Data: d.msg.Data()}
-	_, err := n.js.PublishMsg(ctx, msg)
-	return wrapPublish(msg.Subject, err)
+	return e.node.deadLetter(e.ctx, e.node.names.Dead(e.ref), stored{
+		stream: e.node.names.MailboxStream(), subject: d.msg.Subject(), seq: d.seq,
+		header: d.msg.Headers(), data: d.msg.Data(),
+	}, reason, failure)
 }
 
 // retryIO runs op until it succeeds, backing off while NATS is unreachable.
-// It gives up only when the effector stops, returning errAbandon: the record
-// in hand stays unacknowledged and is redelivered later.
+// It gives up when the effector stops, returning errAbandon: the record in
+// hand stays unacknowledged and is redelivered later; and at once, returning
+// the error, when the write can never succeed (bus.Unpublishable).
 //
 // A timeout means a server too busy to answer in time rather than one out of
 // reach: retrying at once would only add to its load, so the first wait is
@@ -901,6 +894,9 @@ func (e *effector) retryIO(op func() error) error {
 		}
 		if e.ctx.Err() != nil {
 			return errAbandon
+		}
+		if unpublishable(err) {
+			return err // can never succeed: not a NATS outage
 		}
 		if attempt == 0 && isTimeout(err) {
 			wait = 250 * time.Millisecond

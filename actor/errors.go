@@ -3,6 +3,8 @@ package actor
 import (
 	"errors"
 	"fmt"
+
+	"github.com/effectors/effectors/bus"
 )
 
 // Sentinel errors. Match them with errors.Is.
@@ -24,6 +26,17 @@ var (
 	// ErrCancelled is the cause (context.Cause) of a logic context cancelled
 	// by a cancel record (type [TypeCancel]) of the same process.
 	ErrCancelled = errors.New("cancelled by a cancel record")
+	// ErrForbidden: a record may not be sent to that subject (see
+	// [Options].ReplySubjects). It is [bus.ErrForbidden].
+	ErrForbidden = bus.ErrForbidden
+	// ErrTooLarge: a record is too large for the NATS server (its max_payload,
+	// headers included, or JetStream's 64 KiB header limit). It is
+	// [bus.ErrTooLarge].
+	ErrTooLarge = bus.ErrTooLarge
+	// ErrStateMismatch: a state document names another effector than its key
+	// (<kind>.<id>) says. The runtime never writes such a document, and
+	// reading one is an error rather than a state to act on.
+	ErrStateMismatch = errors.New("state document does not match its key")
 )
 
 // TypeCancel is the record type that cancels running logic: a record of this

@@ -26,6 +26,12 @@ const (
 	reasonNoEffector  = "no_effector"  // sent to an effector never created
 	reasonTerminated  = "terminated"   // sent to a terminated effector
 	reasonBadSubject  = "bad_subject"  // stored under a mailbox subject no effector has
+	// EA-Reply names a subject records may not be sent to (Options.ReplySubjects)
+	reasonReplyForbidden = "reply_forbidden"
+	// the logic's outputs can never be published (too large for the server)
+	reasonOutputTooLarge = "output_too_large"
+	// the new state document would exceed the server's max_payload
+	reasonStateTooLarge = "state_too_large"
 )
 
 type metrics struct {

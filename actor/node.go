@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/effectors/effectors/bus"
-	"github.com/effectors/effectors/kv"
 	"github.com/effectors/effectors/records"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
@@ -41,6 +40,14 @@ type Options struct {
 	// ClaimWorkers is how many partitions the node opens or closes in
 	// parallel when membership changes. Default 4.
 	ClaimWorkers int
+	// ReplySubjects are the subjects besides mailboxes that records may be
+	// sent and replied to (EA-Reply), as NATS subject patterns. Nil means
+	// bus.DefaultReplySubjects (_INBOX.>, NATS request inboxes); an empty
+	// non-nil slice allows none. $-prefixed subjects and subjects under the
+	// prefix other than mailboxes and the sender's own outbox are always
+	// refused; a pattern that can only match those is an error. See
+	// [bus.Routes].
+	ReplySubjects []string
 }
 
 // withDefaults validates o and fills in defaults.
@@ -101,11 +108,14 @@ type Node struct {
 	// membership is wrong).
 	stealHook func() bool
 
+	// routes decides where records may be sent (Options.ReplySubjects).
+	routes bus.Routes
+
 	// Set by Run.
 	// js is the node's own JetStream context: its window of asynchronous
 	// publishes is not shared with other users of the connection.
 	js     jetstream.JetStream
-	states *kv.Store[Document]
+	states *states
 	stream jetstream.Stream
 	runCtx context.Context
 	place  *placement
@@ -129,6 +139,9 @@ func NewNode(conn *bus.Conn, opts Options) (*Node, error) {
 		log:       opts.Logger,
 		opts:      opts,
 		kinds: map[string]*kindSpec{},
+	}
+	if n.routes, err = newRoutes(n.names, opts.ReplySubjects); err != nil {
+		return nil, err
 	}
 	m, err := newMetrics(opts.Registerer, n)
 	if err != nil {
@@ -203,7 +216,7 @@ func (n *Node) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	n.states = kv.New[Document](bucket)
+	n.states = newStates(bucket, n.names)
 	if n.stream, err = n.conn.MailboxStream(ctx); err != nil {
 		return err
 	}

@@ -225,7 +225,10 @@ func (p *partition) stray(d delivery, ref records.Ref, reason string, why error)
 		subject = n.names.Dead(ref)
 	}
 	for ctx.Err() == nil {
-		err := n.deadLetterMsg(ctx, subject, d, reason, why)
+		err := n.deadLetter(ctx, subject, stored{
+			stream: n.names.MailboxStream(), subject: d.msg.Subject(), seq: d.seq,
+			header: d.msg.Headers(), data: d.msg.Data(),
+		}, reason, why)
 		if err == nil {
 			_ = d.msg.Ack()
 			n.metrics.dead.WithLabelValues(p.kind.name, reason).Inc()

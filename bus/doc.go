@@ -22,6 +22,15 @@
 //	ea_orch               KV bucket of orchestration state
 //	ea.ctl.<op>.<kind>    control endpoints of the "ea" micro service
 //
+// # Where records may go
+//
+// [Routes] (from [Names.Routes]) is the one place that decides where a
+// record may be sent: mailboxes, the sender's own outbox, and subjects an
+// operator allows ([DefaultReplySubjects]); never $-subjects or the
+// runtime's other subjects. [MaxHeaderBytes], [Conn.MaxPayload] and
+// [HeaderSize] give the server's size limits; [Unpublishable] and [TooLarge]
+// tell a write that can never succeed from an outage.
+//
 // # Provisioning
 //
 // [Conn.Provision] creates or updates the streams and buckets. It is safe to

@@ -32,6 +32,11 @@ type config struct {
 	HeartbeatTTL time.Duration // zero: three heartbeats
 	IdleTimeout  time.Duration // negative: never passivate
 
+	// ReplySubjects are the subjects besides mailboxes records may be sent
+	// and replied to (actor.Options.ReplySubjects): nil for the default,
+	// empty for none.
+	ReplySubjects []string
+
 	// explicit holds the names of the settings given by a flag or the
 	// environment rather than left at their default.
 	explicit map[string]bool
@@ -154,6 +159,26 @@ func settings() []*cli.Setting[config] {
 				}
 				return cli.PositiveDuration(v, &c.IdleTimeout, `want a positive duration such as 2m or 30s, or "off" to never passivate`)
 			}},
+		{name: "reply-subjects", arg: "PATTERNS", def: "",
+			defText: strings.Join(bus.DefaultReplySubjects, ",") + " (NATS request inboxes)",
+			usage:   `comma-separated NATS subject patterns besides mailboxes that records may name in EA-Reply and logic may reply to; "none" allows none. $-prefixed subjects and the runtime's own (outboxes of others, dead letters, control, orchestration) are always refused`,
+			check: func(c *config, v string) string {
+				switch v = strings.TrimSpace(v); {
+				case v == "":
+					c.ReplySubjects = nil
+				case strings.EqualFold(v, "none"):
+					c.ReplySubjects = []string{}
+				default:
+					c.ReplySubjects = nil
+					for p := range strings.SplitSeq(v, ",") {
+						if p = strings.TrimSpace(p); p == "" {
+							return `want comma-separated subject patterns such as "_INBOX.>,replies.>", or "none"`
+						}
+						c.ReplySubjects = append(c.ReplySubjects, p)
+					}
+				}
+				return ""
+			}},
 	}
 	out := make([]*cli.Setting[config], len(all))
 	for i, s := range all {
@@ -189,6 +214,7 @@ func (c config) actorOptions(log *slog.Logger, reg prometheus.Registerer) actor.
 		Heartbeat:     c.Heartbeat,
 		HeartbeatTTL:  c.heartbeatTTL(),
 		IdleTimeout:   c.IdleTimeout,
+		ReplySubjects: c.ReplySubjects,
 	}
 }
 
@@ -203,6 +229,11 @@ func parseConfig(args []string, getenv func(string) string) (config, error) {
 		return config{}, err
 	}
 	cfg.explicit = explicit
+	if names, err := bus.NewNames(cfg.Prefix); err == nil {
+		if _, err := names.Routes(cfg.ReplySubjects); err != nil {
+			return config{}, cli.Usagef("--reply-subjects: %v", err)
+		}
+	}
 	if ttl := cfg.heartbeatTTL(); ttl <= cfg.Heartbeat {
 		return config{}, cli.Usagef("--heartbeat-ttl %s must exceed --heartbeat %s: a node would count as dead between two of its own heartbeats (use about 3 heartbeats)", ttl, cfg.Heartbeat)
 	}

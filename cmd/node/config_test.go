@@ -196,6 +196,7 @@ func TestEnvNames(t *testing.T) {
 		"prefix": "EA_PREFIX", "replicas": "EA_REPLICAS", "metrics": "EA_METRICS",
 		"log-level": "EA_LOG_LEVEL", "log-format": "EA_LOG_FORMAT", "shutdown-grace": "EA_SHUTDOWN_GRACE",
 		"node-id": "EA_NODE_ID", "heartbeat": "EA_HEARTBEAT", "heartbeat-ttl": "EA_HEARTBEAT_TTL", "idle": "EA_IDLE",
+		"reply-subjects": "EA_REPLY_SUBJECTS",
 	}
 	all := settings()
 	if len(all) != len(want) {

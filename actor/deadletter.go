@@ -1,0 +1,220 @@
+package actor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/effectors/effectors/bus"
+	"github.com/effectors/effectors/internal/codec"
+	"github.com/effectors/effectors/records"
+	"github.com/nats-io/nats.go"
+)
+
+// Header names the runtime adds to dead letters, besides records.HeaderError.
+// They are the records package's; see records.HeaderDeadReason and below.
+const (
+	// HeaderDeadReason is the short reason code of a dead letter.
+	HeaderDeadReason = records.HeaderDeadReason
+	// HeaderSeq is the stream sequence the dead record had in its mailbox.
+	HeaderSeq = records.HeaderSeq
+	// HeaderSubject is the mailbox subject the dead record was sent to.
+	HeaderSubject = records.HeaderSubject
+)
+
+// maxErrorText caps EA-Error.
+const maxErrorText = 1024
+
+// stored is a record as its stream holds it, to be dead-lettered.
+type stored struct {
+	stream  string
+	subject string
+	seq     uint64
+	header  nats.Header
+	data    []byte
+}
+
+// deadLetter publishes rec to subject (a dead-letter subject) with the reason, and
+// returns once the dead-letter stream has it. A dead letter always fits: when
+// the whole record would not ([deadLetterMsg]), it carries what fits and
+// EA-Truncated; if the server still refuses it as too large (a stream or
+// account limit below the connection's), a dead letter without the original
+// headers and payload is written instead. Either way EA-Stream and EA-Seq say
+// where the original is.
+func (n *Node) deadLetter(ctx context.Context, subject string, rec stored, reason string, why error) error {
+	limit := n.conn.MaxPayload()
+	msg := deadLetterMsg(subject, rec, reason, why, limit, false)
+	_, err := n.conn.JS.PublishMsg(ctx, msg)
+	if bus.TooLarge(err) {
+		n.log.Warn("dead letter refused as too large; writing it without the record's headers and payload", "subject", subject, "seq", rec.seq, "err", err)
+		msg = deadLetterMsg(subject, rec, reason, why, limit, true)
+		_, err = n.conn.JS.PublishMsg(ctx, msg)
+	}
+	return wrapPublish(subject, err)
+}
+
+// deadLetterMsg returns the dead letter of rec on subject: the record's
+// headers and payload with EA-Error, EA-Dead-Reason, EA-Seq, EA-Subject,
+// EA-Stream and the id [records.DeadID] added, as a message of at most
+// maxPayload bytes (headers included) whose header block is at most
+// [bus.MaxHeaderBytes]. What does not fit is left out: original headers that
+// would overflow the header block (whole, largest names last in sorted
+// order), then the end of the payload; EA-Truncated says which. The record's
+// JetStream directives (headers starting with "Nats-") are never copied:
+// they would steer the dead-letter write. bare leaves out every original
+// header and the payload.
+func deadLetterMsg(subject string, rec stored, reason string, why error, maxPayload int64, bare bool) *nats.Msg {
+	// The record id as published, valid or not (DeadID hashes an invalid
+	// one), or the one the runtime derives when there is none.
+	id := ""
+	if vs := rec.header[records.HeaderID]; len(vs) > 0 {
+		id = vs[0]
+	}
+	if id == "" {
+		id = "s" + strconv.FormatUint(rec.seq, 10)
+	}
+	text := strings.NewReplacer("\r", " ", "\n", " ").Replace(why.Error())
+	if len(text) > maxErrorText {
+		text = text[:maxErrorText] + "…"
+	}
+	h := nats.Header{}
+	own := []struct{ key, value string }{
+		{records.HeaderID, records.DeadID(id)},
+		{records.HeaderError, text},
+		{records.HeaderDeadReason, reason},
+		{records.HeaderSeq, strconv.FormatUint(rec.seq, 10)},
+		{records.HeaderSubject, rec.subject},
+		{records.HeaderStream, rec.stream},
+	}
+	for _, o := range own {
+		h[o.key] = []string{o.value}
+	}
+	budget := min(int64(bus.MaxHeaderBytes), maxPayload)
+	// Room for EA-Truncated at its longest.
+	reserve := bus.HeaderLineSize(records.HeaderTruncated, records.TruncatedHeaders+","+records.TruncatedPayload)
+	size := bus.HeaderSize(h) + reserve
+	var truncated []string
+	keys := make([]string, 0, len(rec.header))
+	for k := range rec.header {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		if runtimeHeader(k) {
+			continue
+		}
+		lines := 0
+		for _, v := range rec.header[k] {
+			lines += bus.HeaderLineSize(k, v)
+		}
+		if bare || int64(size+lines) > budget {
+			if !slices.Contains(truncated, records.TruncatedHeaders) {
+				truncated = append(truncated, records.TruncatedHeaders)
+			}
+			continue
+		}
+		h[k] = slices.Clone(rec.header[k])
+		size += lines
+	}
+	data := rec.data
+	room := max(maxPayload-int64(size), 0)
+	if bare {
+		room = 0
+	}
+	if int64(len(data)) > room {
+		data = data[:room]
+		truncated = append(truncated, records.TruncatedPayload)
+	}
+	if len(truncated) > 0 {
+		h[records.HeaderTruncated] = []string{strings.Join(truncated, ",")}
+	}
+	return &nats.Msg{Subject: subject, Header: h, Data: data}
+}
+
+// runtimeHeader reports whether header key of a record is left out of its
+// dead letter: the dead-letter headers the runtime sets itself, and
+// JetStream directives (Nats-Msg-Id, Nats-Expected-*, Nats-Rollup, Nats-TTL,
+// …), which would make the dead-letter stream refuse or mangle the copy.
+func runtimeHeader(key string) bool {
+	if len(key) >= 5 && strings.EqualFold(key[:5], "Nats-") {
+		return true
+	}
+	for _, k := range []string{records.HeaderError, records.HeaderDeadReason, records.HeaderSeq, records.HeaderSubject, records.HeaderStream, records.HeaderTruncated} {
+		if strings.EqualFold(key, k) {
+			return true
+		}
+	}
+	return false
+}
+
+// publishOutputs publishes the outputs of the record in hand. It returns
+// errAbandon when the effector stopped first, or a dead-letter reason and the
+// failure when the outputs can never be published: too large for the server
+// (output_too_large), or refused for good otherwise (rejected). The input
+// record then goes to dead letters instead of blocking its mailbox. Outputs
+// published before the refused one stay published.
+//
+// First it checks that the state document with the new state can be written
+// at all: one above the server's max_payload would be refused for ever, so
+// the record goes to dead letters (state_too_large) before any output is
+// published.
+func (e *effector) publishOutputs(state []byte, outs []output) (reason string, failure error) {
+	if err := e.stateFits(state); err != nil {
+		return reasonStateTooLarge, err
+	}
+	err := e.retryIO(func() error { return e.publish(outs) })
+	switch {
+	case err == nil:
+		return "", nil
+	case bus.TooLarge(err):
+		return reasonOutputTooLarge, fmt.Errorf("an output cannot be published: %w", err)
+	case unpublishable(err):
+		return reasonRejected, fmt.Errorf("an output cannot be published: %w", err)
+	}
+	return "", errAbandon
+}
+
+// unpublishable ends retryIO's retries: the write can never succeed as it is,
+// so retrying it as if NATS were down would block the mailbox for good.
+func unpublishable(err error) bool { return bus.Unpublishable(err) && !errors.Is(err, errAbandon) }
+
+// stateOverhead bounds what a KV write adds to the encoded document: the
+// subject and the compare-and-set header.
+const stateOverhead = 1024
+
+// stateFits returns an error matching ErrTooLarge when the state document
+// with state would exceed the server's max_payload. It encodes the document
+// only when state is large enough to matter.
+func (e *effector) stateFits(state []byte) error {
+	limit := e.node.conn.MaxPayload()
+	if limit <= 0 || int64(len(state)) < limit/2 {
+		return nil
+	}
+	doc := e.doc
+	doc.State, doc.Updated = state, time.Now().UTC()
+	b, err := codec.Marshal(doc)
+	if err != nil {
+		return Permanent(fmt.Errorf("encode the state document: %w", err))
+	}
+	if int64(len(b)+stateOverhead) > limit {
+		return Permanent(fmt.Errorf("%w: the new state document of %d bytes exceeds the server's max_payload of %d", ErrTooLarge, len(b), limit))
+	}
+	return nil
+}
+
+// publishFailure marks a publish error that can never succeed as permanent
+// (and as ErrTooLarge when it is about size), for logic that streams with
+// EmitNow.
+func publishFailure(err error) error {
+	switch {
+	case bus.TooLarge(err):
+		return Permanent(fmt.Errorf("%w: %w", ErrTooLarge, err))
+	case unpublishable(err):
+		return Permanent(err)
+	}
+	return err
+}

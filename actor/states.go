@@ -1,0 +1,85 @@
+package actor
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/effectors/effectors/bus"
+	"github.com/effectors/effectors/kv"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// states is the state bucket as the runtime uses it: a [kv.Store] of
+// documents that refuses to write a document whose kind and id are not those
+// of its key, and reports one it reads as an error matching
+// [ErrStateMismatch]. So a document that names another effector (written by
+// hand, or by a client with write access to the bucket) is never taken for
+// this one's, and the runtime never writes one.
+type states struct {
+	kv    *kv.Store[Document]
+	names bus.Names
+}
+
+func newStates(b jetstream.KeyValue, names bus.Names) *states {
+	return &states{kv: kv.New[Document](b), names: names}
+}
+
+// check returns an error matching ErrStateMismatch when doc does not belong
+// under key.
+func (s *states) check(op, key string, doc Document) error {
+	if want := s.names.StateKey(doc.Ref()); want != key {
+		return fmt.Errorf("%s state %s: %w: the document names kind %q id %q (key %q)", op, key, ErrStateMismatch, cutText(doc.Kind), cutText(doc.ID), want)
+	}
+	return nil
+}
+
+// Get reads the document under key.
+func (s *states) Get(ctx context.Context, key string) (kv.Entry[Document], error) {
+	ent, err := s.kv.Get(ctx, key)
+	if err != nil {
+		return ent, err
+	}
+	if err := s.check("read", key, ent.Value); err != nil {
+		return kv.Entry[Document]{}, err
+	}
+	return ent, nil
+}
+
+// Create writes doc under key if key has no document.
+func (s *states) Create(ctx context.Context, key string, doc Document) (uint64, error) {
+	if err := s.check("create", key, doc); err != nil {
+		return 0, err
+	}
+	return s.kv.Create(ctx, key, doc)
+}
+
+// Update writes doc under key if its revision is still rev.
+func (s *states) Update(ctx context.Context, key string, doc Document, rev uint64) (uint64, error) {
+	if err := s.check("write", key, doc); err != nil {
+		return 0, err
+	}
+	return s.kv.Update(ctx, key, doc, rev)
+}
+
+// Modify reads the document under key, applies fn and writes the result with
+// compare-and-set, as [kv.Store.Modify]; both documents are checked.
+func (s *states) Modify(ctx context.Context, key string, fn func(Document) (Document, error)) (kv.Entry[Document], error) {
+	return s.kv.Modify(ctx, key, func(cur Document) (Document, error) {
+		if err := s.check("read", key, cur); err != nil {
+			return cur, err
+		}
+		next, err := fn(cur)
+		if err != nil {
+			return next, err
+		}
+		return next, s.check("write", key, next)
+	})
+}
+
+// cutText shortens s for an error message.
+func cutText(s string) string {
+	if len(s) > 140 {
+		return s[:140] + "…"
+	}
+	return s
+}
