@@ -6,9 +6,12 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"reflect"
 	"regexp"
 	"slices"
 	"time"
+
+	"github.com/effectors/effectors/internal/codec"
 )
 
 // START and END are the virtual entry and exit nodes of every graph.
@@ -53,6 +56,13 @@ type nodeSpec[S any] struct {
 	index int
 	fn    NodeFunc[S]
 	retry RetryPolicy
+	sub   bool // a subgraph: its checkpoints are in the thread SubgraphThread(task)
+
+	// A node that takes a Send payload (AddSendNode).
+	argFn     func(ctx context.Context, arg any) (Update[S], error)
+	argType   reflect.Type
+	accepts   func(any) bool
+	decodeArg func([]byte) (any, error)
 }
 
 type routerSpec[S any] struct {
@@ -106,17 +116,55 @@ func WithRetry(p RetryPolicy) NodeOption {
 
 // AddNode adds a node. Names are 1–128 of [A-Za-z0-9_-], unique.
 func (b *Builder[S]) AddNode(name string, fn NodeFunc[S], opts ...NodeOption) *Builder[S] {
-	if !nameRE.MatchString(name) {
-		b.errs = append(b.errs, invalidGraph("node name %q: use 1-128 letters, digits, - or _", name))
-		return b
-	}
-	if b.nodes[name] != nil {
-		b.errs = append(b.errs, invalidGraph("node %q added twice", name))
-		return b
-	}
+	b.addNode(name, fn, nil, opts)
+	return b
+}
+
+// AddSendNode adds a node that Sends reach with a payload of type A
+// (SendArg) instead of a whole state: the node receives that payload
+// (LangGraph's Send(node, arg) to a node whose input schema is arg's). Only
+// Sends reach it; an edge or Goto to it is an *InvalidUpdateError, and so is
+// a Send whose payload is not an A.
+func AddSendNode[S, A any](b *Builder[S], name string, fn func(ctx context.Context, arg A) (Update[S], error), opts ...NodeOption) *Builder[S] {
 	if fn == nil {
 		b.errs = append(b.errs, invalidGraph("node %q has a nil function", name))
 		return b
+	}
+	spec := b.addNode(name, func(context.Context, S) (Update[S], error) { return Update[S]{}, nil }, nil, opts)
+	if spec == nil {
+		return b
+	}
+	spec.argType = reflect.TypeFor[A]()
+	spec.accepts = func(v any) bool { _, ok := v.(A); return ok }
+	spec.argFn = func(ctx context.Context, v any) (Update[S], error) {
+		a, ok := v.(A)
+		if !ok {
+			return Update[S]{}, Permanent(fmt.Errorf("%w: node %q takes a %s, got %T", ErrInvalidArgument, name, spec.argType, v))
+		}
+		return fn(ctx, a)
+	}
+	spec.decodeArg = func(raw []byte) (any, error) {
+		var a A
+		if err := codec.Unmarshal(raw, &a); err != nil {
+			return nil, err
+		}
+		return a, nil
+	}
+	return b
+}
+
+func (b *Builder[S]) addNode(name string, fn NodeFunc[S], _ any, opts []NodeOption) *nodeSpec[S] {
+	if !nameRE.MatchString(name) {
+		b.errs = append(b.errs, invalidGraph("node name %q: use 1-128 letters, digits, - or _", name))
+		return nil
+	}
+	if b.nodes[name] != nil {
+		b.errs = append(b.errs, invalidGraph("node %q added twice", name))
+		return nil
+	}
+	if fn == nil {
+		b.errs = append(b.errs, invalidGraph("node %q has a nil function", name))
+		return nil
 	}
 	var o nodeOpts
 	for _, opt := range opts {
@@ -124,9 +172,10 @@ func (b *Builder[S]) AddNode(name string, fn NodeFunc[S], opts ...NodeOption) *B
 			b.errs = append(b.errs, fmt.Errorf("node %q: %w", name, err))
 		}
 	}
-	b.nodes[name] = &nodeSpec[S]{name: name, index: len(b.order), fn: fn, retry: o.retry}
+	spec := &nodeSpec[S]{name: name, index: len(b.order), fn: fn, retry: o.retry}
+	b.nodes[name] = spec
 	b.order = append(b.order, name)
-	return b
+	return spec
 }
 
 // AddEdge adds a static edge: after from runs, to runs in the next
