@@ -281,3 +281,19 @@ func (g *Graph[S]) stream(ctx context.Context, thread string, o *runOpts, prepar
 		}
 	}
 }
+
+// StreamText forwards each chunk of tokens (e.g. a streaming LLM call such
+// as core/llm's Provider.Stream) to the run's stream with WriteMessage as
+// it arrives, and returns the whole text: the usual body of a node that
+// talks to a model. It stops at the first error, returning the text so far.
+func StreamText(ctx context.Context, tokens iter.Seq2[string, error]) (string, error) {
+	var b strings.Builder
+	for tok, err := range tokens {
+		if err != nil {
+			return b.String(), err
+		}
+		WriteMessage(ctx, tok)
+		b.WriteString(tok)
+	}
+	return b.String(), nil
+}
