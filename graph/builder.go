@@ -57,6 +57,9 @@ type nodeSpec[S any] struct {
 	fn    NodeFunc[S]
 	retry RetryPolicy
 	sub   bool // a subgraph: its checkpoints are in the thread SubgraphThread(task)
+	// deferred: runs when nothing else is left (Defer).
+	deferred bool
+	cache    *CachePolicy
 
 	// A node that takes a Send payload (AddSendNode).
 	argFn     func(ctx context.Context, arg any) (Update[S], error)
@@ -101,7 +104,20 @@ func (b *Builder[S]) addField(f fieldDef[S], missing bool) {
 // NodeOption configures one node.
 type NodeOption func(*nodeOpts) error
 
-type nodeOpts struct{ retry RetryPolicy }
+type nodeOpts struct {
+	retry    RetryPolicy
+	deferred bool
+	cache    *CachePolicy
+}
+
+// Defer makes a node wait until nothing else is left to run (LangGraph's
+// defer=True): triggered while other tasks are scheduled, it is carried
+// to the following steps and runs once, in the first step where it is all
+// that is left (with the other deferred nodes). Use it for the join of
+// branches of unequal length. Sends to it run at once.
+func Defer() NodeOption {
+	return func(o *nodeOpts) error { o.deferred = true; return nil }
+}
 
 // WithRetry gives a node a retry policy (default: one attempt).
 func WithRetry(p RetryPolicy) NodeOption {
@@ -172,7 +188,7 @@ func (b *Builder[S]) addNode(name string, fn NodeFunc[S], _ any, opts []NodeOpti
 			b.errs = append(b.errs, fmt.Errorf("node %q: %w", name, err))
 		}
 	}
-	spec := &nodeSpec[S]{name: name, index: len(b.order), fn: fn, retry: o.retry}
+	spec := &nodeSpec[S]{name: name, index: len(b.order), fn: fn, retry: o.retry, deferred: o.deferred, cache: o.cache}
 	b.nodes[name] = spec
 	b.order = append(b.order, name)
 	return spec
@@ -234,6 +250,7 @@ type config struct {
 	logger    *slog.Logger
 	now       func() time.Time
 	checkStep bool
+	cache     Cache
 }
 
 // WithCheckpointer makes every run of the graph checkpoint to cp after every
@@ -326,6 +343,14 @@ func (b *Builder[S]) Compile(opts ...Option) (*Graph[S], error) {
 	}
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)
+	}
+	if cfg.cache == nil {
+		for _, n := range b.nodes {
+			if n.cache != nil {
+				cfg.cache = NewMemoryCache()
+				break
+			}
+		}
 	}
 	g := &Graph[S]{
 		nodes:    maps.Clone(b.nodes),

@@ -182,8 +182,12 @@ func (t *task[S]) interruptions(sig *interruptSignal, answers [][]byte) []Interr
 	return []Interruption{in}
 }
 
-// errStillWaiting is the result of a task left paused.
-var errStillWaiting = errors.New("graph: task still waits for input")
+// errStillWaiting is the result of a task left paused; errHeld of a
+// deferred task carried to the next step.
+var (
+	errStillWaiting = errors.New("graph: task still waits for input")
+	errHeld         = errors.New("graph: deferred task held")
+)
 
 type taskResult[S any] struct {
 	upd      Update[S]
@@ -453,7 +457,7 @@ func (g *Graph[S]) loop(ctx context.Context, r *run[S]) (Result[S], error) {
 		var ints []Interruption
 		for i, res := range results {
 			t := tasks[i]
-			if res.err == nil {
+			if res.err == nil || res.err == errHeld {
 				continue
 			}
 			if res.err == errStillWaiting {
@@ -493,7 +497,16 @@ func (g *Graph[S]) loop(ctx context.Context, r *run[S]) (Result[S], error) {
 		if err := g.save(ctx, r, SourceLoop, nil, nil); err != nil {
 			return Result[S]{}, err
 		}
-		if !r.em.step(r, tasks, writes) {
+		ran := tasks
+		if slices.ContainsFunc(results, func(res taskResult[S]) bool { return res.err == errHeld }) {
+			ran = nil
+			for i, t := range tasks {
+				if results[i].err != errHeld {
+					ran = append(ran, t)
+				}
+			}
+		}
+		if !r.em.step(r, ran, writes) {
 			break
 		}
 	}
@@ -504,6 +517,13 @@ func (g *Graph[S]) loop(ctx context.Context, r *run[S]) (Result[S], error) {
 // than one, and returns their results in task order.
 func (g *Graph[S]) runTasks(ctx context.Context, r *run[S], tasks []*task[S], step int) []taskResult[S] {
 	results := make([]taskResult[S], len(tasks))
+	hold := false // deferred tasks wait while anything else is scheduled
+	for _, t := range tasks {
+		if !t.spec.deferred || t.Send {
+			hold = true
+			break
+		}
+	}
 	todo := 0
 	for i, t := range tasks {
 		t.index = i
@@ -512,13 +532,15 @@ func (g *Graph[S]) runTasks(ctx context.Context, r *run[S], tasks []*task[S], st
 			results[i] = taskResult[S]{upd: t.upd}
 		case t.waiting():
 			results[i] = taskResult[S]{err: errStillWaiting}
+		case hold && t.spec.deferred && !t.Send:
+			results[i] = taskResult[S]{err: errHeld}
 		default:
 			todo++
 		}
 	}
 	if todo == 1 {
 		for i, t := range tasks {
-			if !t.done && !t.waiting() {
+			if results[i].err == nil && !t.done {
 				results[i] = g.runTask(ctx, r, t, step)
 			}
 		}
@@ -526,7 +548,7 @@ func (g *Graph[S]) runTasks(ctx context.Context, r *run[S], tasks []*task[S], st
 	}
 	var wg sync.WaitGroup
 	for i, t := range tasks {
-		if t.done || t.waiting() {
+		if results[i].err != nil || t.done {
 			continue
 		}
 		wg.Add(1)
@@ -555,6 +577,23 @@ func (g *Graph[S]) runTask(ctx context.Context, r *run[S], t *task[S], step int)
 	if t.arg != nil {
 		input = *t.arg
 	}
+	var in any = input
+	if t.spec.argFn != nil {
+		in = t.val
+	}
+	key, upd, hit := g.cached(ctx, t, in)
+	if hit {
+		return taskResult[S]{upd: upd}
+	}
+	res := g.attempts(ctx, nctx, nc, t, input)
+	if res.err == nil && key != "" {
+		g.cache(ctx, t, key, res.upd)
+	}
+	return res
+}
+
+// attempts runs a task's node under its retry policy.
+func (g *Graph[S]) attempts(ctx, nctx context.Context, nc *nodeCtx, t *task[S], input S) taskResult[S] {
 	p := t.spec.retry
 	nc.emit(part{mode: StreamTasks, kind: "task"})
 	for attempt := 1; ; attempt++ {
@@ -717,6 +756,12 @@ func (g *Graph[S]) route(ctx context.Context, r *run[S], tasks []*task[S], resul
 		return nil
 	}
 	for i, t := range tasks {
+		if results[i].err == errHeld { // not run: carried to the next step
+			if err := add(t.Node, t.Node); err != nil {
+				return nil, err
+			}
+			continue
+		}
 		u := results[i].upd
 		if u.routed {
 			for _, to := range u.gotos {
@@ -834,7 +879,7 @@ func (g *Graph[S]) savePartial(ctx context.Context, r *run[S], tasks []*task[S],
 	for i, t := range tasks {
 		if err := results[i].err; err != nil {
 			var sig *interruptSignal
-			if err != errStillWaiting && !errors.As(err, &sig) && t.resuming() {
+			if err != errStillWaiting && err != errHeld && !errors.As(err, &sig) && t.resuming() {
 				// Failed after getting its input: keep the input for Continue.
 				ints = append(ints, t.ints...)
 			}
