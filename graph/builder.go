@@ -249,8 +249,40 @@ type config struct {
 	limit     int
 	logger    *slog.Logger
 	now       func() time.Time
-	checkStep bool
-	cache     Cache
+	checkStep  bool
+	cache      Cache
+	durability Durability
+}
+
+// Durability says when a run's checkpoints are written (LangGraph's
+// durability modes).
+type Durability uint8
+
+const (
+	// DurabilitySync (the default) writes each checkpoint before the next
+	// step starts: a crash loses at most the step in progress.
+	DurabilitySync Durability = iota
+	// DurabilityAsync writes each checkpoint while the next step runs; the
+	// run waits for the last one before it returns. A crash may lose the
+	// step before the one in progress too.
+	DurabilityAsync
+	// DurabilityExit writes a checkpoint only when the run ends (END, an
+	// interrupt, an error, the recursion limit, a cancelled context): the
+	// cheapest, but a crash loses the whole run. Checkpoints that record a
+	// failed or paused step, and Resume's input, are always written.
+	DurabilityExit
+)
+
+// WithDurability sets when checkpoints are written (default
+// DurabilitySync).
+func WithDurability(d Durability) Option {
+	return func(c *config) error {
+		if d > DurabilityExit {
+			return invalidArg("WithDurability(%d): use DurabilitySync, DurabilityAsync or DurabilityExit", d)
+		}
+		c.durability = d
+		return nil
+	}
 }
 
 // WithCheckpointer makes every run of the graph checkpoint to cp after every

@@ -209,6 +209,9 @@ type run[S any] struct {
 	em      *emitter[S] // nil: not streaming
 	fwd     func(part)  // where a subgraph run sends its custom, messages and tasks parts
 	ns      string      // the run's namespace ("" at the top)
+	dirty   string      // DurabilityExit: the source of the checkpoint held back ("": none)
+	pending  chan putResult // DurabilityAsync: the checkpoint being written
+	flushing bool           // finish is writing the held-back checkpoint
 }
 
 func (g *Graph[S]) saverOf(o *runOpts) Checkpointer {
@@ -845,12 +848,26 @@ func (g *Graph[S]) taskID(r *run[S], seq uint64, i int) string {
 	return taskID(r.thread, seq, i)
 }
 
-// save writes the run's state as the thread's new head.
+// save writes the run's state as the thread's new head, now or later as
+// the graph's Durability says.
 func (g *Graph[S]) save(ctx context.Context, r *run[S], source string, writes []PendingWrite, ints []Interruption) error {
 	if r.saver == nil {
 		r.em.debugCheckpoint(r, Checkpoint{Source: source, Step: r.step, Writes: writes, Interrupts: ints})
 		return nil
 	}
+	if err := r.wait(); err != nil {
+		return err
+	}
+	mode := g.cfg.durability
+	if r.flushing {
+		mode = DurabilitySync
+	}
+	deferrable := source == SourceInput || source == SourceLoop
+	if mode == DurabilityExit && deferrable {
+		r.dirty = source
+		return nil
+	}
+	r.dirty = ""
 	stb, err := codec.Marshal(r.state)
 	if err != nil {
 		return fmt.Errorf("graph: encode the state of thread %q: %w", r.thread, err)
@@ -863,6 +880,20 @@ func (g *Graph[S]) save(ctx context.Context, r *run[S], source string, writes []
 	if cp.Next, err = encodeNext(r.next); err != nil {
 		return err
 	}
+	if mode == DurabilityAsync && deferrable {
+		// Written while the next step runs; the next save (or the end of
+		// the run) waits for it.
+		done := make(chan putResult, 1)
+		version := r.version
+		go func() {
+			v, err := r.saver.Put(ctx, cp, version)
+			done <- putResult{v, err}
+		}()
+		r.pending = done
+		r.seq, r.headID, r.ckpt = cp.Seq, cp.ID, cp.ID
+		r.em.debugCheckpoint(r, cp)
+		return nil
+	}
 	v, err := r.saver.Put(ctx, cp, r.version)
 	if err != nil {
 		return err
@@ -870,6 +901,57 @@ func (g *Graph[S]) save(ctx context.Context, r *run[S], source string, writes []
 	r.seq, r.headID, r.version, r.ckpt = cp.Seq, cp.ID, v, cp.ID
 	r.em.debugCheckpoint(r, cp)
 	return nil
+}
+
+type putResult struct {
+	version uint64
+	err     error
+}
+
+// wait waits for the checkpoint being written in the background, if any.
+func (r *run[S]) wait() error {
+	if r.pending == nil {
+		return nil
+	}
+	res := <-r.pending
+	r.pending = nil
+	if res.err != nil {
+		return res.err
+	}
+	r.version = res.version
+	return nil
+}
+
+// finish ends a run: it waits for a checkpoint written in the background
+// and writes the one an exit-durability run held back, even when ctx has
+// ended (that is when it matters).
+func (g *Graph[S]) finish(ctx context.Context, r *run[S], res Result[S], err error) (Result[S], error) {
+	if werr := r.wait(); werr != nil {
+		err = errors.Join(err, werr)
+	}
+	if r.dirty != "" && r.saver != nil {
+		fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), exitSaveTimeout)
+		defer cancel()
+		source := r.dirty
+		r.dirty = ""
+		if serr := g.saveNow(fctx, r, source); serr != nil {
+			err = errors.Join(err, serr)
+		}
+	}
+	if err == nil {
+		res.Checkpoint = r.ckpt
+	}
+	return res, err
+}
+
+// exitSaveTimeout bounds the checkpoint written at the end of a run whose
+// context has ended.
+const exitSaveTimeout = 10 * time.Second
+
+func (g *Graph[S]) saveNow(ctx context.Context, r *run[S], source string) error {
+	r.flushing = true
+	defer func() { r.flushing = false }()
+	return g.save(ctx, r, source, nil, nil)
 }
 
 // savePartial checkpoints a step that stopped early: same state and tasks,

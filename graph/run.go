@@ -164,7 +164,9 @@ func (g *Graph[S]) exec(ctx context.Context, thread string, o *runOpts, prepare 
 		return Result[S]{}, err
 	}
 	if err := prepare(r); err != nil {
+		_, err = g.finish(ctx, r, Result[S]{}, err)
 		return Result[S]{}, err
 	}
-	return g.loop(ctx, r)
+	res, err := g.loop(ctx, r)
+	return g.finish(ctx, r, res, err)
 }

@@ -248,10 +248,10 @@ func (g *Graph[S]) stream(ctx context.Context, thread string, o *runOpts, prepar
 		done := make(chan struct{})
 		go func() {
 			defer close(done)
-			if runErr = prepare(r); runErr != nil {
-				return
+			if runErr = prepare(r); runErr == nil {
+				res, runErr = g.loop(ctx, r)
 			}
-			res, runErr = g.loop(ctx, r)
+			res, runErr = g.finish(ctx, r, res, runErr)
 		}()
 		stopped := false
 	recv:
