@@ -245,13 +245,14 @@ func (b *Builder[S]) StateReducer(reduce func(cur, upd S) S) *Builder[S] {
 type Option func(*config) error
 
 type config struct {
-	saver     Checkpointer
-	limit     int
-	logger    *slog.Logger
-	now       func() time.Time
+	saver      Checkpointer
+	limit      int
+	logger     *slog.Logger
+	now        func() time.Time
 	checkStep  bool
 	cache      Cache
 	durability Durability
+	store      Store
 }
 
 // Durability says when a run's checkpoints are written (LangGraph's

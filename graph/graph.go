@@ -197,19 +197,20 @@ type taskResult[S any] struct {
 
 // run is the state of one invocation.
 type run[S any] struct {
-	thread  string
-	saver   Checkpointer // nil: no checkpoints
-	state   S
-	step    int
-	next    []*task[S]
-	seq     uint64
-	headID  string
-	version uint64
-	ckpt    string
-	em      *emitter[S] // nil: not streaming
-	fwd     func(part)  // where a subgraph run sends its custom, messages and tasks parts
-	ns      string      // the run's namespace ("" at the top)
-	dirty   string      // DurabilityExit: the source of the checkpoint held back ("": none)
+	thread   string
+	saver    Checkpointer // nil: no checkpoints
+	state    S
+	step     int
+	next     []*task[S]
+	seq      uint64
+	headID   string
+	version  uint64
+	ckpt     string
+	em       *emitter[S]    // nil: not streaming
+	fwd      func(part)     // where a subgraph run sends its custom, messages and tasks parts
+	ns       string         // the run's namespace ("" at the top)
+	store    Store          // what StoreOf returns in the run's nodes
+	dirty    string         // DurabilityExit: the source of the checkpoint held back ("": none)
 	pending  chan putResult // DurabilityAsync: the checkpoint being written
 	flushing bool           // finish is writing the held-back checkpoint
 }
@@ -267,9 +268,12 @@ func (g *Graph[S]) newRun(ctx context.Context, o *runOpts, thread string) (*run[
 	if err := checkThread(sv, thread); err != nil {
 		return nil, err
 	}
-	r := &run[S]{thread: thread, saver: sv}
+	r := &run[S]{thread: thread, saver: sv, store: g.cfg.store}
 	if sp, ok := ctx.Value(subKey{}).(*subParent); ok && sp.child == any(g) {
 		r.fwd, r.ns = sp.fwd, sp.ns
+		if r.store == nil {
+			r.store = sp.store
+		}
 	}
 	return r, nil
 }
@@ -570,6 +574,7 @@ func (g *Graph[S]) runTask(ctx context.Context, r *run[S], t *task[S], step int)
 		answers: t.answers(),
 		sub:     t.subAnswers(),
 		saver:   r.saver,
+		store:   r.store,
 		ns:      r.ns,
 	}
 	if r.em.wants(StreamCustom|StreamMessages|StreamTasks|StreamDebug) || r.fwd != nil {

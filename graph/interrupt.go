@@ -35,6 +35,7 @@ type nodeCtx struct {
 	answers [][]byte          // inputs of the task's interrupts, in call order
 	sub     map[string][]byte // inputs for the interrupts of a subgraph, by id
 	saver   Checkpointer      // the run's checkpointer, for subgraphs
+	store   Store             // the graph's (or its parent's) Store
 	ns      string            // the run's namespace
 	sink    func(part)        // nil: nobody streams parts
 

@@ -146,7 +146,9 @@ func TestStreamDebugAndErrors(t *testing.T) {
 
 	// A failing node: its task_result carries the error, then the stream ends with it.
 	b, _ := newBuilder()
-	b.AddNode("bad", func(ctx context.Context, s st) (graph.Update[st], error) { return graph.Update[st]{}, errors.New("boom") })
+	b.AddNode("bad", func(ctx context.Context, s st) (graph.Update[st], error) {
+		return graph.Update[st]{}, errors.New("boom")
+	})
 	b.AddEdge(graph.START, "bad")
 	g2 := mustCompile(t, b)
 	var taskErr, endErr error

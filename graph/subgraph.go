@@ -77,6 +77,7 @@ type subParent struct {
 	child any // the *Graph[C] it is meant for
 	fwd   func(part)
 	ns    string
+	store Store
 }
 
 func runSubgraph[C any](ctx context.Context, nc *nodeCtx, child *Graph[C], input C) (C, error) {
@@ -85,7 +86,7 @@ func runSubgraph[C any](ctx context.Context, nc *nodeCtx, child *Graph[C], input
 	if nc.ns != "" {
 		ns = nc.ns + "|" + ns
 	}
-	cctx := context.WithValue(ctx, subKey{}, &subParent{child: child, fwd: nc.sink, ns: ns})
+	cctx := context.WithValue(ctx, subKey{}, &subParent{child: child, fwd: nc.sink, ns: ns, store: nc.store})
 	o := &runOpts{saver: nc.saver, own: true}
 	start := func(r *run[C]) error { return child.start(cctx, r, Replace(input)) }
 	sv := nc.saver
