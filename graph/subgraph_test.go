@@ -182,3 +182,42 @@ func TestSubgraphSharedState(t *testing.T) {
 		t.Fatalf("long subgraph thread %q", th)
 	}
 }
+
+// TestSubgraphStore: a subgraph compiled without a store uses its
+// parent's.
+func TestSubgraphStore(t *testing.T) {
+	store := graph.NewMemoryStore(nil)
+	cb, cf := newBuilder()
+	cb.AddNode("recall", func(ctx context.Context, s st) (graph.Update[st], error) {
+		mem, ok := graph.StoreOf(ctx)
+		if !ok {
+			return graph.Update[st]{}, errors.New("no store in the subgraph")
+		}
+		it, err := mem.Get(ctx, []string{"facts"}, "name")
+		if err != nil {
+			return graph.Update[st]{}, err
+		}
+		var name string
+		if err := it.Decode(&name); err != nil {
+			return graph.Update[st]{}, err
+		}
+		return graph.Updates(cf.name.Set(name)), nil
+	})
+	cb.AddEdge(graph.START, "recall")
+	child := mustCompile(t, cb)
+	b, _ := newBuilder()
+	graph.AddSubgraph(b, "sub", child)
+	b.AddEdge(graph.START, "sub")
+	g := mustCompile(t, b, graph.WithStore(store))
+	ctx := ctxT(t)
+	if err := store.Put(ctx, []string{"facts"}, "name", "Ada"); err != nil {
+		t.Fatal(err)
+	}
+	res, err := g.Invoke(ctx, "", graph.Update[st]{})
+	if err != nil || res.State.Name != "Ada" {
+		t.Fatalf("%+v, %v", res.State, err)
+	}
+	if _, err := child.Invoke(ctx, "", graph.Update[st]{}); err == nil || !strings.Contains(err.Error(), "no store") {
+		t.Fatalf("child alone: %v", err)
+	}
+}
