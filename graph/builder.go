@@ -132,7 +132,7 @@ func WithRetry(p RetryPolicy) NodeOption {
 
 // AddNode adds a node. Names are 1–128 of [A-Za-z0-9_-], unique.
 func (b *Builder[S]) AddNode(name string, fn NodeFunc[S], opts ...NodeOption) *Builder[S] {
-	b.addNode(name, fn, nil, opts)
+	b.addNode(name, fn, opts)
 	return b
 }
 
@@ -146,7 +146,7 @@ func AddSendNode[S, A any](b *Builder[S], name string, fn func(ctx context.Conte
 		b.errs = append(b.errs, invalidGraph("node %q has a nil function", name))
 		return b
 	}
-	spec := b.addNode(name, func(context.Context, S) (Update[S], error) { return Update[S]{}, nil }, nil, opts)
+	spec := b.addNode(name, func(context.Context, S) (Update[S], error) { return Update[S]{}, nil }, opts)
 	if spec == nil {
 		return b
 	}
@@ -169,7 +169,7 @@ func AddSendNode[S, A any](b *Builder[S], name string, fn func(ctx context.Conte
 	return b
 }
 
-func (b *Builder[S]) addNode(name string, fn NodeFunc[S], _ any, opts []NodeOption) *nodeSpec[S] {
+func (b *Builder[S]) addNode(name string, fn NodeFunc[S], opts []NodeOption) *nodeSpec[S] {
 	if !nameRE.MatchString(name) {
 		b.errs = append(b.errs, invalidGraph("node name %q: use 1-128 letters, digits, - or _", name))
 		return nil

@@ -585,13 +585,17 @@ func (g *Graph[S]) runTask(ctx context.Context, r *run[S], t *task[S], step int)
 	if t.arg != nil {
 		input = *t.arg
 	}
-	var in any = input
-	if t.spec.argFn != nil {
-		in = t.val
-	}
-	key, upd, hit := g.cached(ctx, t, in)
-	if hit {
-		return taskResult[S]{upd: upd}
+	var key string
+	if t.spec.cache != nil {
+		var in any = input
+		if t.spec.argFn != nil {
+			in = t.val
+		}
+		var upd Update[S]
+		var hit bool
+		if key, upd, hit = g.cached(ctx, t, in); hit {
+			return taskResult[S]{upd: upd}
+		}
 	}
 	res := g.attempts(ctx, nctx, nc, t, input)
 	if res.err == nil && key != "" {

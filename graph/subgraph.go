@@ -50,7 +50,7 @@ func AddSubgraphFunc[S, C any](b *Builder[S], name string, child *Graph[C], in f
 			return Update[S]{}, err
 		}
 		return out(c), nil
-	}, nil, opts)
+	}, opts)
 	if spec != nil {
 		spec.sub = true
 	}
