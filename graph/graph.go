@@ -441,6 +441,9 @@ func (g *Graph[S]) cont(ctx context.Context, r *run[S]) error {
 			return nil
 		}
 	}
+	if len(head.Interrupts) == 0 {
+		return nil
+	}
 	in := head.Interrupts[0]
 	return fmt.Errorf("%w: node %q of thread %q is waiting; call Resume with its input", ErrWaitingForInput, in.Node, r.thread)
 }
