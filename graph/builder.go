@@ -253,6 +253,29 @@ type config struct {
 	cache      Cache
 	durability Durability
 	store      Store
+	before     map[string]bool // breakpoints before these nodes
+	after      map[string]bool // breakpoints after these nodes
+}
+
+// WithBreakpoints pauses runs before the steps that would run a node of
+// before, and after the steps that ran a node of after (LangGraph's static
+// interrupt_before / interrupt_after): the run returns a Result whose
+// Breakpoint names the node, its checkpoint holding the next step; Continue
+// goes on (without stopping at the same breakpoint again), after an
+// UpdateState to edit the state if need be. Breakpoints need a
+// checkpointer: hitting one without is ErrNoCheckpointer. Nodes must exist
+// (Compile reports unknown ones).
+func WithBreakpoints(before, after []string) Option {
+	return func(c *config) error {
+		c.before, c.after = map[string]bool{}, map[string]bool{}
+		for _, n := range before {
+			c.before[n] = true
+		}
+		for _, n := range after {
+			c.after[n] = true
+		}
+		return nil
+	}
 }
 
 // Durability says when a run's checkpoints are written (LangGraph's
@@ -369,6 +392,13 @@ func (b *Builder[S]) Compile(opts ...Option) (*Graph[S], error) {
 	for from := range b.fanouts {
 		if !known(from, false) {
 			errs = append(errs, invalidGraph("sends from unknown node %q", from))
+		}
+	}
+	for _, bp := range []map[string]bool{cfg.before, cfg.after} {
+		for n := range bp {
+			if b.nodes[n] == nil {
+				errs = append(errs, invalidGraph("breakpoint at unknown node %q", n))
+			}
 		}
 	}
 	if len(b.edges[START]) == 0 && len(b.routers[START]) == 0 && len(b.fanouts[START]) == 0 {

@@ -94,7 +94,8 @@
 // edges (LangGraph's as_node), At(id) edits an earlier checkpoint and makes
 // the result the head in one call, and a Goto or Sends in the update become
 // the next step (a Goto to an unknown node is an *InvalidUpdateError and
-// writes nothing).
+// writes nothing). WithBreakpoints pauses runs before or after given
+// nodes (Result.Breakpoint); Continue goes on.
 //
 // # Interrupts
 //
@@ -179,7 +180,8 @@
 // UpdateState (AsNode, At), RunOption on State and History, Send.Arg,
 // SendArg, AddSendNode, AddSubgraph, AddSubgraphFunc, SubgraphThread, Defer,
 // WithCachePolicy, Cache, WithCache, MemoryCache, WithDurability, Store,
-// WithStore, StoreOf, MemoryStore, WriteCustom, WriteMessage, StreamText.
+// WithStore, StoreOf, MemoryStore, WriteCustom, WriteMessage, StreamText, WithBreakpoints, Result.Breakpoint,
+// Result.Paused, Event.Breakpoint.
 // Behaviour changes: a second invocation of a thread (and UpdateState, a
 // Fork onto an existing thread) takes the next step number instead of
 // repeating the head's; an InvalidUpdateError of a route names the step

@@ -64,10 +64,17 @@ type Result[S any] struct {
 	Step       int            // the step of the thread's head checkpoint
 	Interrupts []Interruption // non-empty: the run paused; call Graph.Resume
 	Checkpoint string         // id of the thread's head ("" without a checkpointer)
+	// Breakpoint names the node whose breakpoint (WithBreakpoints) paused
+	// the run; Graph.Continue goes on.
+	Breakpoint string
 }
 
 // Interrupted reports whether the run paused at an interrupt.
 func (r Result[S]) Interrupted() bool { return len(r.Interrupts) > 0 }
+
+// Paused reports whether the run stopped before END: at an interrupt or at
+// a breakpoint.
+func (r Result[S]) Paused() bool { return r.Interrupted() || r.Breakpoint != "" }
 
 // StepWrite is one write applied in a step.
 type StepWrite struct {
@@ -213,6 +220,7 @@ type run[S any] struct {
 	dirty    string         // DurabilityExit: the source of the checkpoint held back ("": none)
 	pending  chan putResult // DurabilityAsync: the checkpoint being written
 	flushing bool           // finish is writing the held-back checkpoint
+	passed   bool           // Continue or Resume: the first step does not stop at its breakpoint
 }
 
 func (g *Graph[S]) saverOf(o *runOpts) Checkpointer {
@@ -424,6 +432,7 @@ func (g *Graph[S]) resumeEach(ctx context.Context, r *run[S], inputs map[string]
 		return err
 	}
 	r.seq, r.headID, r.version, r.ckpt = cp.Seq, cp.ID, v, cp.ID
+	r.passed = true
 	r.em.debugCheckpoint(r, cp)
 	return nil
 }
@@ -433,6 +442,7 @@ func (g *Graph[S]) cont(ctx context.Context, r *run[S]) error {
 	if err != nil {
 		return err
 	}
+	r.passed = true
 	if len(head.Next) == 0 {
 		return fmt.Errorf("%w: thread %q reached END; Invoke starts a new run", ErrNothingToResume, r.thread)
 	}
@@ -458,6 +468,14 @@ func (g *Graph[S]) loop(ctx context.Context, r *run[S]) (Result[S], error) {
 		if steps >= g.cfg.limit {
 			return Result[S]{}, &RecursionError{Limit: g.cfg.limit}
 		}
+		if !r.passed && len(g.cfg.before) > 0 {
+			for _, t := range r.next {
+				if g.cfg.before[t.Node] && !t.done {
+					return g.breakpoint(r, t.Node)
+				}
+			}
+		}
+		r.passed = false
 		steps++
 		stepNo := r.step + 1
 		tasks := r.next
@@ -519,8 +537,23 @@ func (g *Graph[S]) loop(ctx context.Context, r *run[S]) (Result[S], error) {
 		if !r.em.step(r, ran, writes) {
 			break
 		}
+		if len(g.cfg.after) > 0 && len(r.next) > 0 {
+			for _, t := range ran {
+				if g.cfg.after[t.Node] {
+					return g.breakpoint(r, t.Node)
+				}
+			}
+		}
 	}
 	return Result[S]{State: r.state, Step: r.step, Checkpoint: r.ckpt}, nil
+}
+
+// breakpoint ends a run at the breakpoint of node.
+func (g *Graph[S]) breakpoint(r *run[S], node string) (Result[S], error) {
+	if r.saver == nil {
+		return Result[S]{}, fmt.Errorf("%w: the breakpoint at node %q needs one to continue from", ErrNoCheckpointer, node)
+	}
+	return Result[S]{State: r.state, Step: r.step, Checkpoint: r.ckpt, Breakpoint: node}, nil
 }
 
 // runTasks runs the step's tasks not already done, concurrently when more

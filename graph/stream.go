@@ -69,6 +69,9 @@ type Event[S any] struct {
 	Kind string // "task", "task_result" or "checkpoint" (StreamTasks, StreamDebug)
 	Data any    // StreamCustom, StreamMessages: what the node wrote
 	Err  error  // "task_result": the node's error, nil when it succeeded
+	// Breakpoint is set on the last event (Mode 0) of a run that stopped at
+	// a breakpoint (WithBreakpoints): the node.
+	Breakpoint string
 }
 
 // part is an event that does not carry the state: custom values,
@@ -276,8 +279,8 @@ func (g *Graph[S]) stream(ctx context.Context, thread string, o *runOpts, prepar
 			yield(Event[S]{}, runErr)
 			return
 		}
-		if res.Interrupted() {
-			yield(Event[S]{Step: res.Step, State: res.State, Checkpoint: res.Checkpoint, Interrupts: res.Interrupts}, nil)
+		if res.Paused() {
+			yield(Event[S]{Step: res.Step, State: res.State, Checkpoint: res.Checkpoint, Interrupts: res.Interrupts, Breakpoint: res.Breakpoint}, nil)
 		}
 	}
 }

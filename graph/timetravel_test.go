@@ -184,3 +184,55 @@ func TestSendPayload(t *testing.T) {
 		t.Fatalf("edge to a send node: %v", err)
 	}
 }
+
+// TestBreakpoints: static breakpoints before b and after a pause the run;
+// Continue goes on (after an edit); without a checkpointer a breakpoint is
+// ErrNoCheckpointer; unknown nodes are Compile errors.
+func TestBreakpoints(t *testing.T) {
+	build := func(before, after []string, opts ...graph.Option) (*graph.Graph[st], fields) {
+		b, f := newBuilder()
+		for _, n := range []string{"a", "b", "c"} {
+			b.AddNode(n, logNode(f, n))
+		}
+		b.AddEdge(graph.START, "a").AddEdge("a", "b").AddEdge("b", "c")
+		return mustCompile(t, b, append(opts, graph.WithBreakpoints(before, after))...), f
+	}
+	ctx := ctxT(t)
+	g, f := build([]string{"b"}, nil, graph.WithCheckpointer(graph.NewMemorySaver(0)))
+	res, err := g.Invoke(ctx, "t", graph.Update[st]{})
+	if err != nil || res.Breakpoint != "b" || !res.Paused() || res.Interrupted() || !slices.Equal(res.State.Log, []string{"a"}) {
+		t.Fatalf("before b: %+v, %v", res, err)
+	}
+	if _, err := g.UpdateState(ctx, "t", graph.Updates(f.log.Set([]string{"edit"}))); err != nil {
+		t.Fatal(err)
+	}
+	res, err = g.Continue(ctx, "t")
+	if err != nil || res.Paused() || !slices.Equal(res.State.Log, []string{"a", "edit", "b", "c"}) {
+		t.Fatalf("continue: %+v, %v", res, err)
+	}
+
+	g, _ = build(nil, []string{"a"}, graph.WithCheckpointer(graph.NewMemorySaver(0)))
+	var last graph.Event[st]
+	for ev, err := range g.Stream(ctx, "t", graph.Update[st]{}) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		last = ev
+	}
+	if last.Breakpoint != "a" || !slices.Equal(last.State.Log, []string{"a"}) {
+		t.Fatalf("after a: last event %+v", last)
+	}
+	if res, err = g.Continue(ctx, "t"); err != nil || !slices.Equal(res.State.Log, []string{"a", "b", "c"}) {
+		t.Fatalf("continue after a: %+v, %v", res, err)
+	}
+
+	g, _ = build([]string{"a"}, nil)
+	if _, err := g.Invoke(ctx, "", graph.Update[st]{}); !errors.Is(err, graph.ErrNoCheckpointer) {
+		t.Fatalf("breakpoint without a checkpointer: %v", err)
+	}
+	b, _ := newBuilder()
+	b.AddNode("a", logNode(fields{}, "a")).AddEdge(graph.START, "a")
+	if _, err := b.Compile(graph.WithBreakpoints([]string{"ghost"}, nil)); !errors.Is(err, graph.ErrInvalidGraph) {
+		t.Fatalf("unknown breakpoint: %v", err)
+	}
+}
