@@ -143,7 +143,8 @@
 // the full state. WithStreamModes selects LangGraph's stream modes, several
 // at once: StreamValues, StreamUpdates (per task, with its id),
 // StreamCustom (WriteCustom), StreamMessages (WriteMessage, StreamText for
-// a model's tokens), StreamTasks and StreamDebug. A paused run ends with an
+// a model's tokens), StreamTasks and StreamDebug, plus the StreamSubgraphs
+// flag for the values and updates of subgraphs. A paused run ends with an
 // Event carrying its Interrupts. The run stops when ctx ends (yielding the
 // context error) or the loop breaks (after the step in progress).
 //
@@ -181,7 +182,7 @@
 // SendArg, AddSendNode, AddSubgraph, AddSubgraphFunc, SubgraphThread, Defer,
 // WithCachePolicy, Cache, WithCache, MemoryCache, WithDurability, Store,
 // WithStore, StoreOf, MemoryStore, WriteCustom, WriteMessage, StreamText, WithBreakpoints, Result.Breakpoint,
-// Result.Paused, Event.Breakpoint.
+// Result.Paused, Event.Breakpoint, StreamSubgraphs.
 // Behaviour changes: a second invocation of a thread (and UpdateState, a
 // Fork onto an existing thread) takes the next step number instead of
 // repeating the head's; an InvalidUpdateError of a route names the step

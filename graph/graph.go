@@ -282,6 +282,9 @@ func (g *Graph[S]) newRun(ctx context.Context, o *runOpts, thread string) (*run[
 		if r.store == nil {
 			r.store = sp.store
 		}
+		if sp.fwd != nil && sp.modes&StreamSubgraphs != 0 {
+			r.em = &emitter[S]{modes: sp.modes, up: sp.fwd}
+		}
 	}
 	return r, nil
 }
@@ -613,8 +616,11 @@ func (g *Graph[S]) runTask(ctx context.Context, r *run[S], t *task[S], step int)
 		store:   r.store,
 		ns:      r.ns,
 	}
-	if r.em.wants(StreamCustom|StreamMessages|StreamTasks|StreamDebug) || r.fwd != nil {
+	if r.em.wants(StreamCustom|StreamMessages|StreamTasks|StreamDebug|StreamSubgraphs) || r.fwd != nil {
 		nc.sink = r.part
+	}
+	if r.em != nil {
+		nc.modes = r.em.modes
 	}
 	nctx := context.WithValue(ctx, nodeCtxKey{}, nc)
 	input := r.state

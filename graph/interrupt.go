@@ -38,6 +38,7 @@ type nodeCtx struct {
 	store   Store             // the graph's (or its parent's) Store
 	ns      string            // the run's namespace
 	sink    func(part)        // nil: nobody streams parts
+	modes   StreamMode        // the stream modes of the run (for subgraphs)
 
 	mu    sync.Mutex
 	calls int // Ask calls so far in this attempt

@@ -28,9 +28,17 @@ const (
 	// StreamDebug: the task events of StreamTasks plus a "checkpoint" Event
 	// after every checkpoint, in Mode StreamDebug.
 	StreamDebug
+	// StreamSubgraphs is not a mode but a flag (LangGraph's
+	// stream(subgraphs=True)): subgraphs' runs yield the values, updates
+	// and debug checkpoints of the other modes chosen too, with their
+	// Namespace; as their state is of another type it is in Data (the
+	// child's state for values and checkpoints, its []StepWrite for
+	// updates), not in State. Custom, message and task events of
+	// subgraphs' nodes are yielded with or without this flag.
+	StreamSubgraphs
 )
 
-var modeNames = []string{"values", "updates", "custom", "messages", "tasks", "debug"}
+var modeNames = []string{"values", "updates", "custom", "messages", "tasks", "debug", "subgraphs"}
 
 // String returns the LangGraph names of the modes, joined with "|".
 func (m StreamMode) String() string {
@@ -107,6 +115,7 @@ func emitFrom(ctx context.Context, m StreamMode, v any) {
 // loop stops the run after the step in progress).
 type emitter[S any] struct {
 	modes StreamMode
+	up    func(part) // a subgraph's run: its events go to the parent's stream
 	out   chan Event[S]
 	ack   chan bool
 	stop  chan struct{} // closed when the consumer is gone
@@ -133,6 +142,14 @@ func (e *emitter[S]) alive() bool {
 
 func (e *emitter[S]) send(ev Event[S]) bool {
 	if e == nil {
+		return true
+	}
+	if e.up != nil {
+		p := part{mode: ev.Mode, kind: ev.Kind, ns: ev.Namespace, node: ev.Node, task: ev.Task, step: ev.Step, data: any(ev.State)}
+		if ev.Mode == StreamUpdates {
+			p.data = ev.Writes
+		}
+		e.up(p)
 		return true
 	}
 	e.mu.Lock()

@@ -189,3 +189,49 @@ func TestStreamModesBreak(t *testing.T) {
 		t.Fatalf("after break at the third custom value: count %d, %v; want 3 (the step in progress finished)", snap.State.Count, err)
 	}
 }
+
+// TestStreamSubgraphs: with StreamSubgraphs the child's values and updates
+// reach the parent's stream with the child's namespace, the child's state
+// in Data; without it, only the parent's.
+func TestStreamSubgraphs(t *testing.T) {
+	var prepRuns atomic.Int32
+	child := childGraph(t, &prepRuns, nil)
+	g := parentGraph(t, child, graph.NewMemorySaver(0))
+	ctx := ctxT(t)
+	for _, sub := range []bool{true, false} {
+		modes := []graph.StreamMode{graph.StreamValues, graph.StreamUpdates}
+		if sub {
+			modes = append(modes, graph.StreamSubgraphs)
+		}
+		var childValues []inner
+		var childUpdates []string
+		parentValues := 0
+		thread := fmt.Sprintf("s%v", sub)
+		for ev, err := range g.Stream(ctx, thread, graph.Update[st]{}, graph.WithStreamModes(modes...)) {
+			if err != nil {
+				t.Fatal(err)
+			}
+			switch {
+			case ev.Namespace == "" && ev.Mode == graph.StreamValues:
+				parentValues++
+			case ev.Mode == graph.StreamValues:
+				if !strings.HasPrefix(ev.Namespace, "sub:") {
+					t.Fatalf("child event namespace %q", ev.Namespace)
+				}
+				childValues = append(childValues, ev.Data.(inner))
+			case ev.Mode == graph.StreamUpdates && ev.Namespace != "":
+				childUpdates = append(childUpdates, ev.Node)
+			}
+		}
+		if !sub {
+			if len(childValues)+len(childUpdates) != 0 {
+				t.Fatalf("without StreamSubgraphs: child events %v %v", childValues, childUpdates)
+			}
+			continue
+		}
+		// The child runs prep then asks: values after its input and after prep.
+		if len(childValues) != 2 || !slices.Equal(childValues[1].Steps, []string{"from ", "prep"}) || !slices.Equal(childUpdates, []string{"prep"}) || parentValues != 2 {
+			t.Fatalf("child values %+v, updates %v, parent values %d", childValues, childUpdates, parentValues)
+		}
+	}
+}

@@ -78,6 +78,7 @@ type subParent struct {
 	fwd   func(part)
 	ns    string
 	store Store
+	modes StreamMode
 }
 
 func runSubgraph[C any](ctx context.Context, nc *nodeCtx, child *Graph[C], input C) (C, error) {
@@ -86,7 +87,7 @@ func runSubgraph[C any](ctx context.Context, nc *nodeCtx, child *Graph[C], input
 	if nc.ns != "" {
 		ns = nc.ns + "|" + ns
 	}
-	cctx := context.WithValue(ctx, subKey{}, &subParent{child: child, fwd: nc.sink, ns: ns, store: nc.store})
+	cctx := context.WithValue(ctx, subKey{}, &subParent{child: child, fwd: nc.sink, ns: ns, store: nc.store, modes: nc.modes})
 	o := &runOpts{saver: nc.saver, own: true}
 	start := func(r *run[C]) error { return child.start(cctx, r, Replace(input)) }
 	sv := nc.saver
