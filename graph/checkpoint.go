@@ -63,6 +63,7 @@ type Checkpoint struct {
 	Next       []Task         `json:"next,omitempty"`       // tasks of the next step; none: the run reached END
 	Writes     []PendingWrite `json:"writes,omitempty"`     // completed tasks of Next (SourcePartial)
 	Interrupts []Interruption `json:"interrupts,omitempty"` // tasks of Next that paused
+	Memos      []Memo         `json:"memos,omitempty"`      // recorded Once results of tasks of Next that failed
 
 	// Version is the store's version of this checkpoint (set by Put and Get,
 	// not stored); pass it to Put as head to write the next one.
@@ -94,6 +95,14 @@ type PendingWrite struct {
 	Routed  bool         `json:"routed,omitempty"`
 	Goto    []string     `json:"goto,omitempty"`
 	Sends   []Task       `json:"sends,omitempty"`
+}
+
+// Memo is what a task that failed had recorded in call order (the results
+// of its Once calls and the inputs of its Ask calls, msgpack), replayed to
+// those calls when it runs again.
+type Memo struct {
+	Task   string   `json:"task"`
+	Values [][]byte `json:"values"`
 }
 
 // FieldValue is one field write: the field's name and its msgpack value.

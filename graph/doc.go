@@ -148,6 +148,12 @@
 // Event carrying its Interrupts. The run stops when ctx ends (yielding the
 // context error) or the loop breaks (after the step in progress).
 //
+// # Functional API
+//
+// Entrypoint runs a plain function as a durable Workflow (a one-node
+// graph); Once inside it records a step's result so that a run after an
+// Ask or a failure does not repeat it (LangGraph's @entrypoint and @task).
+//
 // # Long-term memory
 //
 // WithStore gives nodes a Store (StoreOf): items under namespaces, shared
@@ -182,7 +188,8 @@
 // SendArg, AddSendNode, AddSubgraph, AddSubgraphFunc, SubgraphThread, Defer,
 // WithCachePolicy, Cache, WithCache, MemoryCache, WithDurability, Store,
 // WithStore, StoreOf, MemoryStore, WriteCustom, WriteMessage, StreamText, WithBreakpoints, Result.Breakpoint,
-// Result.Paused, Event.Breakpoint, StreamSubgraphs.
+// Result.Paused, Event.Breakpoint, StreamSubgraphs, Entrypoint, Workflow,
+// WorkflowResult, Once, Checkpoint.Memos, Memo.
 // Behaviour changes: a second invocation of a thread (and UpdateState, a
 // Fork onto an existing thread) takes the next step number instead of
 // repeating the head's; an InvalidUpdateError of a route names the step

@@ -138,3 +138,40 @@ func ExampleWithStreamModes() {
 	// updates research notes [otters]
 	// values 1 [otters]
 }
+
+// The functional API: a function as a durable workflow. Once records a
+// step's result, so when the workflow runs again after the Ask, the step
+// is not repeated.
+func ExampleEntrypoint() {
+	w, err := graph.Entrypoint(func(ctx context.Context, topic string) (string, error) {
+		draft, err := graph.Once(ctx, func(ctx context.Context) (string, error) {
+			fmt.Println("drafting") // printed once
+			return "otters hold hands", nil
+		})
+		if err != nil {
+			return "", err
+		}
+		editor, err := graph.Ask[string](ctx, "who edits "+topic+"?")
+		if err != nil {
+			return "", err
+		}
+		return draft + " (edited by " + editor + ")", nil
+	}, graph.WithCheckpointer(graph.NewMemorySaver(0)))
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	ctx := context.Background()
+	res, err := w.Invoke(ctx, "w1", "otters")
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	fmt.Println("paused:", res.Interrupted())
+	res, err = w.Resume(ctx, "w1", "Grace")
+	fmt.Println(res.Output, err)
+	// Output:
+	// drafting
+	// paused: true
+	// otters hold hands (edited by Grace) <nil>
+}

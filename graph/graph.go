@@ -113,6 +113,7 @@ type task[S any] struct {
 	upd   Update[S]
 	rerun bool
 	ints  []Interruption // the task's interrupts in the checkpoint, answered or not
+	memo  [][]byte       // what it recorded before it failed (Checkpoint.Memos)
 }
 
 // waiting reports a task paused at interrupts none of which got input: it
@@ -146,6 +147,15 @@ func (t *task[S]) answers() [][]byte {
 		}
 	}
 	return nil
+}
+
+// recorded is what the task's Ask and Once calls replay.
+func (t *task[S]) recorded() [][]byte {
+	a := t.answers()
+	if len(t.memo) > len(a) {
+		return t.memo
+	}
+	return a
 }
 
 // subAnswers are the inputs given to interrupts of a subgraph run by the
@@ -200,6 +210,7 @@ type taskResult[S any] struct {
 	upd      Update[S]
 	err      error
 	attempts int
+	values   [][]byte // what the task recorded, in call order (Ask inputs, Once results)
 }
 
 // run is the state of one invocation.
@@ -221,6 +232,7 @@ type run[S any] struct {
 	pending  chan putResult // DurabilityAsync: the checkpoint being written
 	flushing bool           // finish is writing the held-back checkpoint
 	passed   bool           // Continue or Resume: the first step does not stop at its breakpoint
+	memos    []Memo         // for the partial checkpoint being written
 }
 
 func (g *Graph[S]) saverOf(o *runOpts) Checkpointer {
@@ -349,12 +361,16 @@ func (g *Graph[S]) load(ctx context.Context, r *run[S]) (Checkpoint, error) {
 	for _, in := range head.Interrupts {
 		ints[in.Task] = append(ints[in.Task], in)
 	}
+	memos := map[string][][]byte{}
+	for _, m := range head.Memos {
+		memos[m.Task] = m.Values
+	}
 	for _, t := range head.Next {
 		spec := g.nodes[t.Node]
 		if spec == nil {
 			return head, fmt.Errorf("%w: thread %q waits for node %q, which this graph does not have", ErrInvalidGraph, r.thread, t.Node)
 		}
-		tk := &task[S]{Task: t, spec: spec, rerun: true, ints: ints[t.ID]}
+		tk := &task[S]{Task: t, spec: spec, rerun: true, ints: ints[t.ID], memo: memos[t.ID]}
 		if t.Send {
 			if err := g.decodeArg(tk); err != nil {
 				return head, err
@@ -497,7 +513,7 @@ func (g *Graph[S]) loop(ctx context.Context, r *run[S]) (Result[S], error) {
 			}
 			var sig *interruptSignal
 			if errors.As(res.err, &sig) && sig.err == nil {
-				ints = append(ints, t.interruptions(sig, t.answers())...)
+				ints = append(ints, t.interruptions(sig, res.values)...)
 				continue
 			}
 			if failed == nil {
@@ -610,7 +626,8 @@ func (g *Graph[S]) runTasks(ctx context.Context, r *run[S], tasks []*task[S], st
 func (g *Graph[S]) runTask(ctx context.Context, r *run[S], t *task[S], step int) taskResult[S] {
 	nc := &nodeCtx{
 		info:    NodeInfo{Thread: r.thread, Node: t.Node, Task: t.ID, Step: step, Index: t.index, Rerun: t.rerun, Resuming: t.resuming()},
-		answers: t.answers(),
+		answers: t.recorded(),
+		given:   t.answers(),
 		sub:     t.subAnswers(),
 		saver:   r.saver,
 		store:   r.store,
@@ -640,6 +657,7 @@ func (g *Graph[S]) runTask(ctx context.Context, r *run[S], t *task[S], step int)
 		}
 	}
 	res := g.attempts(ctx, nctx, nc, t, input)
+	res.values = nc.values()
 	if res.err == nil && key != "" {
 		g.cache(ctx, t, key, res.upd)
 	}
@@ -926,7 +944,7 @@ func (g *Graph[S]) save(ctx context.Context, r *run[S], source string, writes []
 	cp := Checkpoint{
 		Thread: r.thread, Seq: r.seq + 1, ID: FormatID(r.seq + 1), Parent: r.headID,
 		Source: source, Step: r.step, Created: g.cfg.now(), State: stb,
-		Writes: writes, Interrupts: ints,
+		Writes: writes, Interrupts: ints, Memos: r.memos,
 	}
 	if cp.Next, err = encodeNext(r.next); err != nil {
 		return err
@@ -1009,12 +1027,18 @@ func (g *Graph[S]) saveNow(ctx context.Context, r *run[S], source string) error 
 // plus the completed tasks' writes and the interrupts.
 func (g *Graph[S]) savePartial(ctx context.Context, r *run[S], tasks []*task[S], results []taskResult[S], ints []Interruption) error {
 	var writes []PendingWrite
+	var memos []Memo
 	for i, t := range tasks {
 		if err := results[i].err; err != nil {
 			var sig *interruptSignal
-			if err != errStillWaiting && err != errHeld && !errors.As(err, &sig) && t.resuming() {
-				// Failed after getting its input: keep the input for Continue.
-				ints = append(ints, t.ints...)
+			if err != errStillWaiting && err != errHeld && !errors.As(err, &sig) {
+				if t.resuming() {
+					// Failed after getting its input: keep the input for Continue.
+					ints = append(ints, t.ints...)
+				}
+				if v := results[i].values; len(v) > len(t.answers()) {
+					memos = append(memos, Memo{Task: t.ID, Values: v})
+				}
 			}
 			continue
 		}
@@ -1025,6 +1049,8 @@ func (g *Graph[S]) savePartial(ctx context.Context, r *run[S], tasks []*task[S],
 		writes = append(writes, w)
 		t.done, t.upd = true, results[i].upd
 	}
+	r.memos = memos
+	defer func() { r.memos = nil }()
 	return g.save(ctx, r, SourcePartial, writes, ints)
 }
 

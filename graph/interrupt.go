@@ -3,6 +3,7 @@ package graph
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strconv"
 	"sync"
 
@@ -32,7 +33,8 @@ type nodeCtxKey struct{}
 // nodeCtx is what a node's context carries.
 type nodeCtx struct {
 	info    NodeInfo
-	answers [][]byte          // inputs of the task's interrupts, in call order
+	answers [][]byte          // recorded values of the task's Ask and Once calls, in call order
+	given   [][]byte          // inputs given to the task's interrupts (ResumeInput reads the last)
 	sub     map[string][]byte // inputs for the interrupts of a subgraph, by id
 	saver   Checkpointer      // the run's checkpointer, for subgraphs
 	store   Store             // the graph's (or its parent's) Store
@@ -40,14 +42,51 @@ type nodeCtx struct {
 	sink    func(part)        // nil: nobody streams parts
 	modes   StreamMode        // the stream modes of the run (for subgraphs)
 
-	mu    sync.Mutex
-	calls int // Ask calls so far in this attempt
+	mu       sync.Mutex
+	calls    int            // Ask and Once calls so far in this attempt
+	produced map[int][]byte // Once results recorded in this run, by call index
 }
 
 func (nc *nodeCtx) reset() {
 	nc.mu.Lock()
 	nc.calls = 0
 	nc.mu.Unlock()
+}
+
+// next reserves the next call index and returns its recorded value, if any.
+func (nc *nodeCtx) next() (int, []byte, bool) {
+	nc.mu.Lock()
+	defer nc.mu.Unlock()
+	k := nc.calls
+	nc.calls++
+	if k < len(nc.answers) {
+		return k, nc.answers[k], true
+	}
+	b, ok := nc.produced[k]
+	return k, b, ok
+}
+
+func (nc *nodeCtx) record(k int, b []byte) {
+	nc.mu.Lock()
+	defer nc.mu.Unlock()
+	if nc.produced == nil {
+		nc.produced = map[int][]byte{}
+	}
+	nc.produced[k] = b
+}
+
+// values is what the task has recorded, in call order, up to the first gap.
+func (nc *nodeCtx) values() [][]byte {
+	nc.mu.Lock()
+	defer nc.mu.Unlock()
+	out := slices.Clone(nc.answers)
+	for {
+		b, ok := nc.produced[len(out)]
+		if !ok {
+			return out
+		}
+		out = append(out, b)
+	}
 }
 
 func (nc *nodeCtx) emit(p part) {
@@ -108,13 +147,10 @@ func Ask[T any](ctx context.Context, value any) (T, error) {
 	if !ok {
 		return zero, invalidArg("graph.Ask called outside a node; pass it the context the node got")
 	}
-	nc.mu.Lock()
-	k := nc.calls
-	nc.calls++
-	nc.mu.Unlock()
-	if k < len(nc.answers) {
+	k, rec, ok := nc.next()
+	if ok {
 		var v T
-		if err := codec.Unmarshal(nc.answers[k], &v); err != nil {
+		if err := codec.Unmarshal(rec, &v); err != nil {
 			return zero, fmt.Errorf("%w: input %d of node %q does not decode into %T: %v", ErrInvalidArgument, k, nc.info.Node, v, err)
 		}
 		return v, nil
@@ -152,10 +188,10 @@ func ResumeInput(ctx context.Context, v any) (bool, error) {
 	if !ok || !nc.info.Resuming {
 		return false, nil
 	}
-	if len(nc.answers) == 0 {
+	if len(nc.given) == 0 {
 		return true, nil
 	}
-	if err := codec.Unmarshal(nc.answers[len(nc.answers)-1], v); err != nil {
+	if err := codec.Unmarshal(nc.given[len(nc.given)-1], v); err != nil {
 		return true, fmt.Errorf("%w: resume input of node %q does not decode into %T: %v", ErrInvalidArgument, nc.info.Node, v, err)
 	}
 	return true, nil
@@ -168,4 +204,37 @@ func (i Interruption) key() string {
 		return i.ID
 	}
 	return i.Task + "#" + strconv.Itoa(i.Index)
+}
+
+// Once runs fn once per task of the graph and records its result, so that
+// when the node runs again — resumed after an Ask, or continued after a
+// failure — the call returns the recorded result instead of running fn
+// again (LangGraph's @task inside an @entrypoint, see Entrypoint). Calls
+// are matched to results by call order, shared with Ask: make Once and Ask
+// calls in the same order on every run, one at a time. An error of fn is
+// returned and nothing is recorded. Outside a node Once just runs fn.
+func Once[T any](ctx context.Context, fn func(ctx context.Context) (T, error)) (T, error) {
+	var zero T
+	nc, ok := ctx.Value(nodeCtxKey{}).(*nodeCtx)
+	if !ok {
+		return fn(ctx)
+	}
+	k, rec, ok := nc.next()
+	if ok {
+		var v T
+		if err := codec.Unmarshal(rec, &v); err != nil {
+			return zero, fmt.Errorf("%w: recorded result %d of node %q does not decode into %T: %v", ErrInvalidArgument, k, nc.info.Node, v, err)
+		}
+		return v, nil
+	}
+	v, err := fn(ctx)
+	if err != nil {
+		return v, err
+	}
+	b, err := codec.Marshal(v)
+	if err != nil {
+		return v, fmt.Errorf("graph: Once: encode the result %T: %w", v, err)
+	}
+	nc.record(k, b)
+	return v, nil
 }

@@ -115,6 +115,11 @@ func forkOf(src Checkpoint, thread string, head Checkpoint, dst string) Checkpoi
 		w.Task = ids[w.Task]
 		cp.Writes = append(cp.Writes, w)
 	}
+	cp.Memos = make([]Memo, 0, len(src.Memos))
+	for _, m := range src.Memos {
+		m.Task = ids[m.Task]
+		cp.Memos = append(cp.Memos, m)
+	}
 	cp.Interrupts = make([]Interruption, 0, len(src.Interrupts))
 	for _, in := range src.Interrupts {
 		if in.Namespace == "" {
@@ -222,7 +227,7 @@ func (g *Graph[S]) UpdateState(ctx context.Context, thread string, upd Update[S]
 		if cp.Next, err = encodeNext(next); err != nil {
 			return Snapshot[S]{}, err
 		}
-		cp.Writes, cp.Interrupts = nil, nil
+		cp.Writes, cp.Interrupts, cp.Memos = nil, nil, nil
 	}
 	v, err := sv.Put(ctx, cp, head.Version)
 	if err != nil {
