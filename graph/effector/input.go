@@ -3,6 +3,7 @@ package effector
 import (
 	"context"
 	"fmt"
+	"math"
 	"strings"
 	"sync"
 
@@ -104,6 +105,7 @@ func InputKind[S any](k actor.Kind[State[S]], g *graph.Graph[S]) (actor.Kind[Sta
 			if err := actx.Decode(&a); err != nil {
 				return s, err
 			}
+			a.Value = wholeNumbers(a.Value)
 			if err := sv.load(s.Checkpoint); err != nil {
 				return s, actor.Permanent(err)
 			}
@@ -245,4 +247,26 @@ func (d *docSaver) Delete(context.Context, string) error {
 	defer d.mu.Unlock()
 	d.head, d.version = graph.Checkpoint{}, 0
 	return nil
+}
+
+// wholeNumbers turns the float64 of a JSON payload that hold whole numbers
+// into int64 (in maps and lists too), so an answer sent as JSON decodes
+// into the integer the node asks for (msgpack will not turn a float into
+// an int; it does turn an int into a float).
+func wholeNumbers(v any) any {
+	switch x := v.(type) {
+	case float64:
+		if x == math.Trunc(x) && x >= math.MinInt64 && x <= math.MaxInt64 {
+			return int64(x)
+		}
+	case map[string]any:
+		for k, e := range x {
+			x[k] = wholeNumbers(e)
+		}
+	case []any:
+		for i, e := range x {
+			x[i] = wholeNumbers(e)
+		}
+	}
+	return v
 }

@@ -241,3 +241,51 @@ func TestInputKindApply(t *testing.T) {
 		t.Fatalf("nil graph: %v", err)
 	}
 }
+
+// TestInputKindJSONNumbers: answers sent as JSON decode into the integer
+// and float fields the node asks for.
+func TestInputKindJSONNumbers(t *testing.T) {
+	type form struct {
+		N int     `json:"n"`
+		F float64 `json:"f"`
+	}
+	b := graph.New[acc]()
+	total := graph.Reduced(b, "total", func(s *acc) *int { return &s.Total }, graph.Sum[int])
+	b.AddNode("ask", func(ctx context.Context, s acc) (graph.Update[acc], error) {
+		n, err := graph.Ask[int](ctx, "n?")
+		if err != nil {
+			return graph.Update[acc]{}, err
+		}
+		fm, err := graph.Ask[form](ctx, "form?")
+		if err != nil {
+			return graph.Update[acc]{}, err
+		}
+		return graph.Updates(total.Set(n + fm.N + int(fm.F*10))), nil
+	})
+	b.AddEdge(graph.START, "ask")
+	g, err := b.Compile()
+	if err != nil {
+		t.Fatal(err)
+	}
+	kind, err := effector.InputKind(actor.Kind[effector.State[acc]]{Name: "nums"}, g)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, self := context.Background(), records.Ref{Kind: "nums", ID: "n"}
+	s := effector.State[acc]{}
+	for _, step := range []struct {
+		typ  string
+		json any
+	}{{"go", nil}, {effector.TypeResume, map[string]any{"value": 2}}, {effector.TypeResume, map[string]any{"value": map[string]any{"n": 3, "f": 0.5}}}} {
+		rec, err := records.NewJSON(step.typ, step.json)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if s, _, err = kind.Apply(ctx, self, rec, s); err != nil {
+			t.Fatalf("%s: %v", step.typ, err)
+		}
+	}
+	if s.Status != effector.StatusIdle || s.Graph.Total != 10 {
+		t.Fatalf("final %+v", s)
+	}
+}
