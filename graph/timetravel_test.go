@@ -236,3 +236,36 @@ func TestBreakpoints(t *testing.T) {
 		t.Fatalf("unknown breakpoint: %v", err)
 	}
 }
+
+// TestPendingSendPayload: a node's Sends with payloads are kept in the
+// pending writes of a step where a sibling failed, and run after Continue.
+func TestPendingSendPayload(t *testing.T) {
+	b, f := newBuilder()
+	failOnce := true
+	b.AddNode("plan", func(ctx context.Context, s st) (graph.Update[st], error) {
+		return graph.Update[st]{}.WithSends(graph.SendArg[st]("do", job{7, "seven"}), graph.Send[st]{Node: "plain", State: st{Item: "x"}}), nil
+	})
+	b.AddNode("flaky", func(ctx context.Context, s st) (graph.Update[st], error) {
+		if failOnce {
+			failOnce = false
+			return graph.Update[st]{}, errors.New("flaky")
+		}
+		return graph.Updates(f.log.Set([]string{"flaky"})), nil
+	})
+	graph.AddSendNode(b, "do", func(ctx context.Context, j job) (graph.Update[st], error) {
+		return graph.Updates(f.log.Set([]string{j.Name})), nil
+	})
+	b.AddNode("plain", func(ctx context.Context, s st) (graph.Update[st], error) {
+		return graph.Updates(f.log.Set([]string{"plain " + s.Item})), nil
+	})
+	b.AddEdge(graph.START, "plan").AddEdge(graph.START, "flaky")
+	g := mustCompile(t, b, graph.WithCheckpointer(graph.NewMemorySaver(0)))
+	ctx := ctxT(t)
+	if _, err := g.Invoke(ctx, "t", graph.Update[st]{}); !errors.Is(err, graph.ErrNodeFailed) {
+		t.Fatalf("first run: %v", err)
+	}
+	res, err := g.Continue(ctx, "t")
+	if err != nil || !slices.Equal(res.State.Log, []string{"flaky", "seven", "plain x"}) {
+		t.Fatalf("continue: %+v, %v", res.State, err)
+	}
+}
