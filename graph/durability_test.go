@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"testing"
 
@@ -103,4 +104,52 @@ func newBuilderCompile(opts ...graph.Option) (*graph.Graph[st], error) {
 	b, f := newBuilder()
 	b.AddNode("n", logNode(f, "n")).AddEdge(graph.START, "n")
 	return b.Compile(opts...)
+}
+
+// TestTaskIDsUnique: task ids never repeat within a thread — without a
+// checkpointer, with one, and under DurabilityExit, where checkpoints are
+// held back — so a subgraph visited twice gets two child threads.
+func TestTaskIDsUnique(t *testing.T) {
+	cb, cf := newBuilder()
+	cb.AddNode("inc", func(ctx context.Context, s st) (graph.Update[st], error) {
+		return graph.Updates(cf.total.Set(1)), nil
+	})
+	cb.AddEdge(graph.START, "inc")
+	child := mustCompile(t, cb)
+	for _, tc := range []struct {
+		name string
+		opts []graph.Option
+	}{
+		{"none", nil},
+		{"sync", []graph.Option{graph.WithCheckpointer(graph.NewMemorySaver(0))}},
+		{"exit", []graph.Option{graph.WithCheckpointer(graph.NewMemorySaver(0)), graph.WithDurability(graph.DurabilityExit)}},
+	} {
+		b, f := newBuilder()
+		var mu sync.Mutex
+		seen := map[string]int{}
+		b.AddNode("loop", func(ctx context.Context, s st) (graph.Update[st], error) {
+			info, _ := graph.Info(ctx)
+			mu.Lock()
+			seen[info.Task]++
+			mu.Unlock()
+			if s.Count >= 3 {
+				return graph.Update[st]{}.Goto(graph.END), nil
+			}
+			return graph.Updates(f.count.Set(s.Count + 1)), nil
+		})
+		graph.AddSubgraph(b, "sub", child)
+		b.AddEdge(graph.START, "loop").AddEdge("loop", "sub").AddEdge("sub", "loop")
+		g := mustCompile(t, b, tc.opts...)
+		thread := ""
+		if tc.opts != nil {
+			thread = "t"
+		}
+		res, err := g.Invoke(ctxT(t), thread, graph.Update[st]{})
+		if err != nil || res.State.Total != 3 {
+			t.Fatalf("%s: %+v, %v; want total 3 (the subgraph ran three times, each on a fresh child thread)", tc.name, res.State, err)
+		}
+		if len(seen) != 4 {
+			t.Fatalf("%s: task ids %v, want 4 distinct", tc.name, seen)
+		}
+	}
 }

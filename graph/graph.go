@@ -233,6 +233,7 @@ type run[S any] struct {
 	flushing bool           // finish is writing the held-back checkpoint
 	passed   bool           // Continue or Resume: the first step does not stop at its breakpoint
 	memos    []Memo         // for the partial checkpoint being written
+	held     int            // DurabilityExit: checkpoints held back since the last written
 }
 
 func (g *Graph[S]) saverOf(o *runOpts) Checkpointer {
@@ -885,14 +886,14 @@ func (g *Graph[S]) route(ctx context.Context, r *run[S], tasks []*task[S], resul
 	next := make([]*task[S], 0, len(plain)+len(sends))
 	for _, idx := range plain {
 		name := g.order[idx]
-		next = append(next, &task[S]{Task: Task{ID: g.taskID(r, seq, len(next)), Node: name}, spec: g.nodes[name]})
+		next = append(next, &task[S]{Task: Task{ID: g.taskID(r, seq, step+1, len(next)), Node: name}, spec: g.nodes[name]})
 	}
 	for _, s := range sends {
 		spec := g.nodes[s.Node]
 		if spec == nil {
 			return nil, &InvalidUpdateError{Step: step, Reason: fmt.Sprintf("Send to unknown node %q", s.Node)}
 		}
-		tk := &task[S]{Task: Task{ID: g.taskID(r, seq, len(next)), Node: s.Node, Send: true}, spec: spec}
+		tk := &task[S]{Task: Task{ID: g.taskID(r, seq, step+1, len(next)), Node: s.Node, Send: true}, spec: spec}
 		switch {
 		case spec.argFn != nil:
 			if !spec.accepts(s.Arg) {
@@ -910,9 +911,16 @@ func (g *Graph[S]) route(ctx context.Context, r *run[S], tasks []*task[S], resul
 	return next, nil
 }
 
-func (g *Graph[S]) taskID(r *run[S], seq uint64, i int) string {
-	if r.saver == nil {
-		return taskID(r.thread, uint64(r.step+1), i)
+// taskID names task i of a step: by the checkpoint that schedules it
+// (seq), by its step without a checkpointer, and by seq and the number of
+// checkpoints held back since the last one written under DurabilityExit
+// (so ids never repeat within a thread).
+func (g *Graph[S]) taskID(r *run[S], seq uint64, step, i int) string {
+	switch {
+	case r.saver == nil:
+		return taskID(r.thread, uint64(step), i)
+	case r.held > 0:
+		return r.thread + ":" + strconv.FormatUint(seq, 10) + "x" + strconv.Itoa(r.held) + ":" + strconv.Itoa(i)
 	}
 	return taskID(r.thread, seq, i)
 }
@@ -934,9 +942,10 @@ func (g *Graph[S]) save(ctx context.Context, r *run[S], source string, writes []
 	deferrable := source == SourceInput || source == SourceLoop
 	if mode == DurabilityExit && deferrable {
 		r.dirty = source
+		r.held++
 		return nil
 	}
-	r.dirty = ""
+	r.dirty, r.held = "", 0
 	stb, err := codec.Marshal(r.state)
 	if err != nil {
 		return fmt.Errorf("graph: encode the state of thread %q: %w", r.thread, err)
