@@ -37,8 +37,9 @@ type State[S any] struct {
 	Graph   S          `json:"graph"`
 	Status  string     `json:"status"` // StatusIdle ("" before the first record) or StatusWaiting
 	Waiting []Question `json:"waiting,omitempty"`
-	// Checkpoint is the paused graph's checkpoint (msgpack of a
-	// graph.Checkpoint): the state, the pending tasks and the writes of the
+	// Checkpoint holds the paused graph's checkpoints (msgpack of a map
+	// from thread to graph.Checkpoint: the graph's, thread "effector", and
+	// its subgraphs'): the state, the pending tasks and the writes of the
 	// paused step's other nodes. Empty while idle.
 	Checkpoint []byte `json:"checkpoint,omitempty"`
 }
@@ -177,34 +178,36 @@ func (rc *runCtx) dropInterrupted(ints []graph.Interruption) {
 }
 
 // docSaver is the checkpointer of one record's run of a hosted graph: it
-// holds the thread's head only, loaded from and saved to the state
-// document.
+// holds the head of each thread (the graph's, and its subgraphs'), loaded
+// from and saved to the state document.
 type docSaver struct {
-	mu      sync.Mutex
-	head    graph.Checkpoint
-	version uint64 // 0: no checkpoint
+	mu    sync.Mutex
+	heads map[string]graph.Checkpoint // by thread; Version is the thread's version
 }
 
 var _ graph.Checkpointer = (*docSaver)(nil)
 
 func (d *docSaver) load(b []byte) error {
-	var cp graph.Checkpoint
-	if err := codec.Unmarshal(b, &cp); err != nil {
-		return fmt.Errorf("graph effector: decode the paused graph's checkpoint: %w", err)
+	var heads map[string]graph.Checkpoint
+	if err := codec.Unmarshal(b, &heads); err != nil {
+		return fmt.Errorf("graph effector: decode the paused graph's checkpoints: %w", err)
+	}
+	for th, cp := range heads {
+		cp.Version = 1
+		heads[th] = cp
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	d.head, d.version = cp, 1
-	d.head.Version = 1
+	d.heads = heads
 	return nil
 }
 
 func (d *docSaver) encode() ([]byte, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	b, err := codec.Marshal(d.head)
+	b, err := codec.Marshal(d.heads)
 	if err != nil {
-		return nil, fmt.Errorf("graph effector: encode the paused graph's checkpoint: %w", err)
+		return nil, fmt.Errorf("graph effector: encode the paused graph's checkpoints: %w", err)
 	}
 	return b, nil
 }
@@ -213,23 +216,27 @@ func (d *docSaver) encode() ([]byte, error) {
 func (d *docSaver) Put(_ context.Context, cp graph.Checkpoint, head uint64) (uint64, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if head != d.version {
+	if d.heads == nil {
+		d.heads = map[string]graph.Checkpoint{}
+	}
+	cur := d.heads[cp.Thread].Version
+	if head != cur {
 		return 0, &graph.ConflictError{Thread: cp.Thread, Detail: "the effector's run moved on"}
 	}
-	d.version++
-	cp.Version = d.version
-	d.head = cp
-	return d.version, nil
+	cp.Version = cur + 1
+	d.heads[cp.Thread] = cp
+	return cp.Version, nil
 }
 
 // Get implements graph.Checkpointer.
 func (d *docSaver) Get(_ context.Context, thread, id string) (graph.Checkpoint, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if d.version == 0 || (id != "" && id != d.head.ID) {
+	cp, ok := d.heads[thread]
+	if !ok || (id != "" && id != cp.ID) {
 		return graph.Checkpoint{}, fmt.Errorf("%w: graph effector: checkpoint %q of thread %q", graph.ErrNotFound, id, thread)
 	}
-	return d.head, nil
+	return cp, nil
 }
 
 // List implements graph.Checkpointer.
@@ -242,10 +249,10 @@ func (d *docSaver) List(ctx context.Context, thread string, limit int) ([]graph.
 }
 
 // Delete implements graph.Checkpointer.
-func (d *docSaver) Delete(context.Context, string) error {
+func (d *docSaver) Delete(_ context.Context, thread string) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	d.head, d.version = graph.Checkpoint{}, 0
+	delete(d.heads, thread)
 	return nil
 }
 
