@@ -211,8 +211,9 @@ func (i Interruption) key() string {
 // failure — the call returns the recorded result instead of running fn
 // again (LangGraph's @task inside an @entrypoint, see Entrypoint). Calls
 // are matched to results by call order, shared with Ask: make Once and Ask
-// calls in the same order on every run, one at a time. An error of fn is
-// returned and nothing is recorded. Outside a node Once just runs fn.
+// calls in the same order on every run, one at a time, and do not call Ask
+// inside fn (ask before or after it). An error of fn is returned and
+// nothing is recorded. Outside a node Once just runs fn.
 func Once[T any](ctx context.Context, fn func(ctx context.Context) (T, error)) (T, error) {
 	var zero T
 	nc, ok := ctx.Value(nodeCtxKey{}).(*nodeCtx)

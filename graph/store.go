@@ -94,6 +94,10 @@ func StoreOf(ctx context.Context) (Store, bool) {
 	return nc.store, true
 }
 
+// CheckItemPath, ItemText, Cosine and RankItems are the rules of the Store
+// contract as functions, for Store implementations (MemoryStore and
+// kvsaver's use them).
+
 // CheckItemPath reports a namespace or key a Store must refuse
 // (ErrInvalidArgument); an empty key checks the namespace only, and
 // allowEmpty accepts an empty namespace (a Search of everything).
