@@ -52,7 +52,9 @@ func (g *Graph[S]) History(ctx context.Context, thread string, limit int, opts .
 // Fork makes a copy of checkpoint id of thread the head of newThread (of
 // thread itself when newThread is ""): Continue, Resume or Invoke then run
 // from there, while the history before the fork stays readable. The fork's
-// tasks get new ids (a forked run is a new run for idempotency keys).
+// tasks get new ids (a forked run is a new run for idempotency keys), so
+// a subgraph the checkpoint had paused or left unfinished starts afresh in
+// the fork (its child thread is not copied): its questions are asked again.
 // UpdateState with At forks and edits in one call.
 func (g *Graph[S]) Fork(ctx context.Context, thread, id, newThread string) (Snapshot[S], error) {
 	sv := g.cfg.saver
