@@ -221,3 +221,30 @@ func TestSubgraphStore(t *testing.T) {
 		t.Fatalf("child alone: %v", err)
 	}
 }
+
+// TestForkPausedSubgraph: forking a checkpoint where a subgraph waits
+// starts the subgraph afresh in the fork: its question is asked again.
+func TestForkPausedSubgraph(t *testing.T) {
+	var prepRuns atomic.Int32
+	child := childGraph(t, &prepRuns, nil)
+	g := parentGraph(t, child, graph.NewMemorySaver(0))
+	ctx := ctxT(t)
+	res, err := g.Invoke(ctx, "p", graph.Update[st]{})
+	if err != nil || !res.Interrupted() {
+		t.Fatalf("invoke: %+v, %v", res, err)
+	}
+	if _, err := g.Fork(ctx, "p", res.Checkpoint, "p2"); err != nil {
+		t.Fatal(err)
+	}
+	res2, err := g.Resume(ctx, "p2", "ignored")
+	if err != nil || !res2.Interrupted() || res2.Interrupts[0].ID == res.Interrupts[0].ID || prepRuns.Load() != 2 {
+		t.Fatalf("resume of the fork: %+v, %v, prep ran %d times", res2, err, prepRuns.Load())
+	}
+	if res2, err = g.Resume(ctx, "p2", "Kim"); err != nil || res2.State.Name != "Kim" {
+		t.Fatalf("second resume of the fork: %+v, %v", res2.State, err)
+	}
+	// The original thread still resumes where it paused.
+	if res, err = g.Resume(ctx, "p", "Ada"); err != nil || res.State.Name != "Ada" || prepRuns.Load() != 2 {
+		t.Fatalf("original: %+v, %v", res.State, err)
+	}
+}
