@@ -6,9 +6,12 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"reflect"
 	"regexp"
 	"slices"
 	"time"
+
+	"github.com/effectors/effectors/internal/codec"
 )
 
 // START and END are the virtual entry and exit nodes of every graph.
@@ -53,6 +56,16 @@ type nodeSpec[S any] struct {
 	index int
 	fn    NodeFunc[S]
 	retry RetryPolicy
+	sub   bool // a subgraph: its checkpoints are in the thread SubgraphThread(task)
+	// deferred: runs when nothing else is left (Defer).
+	deferred bool
+	cache    *CachePolicy
+
+	// A node that takes a Send payload (AddSendNode).
+	argFn     func(ctx context.Context, arg any) (Update[S], error)
+	argType   reflect.Type
+	accepts   func(any) bool
+	decodeArg func([]byte) (any, error)
 }
 
 type routerSpec[S any] struct {
@@ -91,7 +104,20 @@ func (b *Builder[S]) addField(f fieldDef[S], missing bool) {
 // NodeOption configures one node.
 type NodeOption func(*nodeOpts) error
 
-type nodeOpts struct{ retry RetryPolicy }
+type nodeOpts struct {
+	retry    RetryPolicy
+	deferred bool
+	cache    *CachePolicy
+}
+
+// Defer makes a node wait until nothing else is left to run (LangGraph's
+// defer=True): triggered while other tasks are scheduled, it is carried
+// to the following steps and runs once, in the first step where it is all
+// that is left (with the other deferred nodes). Use it for the join of
+// branches of unequal length. Sends to it run at once.
+func Defer() NodeOption {
+	return func(o *nodeOpts) error { o.deferred = true; return nil }
+}
 
 // WithRetry gives a node a retry policy (default: one attempt).
 func WithRetry(p RetryPolicy) NodeOption {
@@ -106,17 +132,55 @@ func WithRetry(p RetryPolicy) NodeOption {
 
 // AddNode adds a node. Names are 1–128 of [A-Za-z0-9_-], unique.
 func (b *Builder[S]) AddNode(name string, fn NodeFunc[S], opts ...NodeOption) *Builder[S] {
-	if !nameRE.MatchString(name) {
-		b.errs = append(b.errs, invalidGraph("node name %q: use 1-128 letters, digits, - or _", name))
-		return b
-	}
-	if b.nodes[name] != nil {
-		b.errs = append(b.errs, invalidGraph("node %q added twice", name))
-		return b
-	}
+	b.addNode(name, fn, opts)
+	return b
+}
+
+// AddSendNode adds a node that Sends reach with a payload of type A
+// (SendArg) instead of a whole state: the node receives that payload
+// (LangGraph's Send(node, arg) to a node whose input schema is arg's). Only
+// Sends reach it; an edge or Goto to it is an *InvalidUpdateError, and so is
+// a Send whose payload is not an A.
+func AddSendNode[S, A any](b *Builder[S], name string, fn func(ctx context.Context, arg A) (Update[S], error), opts ...NodeOption) *Builder[S] {
 	if fn == nil {
 		b.errs = append(b.errs, invalidGraph("node %q has a nil function", name))
 		return b
+	}
+	spec := b.addNode(name, func(context.Context, S) (Update[S], error) { return Update[S]{}, nil }, opts)
+	if spec == nil {
+		return b
+	}
+	spec.argType = reflect.TypeFor[A]()
+	spec.accepts = func(v any) bool { _, ok := v.(A); return ok }
+	spec.argFn = func(ctx context.Context, v any) (Update[S], error) {
+		a, ok := v.(A)
+		if !ok {
+			return Update[S]{}, Permanent(fmt.Errorf("%w: node %q takes a %s, got %T", ErrInvalidArgument, name, spec.argType, v))
+		}
+		return fn(ctx, a)
+	}
+	spec.decodeArg = func(raw []byte) (any, error) {
+		var a A
+		if err := codec.Unmarshal(raw, &a); err != nil {
+			return nil, err
+		}
+		return a, nil
+	}
+	return b
+}
+
+func (b *Builder[S]) addNode(name string, fn NodeFunc[S], opts []NodeOption) *nodeSpec[S] {
+	if !nameRE.MatchString(name) {
+		b.errs = append(b.errs, invalidGraph("node name %q: use 1-128 letters, digits, - or _", name))
+		return nil
+	}
+	if b.nodes[name] != nil {
+		b.errs = append(b.errs, invalidGraph("node %q added twice", name))
+		return nil
+	}
+	if fn == nil {
+		b.errs = append(b.errs, invalidGraph("node %q has a nil function", name))
+		return nil
 	}
 	var o nodeOpts
 	for _, opt := range opts {
@@ -124,9 +188,10 @@ func (b *Builder[S]) AddNode(name string, fn NodeFunc[S], opts ...NodeOption) *B
 			b.errs = append(b.errs, fmt.Errorf("node %q: %w", name, err))
 		}
 	}
-	b.nodes[name] = &nodeSpec[S]{name: name, index: len(b.order), fn: fn, retry: o.retry}
+	spec := &nodeSpec[S]{name: name, index: len(b.order), fn: fn, retry: o.retry, deferred: o.deferred, cache: o.cache}
+	b.nodes[name] = spec
 	b.order = append(b.order, name)
-	return b
+	return spec
 }
 
 // AddEdge adds a static edge: after from runs, to runs in the next
@@ -180,11 +245,68 @@ func (b *Builder[S]) StateReducer(reduce func(cur, upd S) S) *Builder[S] {
 type Option func(*config) error
 
 type config struct {
-	saver     Checkpointer
-	limit     int
-	logger    *slog.Logger
-	now       func() time.Time
-	checkStep bool
+	saver      Checkpointer
+	limit      int
+	logger     *slog.Logger
+	now        func() time.Time
+	checkStep  bool
+	cache      Cache
+	durability Durability
+	store      Store
+	before     map[string]bool // breakpoints before these nodes
+	after      map[string]bool // breakpoints after these nodes
+}
+
+// WithBreakpoints pauses runs before the steps that would run a node of
+// before, and after the steps that ran a node of after (LangGraph's static
+// interrupt_before / interrupt_after): the run returns a Result whose
+// Breakpoint names the node, its checkpoint holding the next step; Continue
+// goes on (without stopping at the same breakpoint again), after an
+// UpdateState to edit the state if need be. Breakpoints need a
+// checkpointer: hitting one without is ErrNoCheckpointer. Nodes must exist
+// (Compile reports unknown ones).
+func WithBreakpoints(before, after []string) Option {
+	return func(c *config) error {
+		c.before, c.after = map[string]bool{}, map[string]bool{}
+		for _, n := range before {
+			c.before[n] = true
+		}
+		for _, n := range after {
+			c.after[n] = true
+		}
+		return nil
+	}
+}
+
+// Durability says when a run's checkpoints are written (LangGraph's
+// durability modes).
+type Durability uint8
+
+const (
+	// DurabilitySync (the default) writes each checkpoint before the next
+	// step starts: a crash loses at most the step in progress.
+	DurabilitySync Durability = iota
+	// DurabilityAsync writes each checkpoint while the next step runs; the
+	// run waits for the last one before it returns. A crash may lose the
+	// step before the one in progress too.
+	DurabilityAsync
+	// DurabilityExit writes a checkpoint only when the run ends (END, an
+	// interrupt, an error, the recursion limit, a cancelled context): the
+	// cheapest, but a crash loses the whole run. Checkpoints that record a
+	// failed or paused step, and Resume's input, are always written.
+	DurabilityExit
+)
+
+// WithDurability sets when checkpoints are written (default
+// DurabilitySync).
+func WithDurability(d Durability) Option {
+	return func(c *config) error {
+		if d > DurabilityExit {
+			return invalidArg("WithDurability(%d): use DurabilitySync, DurabilityAsync or DurabilityExit", d)
+		}
+		c.durability = d
+		return nil
+	}
 }
 
 // WithCheckpointer makes every run of the graph checkpoint to cp after every
@@ -272,11 +394,26 @@ func (b *Builder[S]) Compile(opts ...Option) (*Graph[S], error) {
 			errs = append(errs, invalidGraph("sends from unknown node %q", from))
 		}
 	}
+	for _, bp := range []map[string]bool{cfg.before, cfg.after} {
+		for n := range bp {
+			if b.nodes[n] == nil {
+				errs = append(errs, invalidGraph("breakpoint at unknown node %q", n))
+			}
+		}
+	}
 	if len(b.edges[START]) == 0 && len(b.routers[START]) == 0 && len(b.fanouts[START]) == 0 {
 		errs = append(errs, invalidGraph("no edge leaves START; add one with AddEdge(graph.START, \"first-node\")"))
 	}
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)
+	}
+	if cfg.cache == nil {
+		for _, n := range b.nodes {
+			if n.cache != nil {
+				cfg.cache = NewMemoryCache()
+				break
+			}
+		}
 	}
 	g := &Graph[S]{
 		nodes:    maps.Clone(b.nodes),

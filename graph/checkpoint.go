@@ -63,6 +63,7 @@ type Checkpoint struct {
 	Next       []Task         `json:"next,omitempty"`       // tasks of the next step; none: the run reached END
 	Writes     []PendingWrite `json:"writes,omitempty"`     // completed tasks of Next (SourcePartial)
 	Interrupts []Interruption `json:"interrupts,omitempty"` // tasks of Next that paused
+	Memos      []Memo         `json:"memos,omitempty"`      // recorded Once results of tasks of Next that failed
 
 	// Version is the store's version of this checkpoint (set by Put and Get,
 	// not stored); pass it to Put as head to write the next one.
@@ -96,21 +97,42 @@ type PendingWrite struct {
 	Sends   []Task       `json:"sends,omitempty"`
 }
 
+// Memo is what a task that failed had recorded in call order (the results
+// of its Once calls and the inputs of its Ask calls, msgpack), replayed to
+// those calls when it runs again.
+type Memo struct {
+	Task   string   `json:"task"`
+	Values [][]byte `json:"values"`
+}
+
 // FieldValue is one field write: the field's name and its msgpack value.
 type FieldValue struct {
 	Field string `json:"field"`
 	Value []byte `json:"value"`
 }
 
-// Interruption is a node's request for outside input (see the Interrupt
-// function): the graph paused in front of Node; Graph.Resume runs it again
-// from its start with the input.
+// Interruption is a node's request for outside input (Ask, Interrupt):
+// the graph paused in front of Node; Graph.Resume runs it again from its
+// start with the input.
 type Interruption struct {
+	// ID names this interrupt in its thread: "<task>#<index>" for the
+	// graph's own nodes, the subgraph's interrupt id for one that surfaced
+	// from a subgraph. Resume one interrupt with ResumeEach or ForInterrupt.
+	ID   string `json:"id,omitempty"`
 	Node string `json:"node"`
 	// Task is the id of the paused task: the NodeInfo.Task of the run that
 	// interrupted and of the run that resumes it (ForTask, ResumeEach).
-	Task  string `json:"task"`
-	Value []byte `json:"value,omitempty"` // msgpack of the value given to Interrupt
+	Task string `json:"task"`
+	// Index is the interrupt's place in the node's calls of Ask (0 for the
+	// first): inputs are matched to calls by this order.
+	Index int `json:"index,omitempty"`
+	// Namespace is "" for the graph's own nodes; for an interrupt inside a
+	// subgraph, the path to it: "<node>:<task>", joined with "|" when nested.
+	Namespace string `json:"ns,omitempty"`
+	Value     []byte `json:"value,omitempty"` // msgpack of the value given to Ask or Interrupt
+	// Answers are the inputs of the task's earlier interrupts (Index of
+	// them), replayed to its Ask calls in order when it runs again.
+	Answers [][]byte `json:"answers,omitempty"`
 	// Resume holds the input given to Graph.Resume, once given.
 	Resume []byte `json:"resume,omitempty"`
 }

@@ -12,3 +12,7 @@ func TestMemorySaverConformance(t *testing.T) {
 		return graph.NewMemorySaver(graphtest.Retention)
 	}, graphtest.Features{Retention: graphtest.Retention})
 }
+
+func TestMemoryStoreConformance(t *testing.T) {
+	graphtest.RunStore(t, func(t *testing.T, embed graph.Embedder) graph.Store { return graph.NewMemoryStore(embed) })
+}

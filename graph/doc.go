@@ -9,18 +9,20 @@
 // # Building a graph
 //
 // The state is a Go struct. Declare each field the nodes write, once, on the
-// builder: a Plain field takes one write per super-step (two writes in one
+// builder, in one line with FieldOf (by json tag or Go name): without a
+// reducer it is plain, taking one write per super-step (two writes in one
 // step fail it with an *InvalidUpdateError, like LangGraph's LastValue
-// channel); a Reduced field merges every write with its Reducer (Append,
-// Sum, MergeMap or your own), so parallel branches never lose writes.
+// channel); with a Reducer (Append, Sum, MergeMap or your own) every write
+// is merged, so parallel branches never lose writes. Plain and Reduced do
+// the same with an accessor function.
 //
 //	type S struct {
 //		Count int      `json:"count"`
 //		Log   []string `json:"log"`
 //	}
 //	b := graph.New[S]()
-//	count := graph.Plain(b, "count", func(s *S) *int { return &s.Count })
-//	logs := graph.Reduced(b, "log", func(s *S) *[]string { return &s.Log }, graph.Append[string])
+//	count := graph.FieldOf[int](b, "count")
+//	logs := graph.FieldOf[[]string](b, "log", graph.Append[string])
 //	b.AddNode("inc", func(ctx context.Context, s S) (graph.Update[S], error) {
 //		return graph.Updates(count.Set(s.Count+1), logs.Set([]string{"inc"})), nil
 //	})
@@ -36,8 +38,13 @@
 //
 // Edges: AddEdge (static; several out of one node fan out), AddConditionalEdges
 // (a Router returns the next node or END), AddSends (a Fanout returns Sends:
-// one run of a node per Send, each with its own input state). Routers and
+// one run of a node per Send, each with its own input state; a node added
+// with AddSendNode takes a payload of its own type, SendArg). Routers and
 // fan-outs read the state after the whole super-step is applied.
+//
+// Node options: WithRetry (a RetryPolicy), Defer (run once nothing else is
+// left: the join of branches of unequal length), WithCachePolicy (reuse the
+// update for an input seen before, kept in the graph's Cache).
 //
 // # Super-steps
 //
@@ -50,14 +57,19 @@
 // An invocation (Invoke, Resume, Continue) runs at most the recursion limit
 // of super-steps (25 unless WithRecursionLimit), then fails with a
 // *RecursionError naming the limit (errors.Is(err, ErrRecursionLimit)).
+// Only node steps count (LangGraph also counts the input step).
 //
 // # Threads and checkpoints
 //
-// With a Checkpointer (WithCheckpointer), every run belongs to a thread (an
-// id of 1–128 letters, digits, - or _) and a Checkpoint is written after the
-// input is applied and after every super-step: the state (msgpack), the next
-// step's tasks, the step number. State, History and Fork read and branch a
-// thread; UpdateState edits it from outside.
+// With a Checkpointer (WithCheckpointer, or UsingCheckpointer for one run),
+// every run belongs to a thread (an id of 1–128 letters, digits, - or _)
+// and a Checkpoint is written after the input is applied and after every
+// super-step: the state (msgpack), the next step's tasks, the step number.
+// Steps of a thread only grow: every input, loop, update and fork
+// checkpoint has a greater step than the ones before it (the checkpoints
+// that amend a step in progress, partial and resume, keep its number).
+// WithDurability writes them synchronously (default), while the next step
+// runs (DurabilityAsync) or only when a run ends (DurabilityExit).
 //
 // When a node of a step fails (after its RetryPolicy), the step's
 // checkpoint is written again with the successful siblings' writes
@@ -74,49 +86,88 @@
 // with the square of the steps. Everything is typed msgpack (internal/codec):
 // no self-describing objects are ever decoded.
 //
+// # Time travel
+//
+// State and History read a thread; Fork copies a checkpoint as the head of
+// a thread. UpdateState edits a thread from outside as if a node had
+// written the update: AsNode(name) computes the next step from that node's
+// edges (LangGraph's as_node), At(id) edits an earlier checkpoint and makes
+// the result the head in one call, and a Goto or Sends in the update become
+// the next step (a Goto to an unknown node is an *InvalidUpdateError and
+// writes nothing). WithBreakpoints pauses runs before or after given
+// nodes (Result.Breakpoint); Continue goes on.
+//
 // # Interrupts
 //
-// A node pauses the graph for outside input by returning Interrupt(value):
+// A node pauses the graph for outside input with Ask (LangGraph's
+// interrupt):
 //
-//	var answer Answer
-//	ok, err := graph.ResumeInput(ctx, &answer)
+//	answer, err := graph.Ask[Answer](ctx, Question{...})
 //	if err != nil {
 //		return graph.Update[S]{}, err
 //	}
-//	if !ok {
-//		return graph.Update[S]{}, graph.Interrupt(Question{...})
-//	}
 //
-// The run then returns a Result with Interrupted() true and Interrupts naming
-// the node, its task id and the value (Interruption.Decode); the thread's
-// checkpoint holds them (and the writes of the step's other nodes).
-// Resume(ctx, thread, input) records the input in a checkpoint, then runs the
-// interrupted node again from its start with NodeInfo.Resuming set and the
-// input readable by ResumeInput (LangGraph's Command(resume=...)). Giving
-// input twice is ErrAlreadyResumed; Continue finishes a resumed run that
-// crashed.
+// The run then returns a Result with Interrupted() true and Interrupts
+// naming the node, its task id, the interrupt's ID and Index and the value
+// (Interruption.Decode); the thread's checkpoint holds them (and the writes
+// of the step's other nodes). Resume(ctx, thread, input) records the input
+// in a checkpoint, then runs the interrupted node again from its start with
+// NodeInfo.Resuming set, where Ask returns the input. A node may Ask several
+// times: inputs are matched to Ask calls by call order, each unanswered Ask
+// pausing the graph again. Giving input twice is ErrAlreadyResumed; Continue
+// finishes a resumed run that crashed. Interrupt and ResumeInput are the
+// older error form of Ask.
 //
-// Several nodes of one step may wait at once (say one per remote worker):
-// Resume(ctx, thread, input, ForTask(interruption.Task)) gives input to one
-// of them; the others stay paused and are not run again, the resumed one's
-// writes are kept, and the step completes when the last one is resumed.
-// ResumeEach(ctx, thread, map[task]input) resumes several at once, each
-// with its own input. Interruption.Task equals NodeInfo.Task in the run that
-// paused and in the run that resumes.
+// Several interrupts may wait at once (say one node per remote worker):
+// Resume(ctx, thread, input, ForInterrupt(id)) (or ForTask) gives input to
+// one of them, ResumeEach(ctx, thread, map[id]input) to several, each with
+// its own input (LangGraph's Command(resume={id: value})); the others stay
+// paused and are not run again, and the step completes when the last one is
+// resumed. Interruption.Task equals NodeInfo.Task in the run that paused and
+// in the run that resumes.
+//
+// # Subgraphs
+//
+// AddSubgraph and AddSubgraphFunc add a compiled graph as a node. With a
+// checkpointer the child runs in its parent's checkpointer on the thread
+// SubgraphThread(task) (its checkpoint namespace, listed in Snapshot.Tasks),
+// so its state and history are reachable from the parent; its interrupts
+// surface as the parent's (with a Namespace) and resume through it; a crash
+// inside it is finished by the parent's Continue, which continues the
+// child's thread.
 //
 // # Streaming
 //
-// Stream, StreamResume and StreamContinue return iter.Seq2[Event[S], error]
-// yielding, after each super-step, the writes applied and the full state;
-// a paused run ends with an Event carrying its Interrupts. The run stops
-// when ctx ends (yielding the context error) or the loop breaks.
+// Stream, StreamResume and StreamContinue return iter.Seq2[Event[S], error].
+// Without options they yield, after each super-step, the writes applied and
+// the full state. WithStreamModes selects LangGraph's stream modes, several
+// at once: StreamValues, StreamUpdates (per task, with its id),
+// StreamCustom (WriteCustom), StreamMessages (WriteMessage, StreamText for
+// a model's tokens), StreamTasks and StreamDebug, plus the StreamSubgraphs
+// flag for the values and updates of subgraphs. A paused run ends with an
+// Event carrying its Interrupts. The run stops when ctx ends (yielding the
+// context error) or the loop breaks (after the step in progress).
+//
+// # Functional API
+//
+// Entrypoint runs a plain function as a durable Workflow (a one-node
+// graph); Once inside it records a step's result so that a run after an
+// Ask or a failure does not repeat it (LangGraph's @entrypoint and @task).
+//
+// # Long-term memory
+//
+// WithStore gives nodes a Store (StoreOf): items under namespaces, shared
+// across threads, listed by namespace prefix and, with an Embedder,
+// searched by meaning. MemoryStore here, a JetStream KV store in
+// graph/kvsaver.
 //
 // # Errors
 //
 // Sentinels in errors.go, matched with errors.Is: ErrInvalidGraph,
 // ErrInvalidArgument, ErrInvalidUpdate, ErrRecursionLimit, ErrConflict,
 // ErrNotFound, ErrNoCheckpointer, ErrNothingToResume, ErrAlreadyResumed,
-// ErrWaitingForInput, ErrTooLarge, ErrNodeFailed; typed errors
+// ErrWaitingForInput, ErrInterrupted, ErrNotSupported, ErrTooLarge,
+// ErrNodeFailed; typed errors
 // *RecursionError, *ConflictError, *InvalidUpdateError, *NodeError (wraps
 // the node's error; a panic becomes a *PanicError), *TooLargeError.
 // Permanent marks a node error that its RetryPolicy must not retry.
@@ -127,4 +178,21 @@
 // ForTask (a variadic ResumeOption on Resume and StreamResume: existing calls
 // compile unchanged), Graph.ResumeEach. Continue now runs the runnable tasks of a step where
 // some nodes still wait for input (ErrWaitingForInput only when all wait).
+//
+// LangGraph parity (all compatible with existing callers): Ask, FieldOf,
+// Interruption.ID/Index/Namespace/Answers, ForInterrupt, RunOption
+// (ResumeOption is now an alias of it) on Invoke, Resume, ResumeEach,
+// Continue and the Stream methods (UsingCheckpointer, WithStreamModes),
+// Event's mode fields, StepWrite.Task, Snapshot.Tasks, UpdateOption on
+// UpdateState (AsNode, At), RunOption on State and History, Send.Arg,
+// SendArg, AddSendNode, AddSubgraph, AddSubgraphFunc, SubgraphThread, Defer,
+// WithCachePolicy, Cache, WithCache, MemoryCache, WithDurability, Store,
+// WithStore, StoreOf, MemoryStore, WriteCustom, WriteMessage, StreamText, WithBreakpoints, Result.Breakpoint,
+// Result.Paused, Event.Breakpoint, StreamSubgraphs, Entrypoint, Workflow,
+// WorkflowResult, Once, Checkpoint.Memos, Memo.
+// Behaviour changes: a second invocation of a thread (and UpdateState, a
+// Fork onto an existing thread) takes the next step number instead of
+// repeating the head's; an InvalidUpdateError of a route names the step
+// that ran; ResumeInput returns the latest input of a node asked several
+// times.
 package graph

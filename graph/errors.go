@@ -34,6 +34,12 @@ var (
 	ErrAlreadyResumed = errors.New("interrupt already resumed")
 	// ErrWaitingForInput: Graph.Continue was called on a thread paused by an interrupt; use Graph.Resume.
 	ErrWaitingForInput = errors.New("thread is waiting for input")
+	// ErrInterrupted matches the error Ask and Interrupt return to pause a
+	// node (the Err of a "task_result" stream event of a paused task).
+	ErrInterrupted = errors.New("node interrupted")
+	// ErrNotSupported: the call asks for something the engine does not do
+	// (the message says what to do instead).
+	ErrNotSupported = errors.New("not supported")
 )
 
 // RecursionError reports an invocation that would run more than Limit

@@ -1,11 +1,9 @@
 package graph
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
-	"iter"
 	"runtime/debug"
 	"slices"
 	"strconv"
@@ -27,7 +25,7 @@ type Graph[S any] struct {
 	stateRed func(cur, upd S) S
 	cfg      config
 
-	mu      sync.Mutex
+	mu      sync.Mutex      // guards running
 	running map[string]bool // threads with a run in this process
 }
 
@@ -36,9 +34,11 @@ type Graph[S any] struct {
 func (g *Graph[S]) Checkpointer() Checkpointer { return g.cfg.saver }
 
 // claim marks thread as running in this process; a second run gets a
-// *ConflictError at once instead of at its first checkpoint.
-func (g *Graph[S]) claim(thread string) (func(), error) {
-	if g.cfg.saver == nil || thread == "" {
+// *ConflictError at once instead of at its first checkpoint. Runs with a
+// checkpointer of their own (UsingCheckpointer) are not tracked: their
+// caller keeps one writer per thread.
+func (g *Graph[S]) claim(o *runOpts, thread string) (func(), error) {
+	if o.saver != nil || o.own || g.cfg.saver == nil || thread == "" {
 		return func() {}, nil
 	}
 	g.mu.Lock()
@@ -61,29 +61,25 @@ func (g *Graph[S]) claim(thread string) (func(), error) {
 // or it paused at interrupts (Interrupted).
 type Result[S any] struct {
 	State      S
-	Step       int            // super-steps completed in the thread
+	Step       int            // the step of the thread's head checkpoint
 	Interrupts []Interruption // non-empty: the run paused; call Graph.Resume
 	Checkpoint string         // id of the thread's head ("" without a checkpointer)
+	// Breakpoint names the node whose breakpoint (WithBreakpoints) paused
+	// the run; Graph.Continue goes on.
+	Breakpoint string
 }
 
 // Interrupted reports whether the run paused at an interrupt.
 func (r Result[S]) Interrupted() bool { return len(r.Interrupts) > 0 }
 
-// Event is what Stream yields after each super-step: the updates applied and
-// the full state after them. A run that pauses ends with an event whose
-// Interrupts are set (and whose State is the state before the paused step).
-type Event[S any] struct {
-	Step       int
-	Nodes      []string    // the tasks of the step, in application order
-	Writes     []StepWrite // the field writes applied, in order
-	State      S
-	Checkpoint string
-	Interrupts []Interruption
-}
+// Paused reports whether the run stopped before END: at an interrupt or at
+// a breakpoint.
+func (r Result[S]) Paused() bool { return r.Interrupted() || r.Breakpoint != "" }
 
 // StepWrite is one write applied in a step.
 type StepWrite struct {
 	Node  string
+	Task  string // the task that wrote it ("" for the input)
 	Field string // "" for Replace and Merge
 	Value any
 }
@@ -94,43 +90,161 @@ type Snapshot[S any] struct {
 	State      S
 	Next       []string // nodes of the next step; empty: the thread reached END
 	Interrupts []Interruption
+	// Tasks are the tasks of the next step; for a subgraph node, Thread
+	// names the child thread its checkpoints are in (see Graph.Subgraph).
+	Tasks []TaskState
+}
+
+// TaskState is one task of a snapshot's next step.
+type TaskState struct {
+	ID     string
+	Node   string
+	Thread string // the subgraph's thread, for a node added with AddSubgraph or AddSubgraphFunc
 }
 
 // task is one node run of a step.
 type task[S any] struct {
 	Task
-	spec     *nodeSpec[S]
-	index    int // position in its step
-	arg      *S  // Send input
-	done     bool
-	upd      Update[S]
-	rerun    bool
-	resuming bool
-	waiting  *Interruption // paused and not resumed: not run, stays paused
-	resume   []byte
+	spec  *nodeSpec[S]
+	index int // position in its step
+	arg   *S  // Send input
+	val   any // Send payload for a node added with AddSendNode
+	done  bool
+	upd   Update[S]
+	rerun bool
+	ints  []Interruption // the task's interrupts in the checkpoint, answered or not
+	memo  [][]byte       // what it recorded before it failed (Checkpoint.Memos)
 }
+
+// waiting reports a task paused at interrupts none of which got input: it
+// is not run again until resumed.
+func (t *task[S]) waiting() bool {
+	if len(t.ints) == 0 {
+		return false
+	}
+	for _, in := range t.ints {
+		if len(in.Resume) > 0 {
+			return false
+		}
+	}
+	return true
+}
+
+func (t *task[S]) resuming() bool {
+	for _, in := range t.ints {
+		if len(in.Resume) > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// answers are the inputs of the task's own interrupts, in call order.
+func (t *task[S]) answers() [][]byte {
+	for _, in := range t.ints {
+		if in.Namespace == "" && len(in.Resume) > 0 {
+			return append(slices.Clone(in.Answers), in.Resume)
+		}
+	}
+	return nil
+}
+
+// recorded is what the task's Ask and Once calls replay.
+func (t *task[S]) recorded() [][]byte {
+	a := t.answers()
+	if len(t.memo) > len(a) {
+		return t.memo
+	}
+	return a
+}
+
+// subAnswers are the inputs given to interrupts of a subgraph run by the
+// task, by interrupt id.
+func (t *task[S]) subAnswers() map[string][]byte {
+	var m map[string][]byte
+	for _, in := range t.ints {
+		if in.Namespace != "" && len(in.Resume) > 0 {
+			if m == nil {
+				m = map[string][]byte{}
+			}
+			m[in.key()] = in.Resume
+		}
+	}
+	return m
+}
+
+// interruptions turns a task's interrupt signal into the interruptions the
+// checkpoint keeps.
+func (t *task[S]) interruptions(sig *interruptSignal, answers [][]byte) []Interruption {
+	if sig.sub != nil {
+		out := make([]Interruption, 0, len(sig.sub))
+		for _, in := range sig.sub {
+			ns := t.Node + ":" + t.ID
+			if in.Namespace != "" {
+				ns += "|" + in.Namespace
+			}
+			out = append(out, Interruption{ID: in.key(), Node: t.Node, Task: t.ID, Index: in.Index, Namespace: ns, Value: in.Value})
+		}
+		return out
+	}
+	idx := sig.index
+	if idx < 0 || idx > len(answers) {
+		idx = len(answers)
+	}
+	in := Interruption{Node: t.Node, Task: t.ID, Index: idx, Value: sig.value}
+	in.ID = in.key()
+	if idx > 0 {
+		in.Answers = slices.Clone(answers[:idx])
+	}
+	return []Interruption{in}
+}
+
+// errStillWaiting is the result of a task left paused; errHeld of a
+// deferred task carried to the next step.
+var (
+	errStillWaiting = errors.New("graph: task still waits for input")
+	errHeld         = errors.New("graph: deferred task held")
+)
 
 type taskResult[S any] struct {
 	upd      Update[S]
 	err      error
 	attempts int
+	values   [][]byte // what the task recorded, in call order (Ask inputs, Once results)
 }
 
 // run is the state of one invocation.
 type run[S any] struct {
-	thread  string
-	state   S
-	step    int
-	next    []*task[S]
-	seq     uint64
-	headID  string
-	version uint64
-	ckpt    string
-	stream  bool
+	thread   string
+	saver    Checkpointer // nil: no checkpoints
+	state    S
+	step     int
+	next     []*task[S]
+	seq      uint64
+	headID   string
+	version  uint64
+	ckpt     string
+	em       *emitter[S]    // nil: not streaming
+	fwd      func(part)     // where a subgraph run sends its custom, messages and tasks parts
+	ns       string         // the run's namespace ("" at the top)
+	store    Store          // what StoreOf returns in the run's nodes
+	dirty    string         // DurabilityExit: the source of the checkpoint held back ("": none)
+	pending  chan putResult // DurabilityAsync: the checkpoint being written
+	flushing bool           // finish is writing the held-back checkpoint
+	passed   bool           // Continue or Resume: the first step does not stop at its breakpoint
+	memos    []Memo         // for the partial checkpoint being written
+	held     int            // DurabilityExit: checkpoints held back since the last written
 }
 
-func (g *Graph[S]) checkThread(thread string) error {
-	if g.cfg.saver == nil {
+func (g *Graph[S]) saverOf(o *runOpts) Checkpointer {
+	if o.saver != nil || o.own {
+		return o.saver
+	}
+	return g.cfg.saver
+}
+
+func checkThread(sv Checkpointer, thread string) error {
+	if sv == nil {
 		if thread != "" && !nameRE.MatchString(thread) {
 			return invalidArg("thread id %q: use 1-128 letters, digits, - or _", thread)
 		}
@@ -142,314 +256,11 @@ func (g *Graph[S]) checkThread(thread string) error {
 	return nil
 }
 
-// Invoke runs the graph on thread with input applied at START (through the
-// reducers, like a node's update), until END or an interrupt. With a
-// checkpointer, a thread that has checkpoints continues from its latest
-// state: input is merged into it and the run starts again at START (pending
-// tasks of an unfinished run are dropped; use Continue or Resume to finish
-// them). Without a checkpointer thread may be "".
-func (g *Graph[S]) Invoke(ctx context.Context, thread string, input Update[S]) (Result[S], error) {
-	release, err := g.claim(thread)
-	if err != nil {
-		return Result[S]{}, err
-	}
-	defer release()
-	r, err := g.start(ctx, thread, input)
-	if err != nil {
-		return Result[S]{}, err
-	}
-	return g.loop(ctx, r, nil)
-}
-
-// Stream is Invoke yielding an Event after every super-step. It stops with
-// an error when ctx ends, and when the loop breaks (the run then stops after
-// the step in progress, which is checkpointed).
-func (g *Graph[S]) Stream(ctx context.Context, thread string, input Update[S]) iter.Seq2[Event[S], error] {
-	return func(yield func(Event[S], error) bool) {
-		release, err := g.claim(thread)
-		if err != nil {
-			yield(Event[S]{}, err)
-			return
-		}
-		defer release()
-		r, err := g.start(ctx, thread, input)
-		if err != nil {
-			yield(Event[S]{}, err)
-			return
-		}
-		r.stream = true
-		g.streamLoop(ctx, r, yield)
-	}
-}
-
-// Resume gives input to the interrupts the thread is paused at and runs on:
-// each interrupted node runs again from its start and reads input with
-// ResumeInput; nodes of that step that had completed are not run again.
-// The input is checkpointed before anything runs, so a crash after Resume
-// returns is finished by Continue. With ForTask only that task's interrupt
-// gets the input. Errors: ErrNothingToResume (no interrupt pending, or none
-// of that task), ErrAlreadyResumed (input already given).
-func (g *Graph[S]) Resume(ctx context.Context, thread string, input any, opts ...ResumeOption) (Result[S], error) {
-	release, err := g.claim(thread)
-	if err != nil {
-		return Result[S]{}, err
-	}
-	defer release()
-	r, err := g.resume(ctx, thread, input, opts)
-	if err != nil {
-		return Result[S]{}, err
-	}
-	return g.loop(ctx, r, nil)
-}
-
-// ResumeEach gives each interrupt its own input: inputs maps an
-// Interruption.Task to the input of that node (LangGraph's
-// Command(resume={id: value})). Interrupts without an entry stay paused and
-// their nodes are not run again; the step completes when the last of them
-// is resumed. Errors as Resume; a task with no pending interrupt is
-// ErrNothingToResume, one that already got input ErrAlreadyResumed.
-func (g *Graph[S]) ResumeEach(ctx context.Context, thread string, inputs map[string]any) (Result[S], error) {
-	if len(inputs) == 0 {
-		return Result[S]{}, invalidArg("ResumeEach: no inputs; map interruption tasks to their inputs")
-	}
-	release, err := g.claim(thread)
-	if err != nil {
-		return Result[S]{}, err
-	}
-	defer release()
-	r, err := g.resumeEach(ctx, thread, inputs, false, nil)
-	if err != nil {
-		return Result[S]{}, err
-	}
-	return g.loop(ctx, r, nil)
-}
-
-// StreamResume is Resume yielding an Event after every super-step.
-func (g *Graph[S]) StreamResume(ctx context.Context, thread string, input any, opts ...ResumeOption) iter.Seq2[Event[S], error] {
-	return func(yield func(Event[S], error) bool) {
-		release, err := g.claim(thread)
-		if err != nil {
-			yield(Event[S]{}, err)
-			return
-		}
-		defer release()
-		r, err := g.resume(ctx, thread, input, opts)
-		if err != nil {
-			yield(Event[S]{}, err)
-			return
-		}
-		r.stream = true
-		g.streamLoop(ctx, r, yield)
-	}
-}
-
-// Continue finishes a thread's unfinished run from its latest checkpoint:
-// after a node failure, a recursion limit, a cancelled context or a crash.
-// Tasks whose writes the checkpoint holds are not run again; the others run
-// with NodeInfo.Rerun set. ErrNothingToResume if the thread reached END,
-// ErrWaitingForInput if it is paused at an interrupt (use Resume).
-func (g *Graph[S]) Continue(ctx context.Context, thread string) (Result[S], error) {
-	release, err := g.claim(thread)
-	if err != nil {
-		return Result[S]{}, err
-	}
-	defer release()
-	r, err := g.cont(ctx, thread)
-	if err != nil {
-		return Result[S]{}, err
-	}
-	return g.loop(ctx, r, nil)
-}
-
-// StreamContinue is Continue yielding an Event after every super-step.
-func (g *Graph[S]) StreamContinue(ctx context.Context, thread string) iter.Seq2[Event[S], error] {
-	return func(yield func(Event[S], error) bool) {
-		release, err := g.claim(thread)
-		if err != nil {
-			yield(Event[S]{}, err)
-			return
-		}
-		defer release()
-		r, err := g.cont(ctx, thread)
-		if err != nil {
-			yield(Event[S]{}, err)
-			return
-		}
-		r.stream = true
-		g.streamLoop(ctx, r, yield)
-	}
-}
-
-func (g *Graph[S]) streamLoop(ctx context.Context, r *run[S], yield func(Event[S], error) bool) {
-	stopped := false
-	res, err := g.loop(ctx, r, func(ev Event[S]) bool {
-		if !yield(ev, nil) {
-			stopped = true
-			return false
-		}
-		return true
-	})
-	if stopped {
-		return
-	}
-	if err != nil {
-		yield(Event[S]{}, err)
-		return
-	}
-	if res.Interrupted() {
-		yield(Event[S]{Step: res.Step, State: res.State, Checkpoint: res.Checkpoint, Interrupts: res.Interrupts}, nil)
-	}
-}
-
-// State returns the thread's latest checkpoint, decoded.
-func (g *Graph[S]) State(ctx context.Context, thread string) (Snapshot[S], error) {
-	if err := g.needSaver(thread); err != nil {
-		return Snapshot[S]{}, err
-	}
-	cp, err := g.cfg.saver.Get(ctx, thread, "")
-	if err != nil {
-		return Snapshot[S]{}, err
-	}
-	return g.snapshot(cp)
-}
-
-// History returns the thread's checkpoints newest first (at most limit; 0:
-// all the checkpointer keeps).
-func (g *Graph[S]) History(ctx context.Context, thread string, limit int) ([]Snapshot[S], error) {
-	if err := g.needSaver(thread); err != nil {
-		return nil, err
-	}
-	if limit < 0 {
-		return nil, invalidArg("History: negative limit %d", limit)
-	}
-	cps, err := g.cfg.saver.List(ctx, thread, limit)
-	if err != nil {
-		return nil, err
-	}
-	out := make([]Snapshot[S], 0, len(cps))
-	for _, cp := range cps {
-		s, err := g.snapshot(cp)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, s)
-	}
-	return out, nil
-}
-
-// Fork makes a copy of checkpoint id of thread the head of newThread (of
-// thread itself when newThread is ""): Continue, Resume or Invoke then run
-// from there, while the history before the fork stays readable. The fork's
-// tasks get new ids (a forked run is a new run for idempotency keys).
-func (g *Graph[S]) Fork(ctx context.Context, thread, id, newThread string) (Snapshot[S], error) {
-	if err := g.needSaver(thread); err != nil {
-		return Snapshot[S]{}, err
-	}
-	release, err := g.claim(cmp.Or(newThread, thread))
-	if err != nil {
-		return Snapshot[S]{}, err
-	}
-	defer release()
-	if id == "" {
-		return Snapshot[S]{}, invalidArg("Fork: give the id of the checkpoint to fork from (see History)")
-	}
-	dst := newThread
-	if dst == "" {
-		dst = thread
-	}
-	if err := g.checkThread(dst); err != nil {
-		return Snapshot[S]{}, err
-	}
-	src, err := g.cfg.saver.Get(ctx, thread, id)
-	if err != nil {
-		return Snapshot[S]{}, err
-	}
-	head, err := g.cfg.saver.Get(ctx, dst, "")
-	if err != nil && !errors.Is(err, ErrNotFound) {
-		return Snapshot[S]{}, err
-	}
-	cp := src
-	cp.Thread = dst
-	cp.Seq = head.Seq + 1
-	cp.ID = FormatID(cp.Seq)
-	cp.Parent = head.ID
-	cp.ForkOf = thread + "/" + src.ID
-	cp.Source = SourceFork
-	cp.Created = g.cfg.now()
-	ids := map[string]string{}
-	cp.Next = make([]Task, len(src.Next))
-	for i, t := range src.Next {
-		nt := t
-		nt.ID = taskID(dst, cp.Seq, i)
-		ids[t.ID] = nt.ID
-		cp.Next[i] = nt
-	}
-	cp.Writes = make([]PendingWrite, 0, len(src.Writes))
-	for _, w := range src.Writes {
-		w.Task = ids[w.Task]
-		cp.Writes = append(cp.Writes, w)
-	}
-	cp.Interrupts = make([]Interruption, 0, len(src.Interrupts))
-	for _, in := range src.Interrupts {
-		in.Task = ids[in.Task]
-		cp.Interrupts = append(cp.Interrupts, in)
-	}
-	v, err := g.cfg.saver.Put(ctx, cp, head.Version)
-	if err != nil {
-		return Snapshot[S]{}, err
-	}
-	cp.Version = v
-	return g.snapshot(cp)
-}
-
-// UpdateState applies upd to the thread's latest state through the reducers,
-// as if a node had written it, and checkpoints the result; the pending tasks
-// stay as they were. For human-in-the-loop edits.
-func (g *Graph[S]) UpdateState(ctx context.Context, thread string, upd Update[S]) (Snapshot[S], error) {
-	if err := g.needSaver(thread); err != nil {
-		return Snapshot[S]{}, err
-	}
-	release, err := g.claim(thread)
-	if err != nil {
-		return Snapshot[S]{}, err
-	}
-	defer release()
-	head, err := g.cfg.saver.Get(ctx, thread, "")
-	if err != nil {
-		return Snapshot[S]{}, err
-	}
-	var st S
-	if err := codec.Unmarshal(head.State, &st); err != nil {
-		return Snapshot[S]{}, fmt.Errorf("graph: decode the state of thread %q: %w", thread, err)
-	}
-	t := &task[S]{Task: Task{Node: "__update__"}}
-	st, _, err = g.apply(st, []*task[S]{t}, []taskResult[S]{{upd: upd}}, head.Step, false)
-	if err != nil {
-		return Snapshot[S]{}, err
-	}
-	cp := head
-	cp.Seq = head.Seq + 1
-	cp.ID = FormatID(cp.Seq)
-	cp.Parent = head.ID
-	cp.ForkOf = ""
-	cp.Source = SourceUpdate
-	cp.Created = g.cfg.now()
-	if cp.State, err = codec.Marshal(st); err != nil {
-		return Snapshot[S]{}, fmt.Errorf("graph: encode the state: %w", err)
-	}
-	v, err := g.cfg.saver.Put(ctx, cp, head.Version)
-	if err != nil {
-		return Snapshot[S]{}, err
-	}
-	cp.Version = v
-	return g.snapshot(cp)
-}
-
-func (g *Graph[S]) needSaver(thread string) error {
-	if g.cfg.saver == nil {
+func needSaver(sv Checkpointer, thread string) error {
+	if sv == nil {
 		return ErrNoCheckpointer
 	}
-	return g.checkThread(thread)
+	return checkThread(sv, thread)
 }
 
 func (g *Graph[S]) snapshot(cp Checkpoint) (Snapshot[S], error) {
@@ -459,6 +270,11 @@ func (g *Graph[S]) snapshot(cp Checkpoint) (Snapshot[S], error) {
 	}
 	for _, t := range cp.Next {
 		s.Next = append(s.Next, t.Node)
+		ts := TaskState{ID: t.ID, Node: t.Node}
+		if spec := g.nodes[t.Node]; spec != nil && spec.sub {
+			ts.Thread = SubgraphThread(t.ID)
+		}
+		s.Tasks = append(s.Tasks, ts)
 	}
 	return s, nil
 }
@@ -467,172 +283,163 @@ func taskID(thread string, seq uint64, i int) string {
 	return thread + ":" + strconv.FormatUint(seq, 10) + ":" + strconv.Itoa(i)
 }
 
-// start prepares an invocation: loads the thread, applies input at START.
-func (g *Graph[S]) start(ctx context.Context, thread string, input Update[S]) (*run[S], error) {
-	if err := g.checkThread(thread); err != nil {
+// newRun returns an empty run of thread with o's checkpointer and stream.
+func (g *Graph[S]) newRun(ctx context.Context, o *runOpts, thread string) (*run[S], error) {
+	sv := g.saverOf(o)
+	if err := checkThread(sv, thread); err != nil {
 		return nil, err
 	}
-	r := &run[S]{thread: thread}
-	if g.cfg.saver != nil {
-		head, err := g.cfg.saver.Get(ctx, thread, "")
-		switch {
-		case errors.Is(err, ErrNotFound):
-		case err != nil:
-			return nil, err
-		default:
-			if err := codec.Unmarshal(head.State, &r.state); err != nil {
-				return nil, fmt.Errorf("graph: decode the state of thread %q: %w", thread, err)
-			}
-			r.step, r.seq, r.headID, r.version = head.Step, head.Seq, head.ID, head.Version
+	r := &run[S]{thread: thread, saver: sv, store: g.cfg.store}
+	if sp, ok := ctx.Value(subKey{}).(*subParent); ok && sp.child == any(g) {
+		r.fwd, r.ns = sp.fwd, sp.ns
+		if r.store == nil {
+			r.store = sp.store
 		}
-	}
-	t := &task[S]{Task: Task{Node: START}}
-	res := []taskResult[S]{{upd: input}}
-	st, _, err := g.apply(r.state, []*task[S]{t}, res, r.step, false)
-	if err != nil {
-		return nil, err
-	}
-	r.state = st
-	next, err := g.route(ctx, r, []*task[S]{t}, res)
-	if err != nil {
-		return nil, err
-	}
-	r.next = next
-	if err := g.save(ctx, r, SourceInput, nil, nil); err != nil {
-		return nil, err
+		if sp.fwd != nil && sp.modes&StreamSubgraphs != 0 {
+			r.em = &emitter[S]{modes: sp.modes, up: sp.fwd}
+		}
 	}
 	return r, nil
 }
 
+// start applies input at START to the thread's head (a fresh state for a
+// new thread) and checkpoints it. A thread that has checkpoints gets the
+// next step number: steps of a thread only grow.
+func (g *Graph[S]) start(ctx context.Context, r *run[S], input Update[S]) error {
+	if r.saver != nil {
+		head, err := r.saver.Get(ctx, r.thread, "")
+		switch {
+		case errors.Is(err, ErrNotFound):
+		case err != nil:
+			return err
+		default:
+			if err := codec.Unmarshal(head.State, &r.state); err != nil {
+				return fmt.Errorf("graph: decode the state of thread %q: %w", r.thread, err)
+			}
+			r.step, r.seq, r.headID, r.version = head.Step+1, head.Seq, head.ID, head.Version
+		}
+	}
+	t := &task[S]{Task: Task{Node: START}}
+	res := []taskResult[S]{{upd: input}}
+	st, writes, err := g.apply(r.state, []*task[S]{t}, res, r.step, r.em.collect())
+	if err != nil {
+		return err
+	}
+	r.state = st
+	next, err := g.route(ctx, r, []*task[S]{t}, res, r.step)
+	if err != nil {
+		return err
+	}
+	r.next = next
+	if err := g.save(ctx, r, SourceInput, nil, nil); err != nil {
+		return err
+	}
+	if !r.em.values(r, writes) {
+		r.next = nil // the consumer stopped: run nothing
+	}
+	return nil
+}
+
 // load reads the thread's head into a run, with its pending writes and
 // interrupts attached to the tasks.
-func (g *Graph[S]) load(ctx context.Context, thread string) (*run[S], Checkpoint, error) {
-	if err := g.needSaver(thread); err != nil {
-		return nil, Checkpoint{}, err
+func (g *Graph[S]) load(ctx context.Context, r *run[S]) (Checkpoint, error) {
+	if err := needSaver(r.saver, r.thread); err != nil {
+		return Checkpoint{}, err
 	}
-	head, err := g.cfg.saver.Get(ctx, thread, "")
+	head, err := r.saver.Get(ctx, r.thread, "")
 	if err != nil {
-		return nil, head, err
+		return head, err
 	}
-	r := &run[S]{thread: thread, step: head.Step, seq: head.Seq, headID: head.ID, version: head.Version, ckpt: head.ID}
+	r.step, r.seq, r.headID, r.version, r.ckpt = head.Step, head.Seq, head.ID, head.Version, head.ID
 	if err := codec.Unmarshal(head.State, &r.state); err != nil {
-		return nil, head, fmt.Errorf("graph: decode the state of thread %q: %w", thread, err)
+		return head, fmt.Errorf("graph: decode the state of thread %q: %w", r.thread, err)
 	}
 	writes := map[string]PendingWrite{}
 	for _, w := range head.Writes {
 		writes[w.Task] = w
 	}
-	ints := map[string]Interruption{}
+	ints := map[string][]Interruption{}
 	for _, in := range head.Interrupts {
-		ints[in.Task] = in
+		ints[in.Task] = append(ints[in.Task], in)
+	}
+	memos := map[string][][]byte{}
+	for _, m := range head.Memos {
+		memos[m.Task] = m.Values
 	}
 	for _, t := range head.Next {
 		spec := g.nodes[t.Node]
 		if spec == nil {
-			return nil, head, fmt.Errorf("%w: thread %q waits for node %q, which this graph does not have", ErrInvalidGraph, thread, t.Node)
+			return head, fmt.Errorf("%w: thread %q waits for node %q, which this graph does not have", ErrInvalidGraph, r.thread, t.Node)
 		}
-		tk := &task[S]{Task: t, spec: spec, rerun: true}
+		tk := &task[S]{Task: t, spec: spec, rerun: true, ints: ints[t.ID], memo: memos[t.ID]}
 		if t.Send {
-			var a S
-			if err := codec.Unmarshal(t.Arg, &a); err != nil {
-				return nil, head, fmt.Errorf("graph: decode the Send input of task %s: %w", t.ID, err)
+			if err := g.decodeArg(tk); err != nil {
+				return head, err
 			}
-			tk.arg = &a
 		}
 		if w, ok := writes[t.ID]; ok {
 			u, err := g.decodeWrite(w)
 			if err != nil {
-				return nil, head, err
+				return head, err
 			}
 			tk.done, tk.upd = true, u
 		}
-		if in, ok := ints[t.ID]; ok {
-			if len(in.Resume) > 0 {
-				tk.resuming, tk.resume = true, in.Resume
-			} else {
-				tk.waiting = &in
-			}
-		}
 		r.next = append(r.next, tk)
 	}
-	return r, head, nil
+	return head, nil
 }
 
-// ResumeOption narrows what Resume gives its input to.
-type ResumeOption func(*resumeOpts)
-
-type resumeOpts struct{ task string }
-
-// ForTask makes Resume give its input only to the interrupt of task (an
-// Interruption.Task), for steps where several nodes wait at once (e.g. one
-// per remote worker): the others stay paused, and the step completes when
-// the last of them is resumed.
-func ForTask(task string) ResumeOption { return func(o *resumeOpts) { o.task = task } }
-
-func (g *Graph[S]) resume(ctx context.Context, thread string, input any, opts []ResumeOption) (*run[S], error) {
-	var o resumeOpts
-	for _, opt := range opts {
-		if opt != nil {
-			opt(&o)
-		}
-	}
-	inputs := map[string]any{}
-	if o.task != "" {
-		inputs[o.task] = input
-	}
-	return g.resumeEach(ctx, thread, inputs, o.task == "", input)
-}
-
-// resumeEach gives inputs[task] to the interrupt of each task named (and
-// rest to all others when all is set), records them, and prepares the run.
-func (g *Graph[S]) resumeEach(ctx context.Context, thread string, inputs map[string]any, all bool, rest any) (*run[S], error) {
-	r, head, err := g.load(ctx, thread)
+// resumeEach gives inputs[key] (key: an interrupt id or a task id) to the
+// matching interrupts (and rest to all others when all is set), records
+// them in a checkpoint, and prepares the run.
+func (g *Graph[S]) resumeEach(ctx context.Context, r *run[S], inputs map[string][]byte, all bool, rest []byte) error {
+	head, err := g.load(ctx, r)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	if len(head.Interrupts) == 0 {
-		return nil, fmt.Errorf("%w: thread %q is not paused at an interrupt", ErrNothingToResume, thread)
+		return fmt.Errorf("%w: thread %q is not paused at an interrupt", ErrNothingToResume, r.thread)
 	}
 	found := map[string]bool{}
 	for _, in := range head.Interrupts {
-		found[in.Task] = true
+		found[in.Task], found[in.key()] = true, true
 	}
-	for task := range inputs {
-		if !found[task] {
-			return nil, fmt.Errorf("%w: thread %q has no interrupt of task %q", ErrNothingToResume, thread, task)
+	for key := range inputs {
+		if !found[key] {
+			return fmt.Errorf("%w: thread %q has no interrupt with id or task %q", ErrNothingToResume, r.thread, key)
 		}
 	}
 	ints := make([]Interruption, len(head.Interrupts))
 	given := 0
 	for i, in := range head.Interrupts {
 		ints[i] = in
-		v, ok := inputs[in.Task]
+		b, ok := inputs[in.key()]
+		if !ok {
+			b, ok = inputs[in.Task]
+		}
 		if !ok && all {
-			v, ok = rest, true
+			b, ok = rest, true
 		}
 		if !ok {
 			continue
 		}
 		if len(in.Resume) > 0 {
 			if !all {
-				return nil, fmt.Errorf("%w: the interrupt of node %q (task %q) of thread %q already got its input", ErrAlreadyResumed, in.Node, in.Task, thread)
+				return fmt.Errorf("%w: the interrupt %s of node %q of thread %q already got its input", ErrAlreadyResumed, in.key(), in.Node, r.thread)
 			}
 			continue
-		}
-		b, err := codec.Marshal(v)
-		if err != nil {
-			return nil, invalidArg("Resume: encode the input %T for task %q: %v", v, in.Task, err)
 		}
 		ints[i].Resume = b
 		given++
 	}
 	if given == 0 {
-		return nil, fmt.Errorf("%w: thread %q already got input for its interrupts; call Continue to finish the run", ErrAlreadyResumed, thread)
+		return fmt.Errorf("%w: thread %q already got input for its interrupts; call Continue to finish the run", ErrAlreadyResumed, r.thread)
 	}
 	for _, t := range r.next {
+		t.ints = nil
 		for _, in := range ints {
-			if in.Task == t.ID && len(in.Resume) > 0 {
-				t.resuming, t.resume, t.waiting = true, in.Resume, nil
+			if in.Task == t.ID {
+				t.ints = append(t.ints, in)
 			}
 		}
 	}
@@ -640,33 +447,39 @@ func (g *Graph[S]) resumeEach(ctx context.Context, thread string, inputs map[str
 	cp := head
 	cp.Seq, cp.ID, cp.Parent, cp.ForkOf = head.Seq+1, FormatID(head.Seq+1), head.ID, ""
 	cp.Source, cp.Created, cp.Interrupts = SourceResume, g.cfg.now(), ints
-	v, err := g.cfg.saver.Put(ctx, cp, head.Version)
+	v, err := r.saver.Put(ctx, cp, head.Version)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	r.seq, r.headID, r.version, r.ckpt = cp.Seq, cp.ID, v, cp.ID
-	return r, nil
+	r.passed = true
+	r.em.debugCheckpoint(r, cp)
+	return nil
 }
 
-func (g *Graph[S]) cont(ctx context.Context, thread string) (*run[S], error) {
-	r, head, err := g.load(ctx, thread)
+func (g *Graph[S]) cont(ctx context.Context, r *run[S]) error {
+	head, err := g.load(ctx, r)
 	if err != nil {
-		return nil, err
+		return err
 	}
+	r.passed = true
 	if len(head.Next) == 0 {
-		return nil, fmt.Errorf("%w: thread %q reached END; Invoke starts a new run", ErrNothingToResume, thread)
+		return fmt.Errorf("%w: thread %q reached END; Invoke starts a new run", ErrNothingToResume, r.thread)
 	}
 	for _, t := range r.next {
-		if !t.done && t.waiting == nil {
-			return r, nil
+		if !t.done && !t.waiting() {
+			return nil
 		}
 	}
+	if len(head.Interrupts) == 0 {
+		return nil
+	}
 	in := head.Interrupts[0]
-	return nil, fmt.Errorf("%w: node %q of thread %q is waiting; call Resume with its input", ErrWaitingForInput, in.Node, thread)
+	return fmt.Errorf("%w: node %q of thread %q is waiting; call Resume with its input", ErrWaitingForInput, in.Node, r.thread)
 }
 
 // loop runs super-steps until END, an interrupt, an error or the limit.
-func (g *Graph[S]) loop(ctx context.Context, r *run[S], emit func(Event[S]) bool) (Result[S], error) {
+func (g *Graph[S]) loop(ctx context.Context, r *run[S]) (Result[S], error) {
 	steps := 0
 	for len(r.next) > 0 {
 		if err := ctx.Err(); err != nil {
@@ -675,6 +488,14 @@ func (g *Graph[S]) loop(ctx context.Context, r *run[S], emit func(Event[S]) bool
 		if steps >= g.cfg.limit {
 			return Result[S]{}, &RecursionError{Limit: g.cfg.limit}
 		}
+		if !r.passed && len(g.cfg.before) > 0 {
+			for _, t := range r.next {
+				if g.cfg.before[t.Node] && !t.done {
+					return g.breakpoint(r, t.Node)
+				}
+			}
+		}
+		r.passed = false
 		steps++
 		stepNo := r.step + 1
 		tasks := r.next
@@ -683,16 +504,21 @@ func (g *Graph[S]) loop(ctx context.Context, r *run[S], emit func(Event[S]) bool
 		var failed error
 		var ints []Interruption
 		for i, res := range results {
-			if res.err == nil {
+			t := tasks[i]
+			if res.err == nil || res.err == errHeld {
+				continue
+			}
+			if res.err == errStillWaiting {
+				ints = append(ints, t.ints...)
 				continue
 			}
 			var sig *interruptSignal
 			if errors.As(res.err, &sig) && sig.err == nil {
-				ints = append(ints, Interruption{Node: tasks[i].Node, Task: tasks[i].ID, Value: sig.value})
+				ints = append(ints, t.interruptions(sig, res.values)...)
 				continue
 			}
 			if failed == nil {
-				failed = &NodeError{Node: tasks[i].Node, Task: tasks[i].ID, Step: stepNo, Attempts: res.attempts, Err: res.err}
+				failed = &NodeError{Node: t.Node, Task: t.ID, Step: stepNo, Attempts: res.attempts, Err: res.err}
 			}
 		}
 		if failed != nil || len(ints) > 0 {
@@ -705,12 +531,12 @@ func (g *Graph[S]) loop(ctx context.Context, r *run[S], emit func(Event[S]) bool
 			return Result[S]{State: r.state, Step: r.step, Interrupts: ints, Checkpoint: r.ckpt}, nil
 		}
 
-		st, writes, err := g.apply(r.state, tasks, results, stepNo, r.stream)
+		st, writes, err := g.apply(r.state, tasks, results, stepNo, r.em.collect())
 		if err != nil {
 			return Result[S]{}, err
 		}
 		r.state = st
-		next, err := g.route(ctx, r, tasks, results)
+		next, err := g.route(ctx, r, tasks, results, stepNo)
 		if err != nil {
 			return Result[S]{}, err
 		}
@@ -719,38 +545,65 @@ func (g *Graph[S]) loop(ctx context.Context, r *run[S], emit func(Event[S]) bool
 		if err := g.save(ctx, r, SourceLoop, nil, nil); err != nil {
 			return Result[S]{}, err
 		}
-		if emit != nil {
-			nodes := make([]string, len(tasks))
+		ran := tasks
+		if slices.ContainsFunc(results, func(res taskResult[S]) bool { return res.err == errHeld }) {
+			ran = nil
 			for i, t := range tasks {
-				nodes[i] = t.Node
+				if results[i].err != errHeld {
+					ran = append(ran, t)
+				}
 			}
-			if !emit(Event[S]{Step: stepNo, Nodes: nodes, Writes: writes, State: r.state, Checkpoint: r.ckpt}) {
-				return Result[S]{State: r.state, Step: r.step, Checkpoint: r.ckpt}, nil
+		}
+		if !r.em.step(r, ran, writes) {
+			break
+		}
+		if len(g.cfg.after) > 0 && len(r.next) > 0 {
+			for _, t := range ran {
+				if g.cfg.after[t.Node] {
+					return g.breakpoint(r, t.Node)
+				}
 			}
 		}
 	}
 	return Result[S]{State: r.state, Step: r.step, Checkpoint: r.ckpt}, nil
 }
 
+// breakpoint ends a run at the breakpoint of node.
+func (g *Graph[S]) breakpoint(r *run[S], node string) (Result[S], error) {
+	if r.saver == nil {
+		return Result[S]{}, fmt.Errorf("%w: the breakpoint at node %q needs one to continue from", ErrNoCheckpointer, node)
+	}
+	return Result[S]{State: r.state, Step: r.step, Checkpoint: r.ckpt, Breakpoint: node}, nil
+}
+
 // runTasks runs the step's tasks not already done, concurrently when more
 // than one, and returns their results in task order.
 func (g *Graph[S]) runTasks(ctx context.Context, r *run[S], tasks []*task[S], step int) []taskResult[S] {
 	results := make([]taskResult[S], len(tasks))
+	hold := false // deferred tasks wait while anything else is scheduled
+	for _, t := range tasks {
+		if !t.spec.deferred || t.Send {
+			hold = true
+			break
+		}
+	}
 	todo := 0
 	for i, t := range tasks {
 		t.index = i
 		switch {
 		case t.done:
 			results[i] = taskResult[S]{upd: t.upd}
-		case t.waiting != nil:
-			results[i] = taskResult[S]{err: &interruptSignal{value: t.waiting.Value}}
+		case t.waiting():
+			results[i] = taskResult[S]{err: errStillWaiting}
+		case hold && t.spec.deferred && !t.Send:
+			results[i] = taskResult[S]{err: errHeld}
 		default:
 			todo++
 		}
 	}
 	if todo == 1 {
 		for i, t := range tasks {
-			if !t.done && t.waiting == nil {
+			if results[i].err == nil && !t.done {
 				results[i] = g.runTask(ctx, r, t, step)
 			}
 		}
@@ -758,7 +611,7 @@ func (g *Graph[S]) runTasks(ctx context.Context, r *run[S], tasks []*task[S], st
 	}
 	var wg sync.WaitGroup
 	for i, t := range tasks {
-		if t.done || t.waiting != nil {
+		if results[i].err != nil || t.done {
 			continue
 		}
 		wg.Add(1)
@@ -773,29 +626,70 @@ func (g *Graph[S]) runTasks(ctx context.Context, r *run[S], tasks []*task[S], st
 
 func (g *Graph[S]) runTask(ctx context.Context, r *run[S], t *task[S], step int) taskResult[S] {
 	nc := &nodeCtx{
-		info:   NodeInfo{Thread: r.thread, Node: t.Node, Task: t.ID, Step: step, Index: t.index, Rerun: t.rerun, Resuming: t.resuming},
-		resume: t.resume,
+		info:    NodeInfo{Thread: r.thread, Node: t.Node, Task: t.ID, Step: step, Index: t.index, Rerun: t.rerun, Resuming: t.resuming()},
+		answers: t.recorded(),
+		given:   t.answers(),
+		sub:     t.subAnswers(),
+		saver:   r.saver,
+		store:   r.store,
+		ns:      r.ns,
+	}
+	if r.em.wants(StreamCustom|StreamMessages|StreamTasks|StreamDebug|StreamSubgraphs) || r.fwd != nil {
+		nc.sink = r.part
+	}
+	if r.em != nil {
+		nc.modes = r.em.modes
 	}
 	nctx := context.WithValue(ctx, nodeCtxKey{}, nc)
 	input := r.state
 	if t.arg != nil {
 		input = *t.arg
 	}
+	var key string
+	if t.spec.cache != nil {
+		var in any = input
+		if t.spec.argFn != nil {
+			in = t.val
+		}
+		var upd Update[S]
+		var hit bool
+		if key, upd, hit = g.cached(ctx, t, in); hit {
+			return taskResult[S]{upd: upd}
+		}
+	}
+	res := g.attempts(ctx, nctx, nc, t, input)
+	res.values = nc.values()
+	if res.err == nil && key != "" {
+		g.cache(ctx, t, key, res.upd)
+	}
+	return res
+}
+
+// attempts runs a task's node under its retry policy.
+func (g *Graph[S]) attempts(ctx, nctx context.Context, nc *nodeCtx, t *task[S], input S) taskResult[S] {
 	p := t.spec.retry
+	nc.emit(part{mode: StreamTasks, kind: "task"})
 	for attempt := 1; ; attempt++ {
 		nc.info.Attempt = attempt
-		upd, err := callNode(nctx, t.spec.fn, input)
-		if err == nil {
-			return taskResult[S]{upd: upd, attempts: attempt}
+		nc.reset()
+		var upd Update[S]
+		var err error
+		if t.spec.argFn != nil {
+			upd, err = callArgNode(nctx, t.spec.argFn, t.val)
+		} else {
+			upd, err = callNode(nctx, t.spec.fn, input)
 		}
-		if attempt >= max(p.Attempts, 1) || !p.retryable(err) {
-			return taskResult[S]{err: err, attempts: attempt}
+		if err == nil || attempt >= max(p.Attempts, 1) || !p.retryable(err) {
+			nc.emit(part{mode: StreamTasks, kind: "task_result", err: err})
+			return taskResult[S]{upd: upd, err: err, attempts: attempt}
 		}
 		timer := time.NewTimer(p.delay(attempt))
 		select {
 		case <-ctx.Done():
 			timer.Stop()
-			return taskResult[S]{err: errors.Join(err, ctx.Err()), attempts: attempt}
+			err = errors.Join(err, ctx.Err())
+			nc.emit(part{mode: StreamTasks, kind: "task_result", err: err})
+			return taskResult[S]{err: err, attempts: attempt}
 		case <-timer.C:
 		}
 		nc.info.Rerun = true
@@ -809,6 +703,15 @@ func callNode[S any](ctx context.Context, fn NodeFunc[S], s S) (upd Update[S], e
 		}
 	}()
 	return fn(ctx, s)
+}
+
+func callArgNode[S any](ctx context.Context, fn func(context.Context, any) (Update[S], error), v any) (upd Update[S], err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = &PanicError{Value: p, Stack: debug.Stack()}
+		}
+	}()
+	return fn(ctx, v)
 }
 
 // apply applies the tasks' updates to st in task order and checks that no
@@ -870,7 +773,7 @@ func (g *Graph[S]) apply(st S, tasks []*task[S], results []taskResult[S], step i
 		if u.replace != nil {
 			st = *u.replace
 			if collect {
-				writes = append(writes, StepWrite{Node: node, Value: *u.replace})
+				writes = append(writes, StepWrite{Node: node, Task: tasks[i].ID, Value: *u.replace})
 			}
 		}
 		if u.merge != nil {
@@ -878,7 +781,7 @@ func (g *Graph[S]) apply(st S, tasks []*task[S], results []taskResult[S], step i
 				return st, nil, &NodeError{Node: node, Task: tasks[i].ID, Step: step, Attempts: 1, Err: fmt.Errorf("state reducer: %w", err)}
 			}
 			if collect {
-				writes = append(writes, StepWrite{Node: node, Value: *u.merge})
+				writes = append(writes, StepWrite{Node: node, Task: tasks[i].ID, Value: *u.merge})
 			}
 		}
 		for _, w := range u.writes {
@@ -886,7 +789,7 @@ func (g *Graph[S]) apply(st S, tasks []*task[S], results []taskResult[S], step i
 				return st, nil, &NodeError{Node: node, Task: tasks[i].ID, Step: step, Attempts: 1, Err: fmt.Errorf("reducer of field %q: %w", w.field.fieldName(), err)}
 			}
 			if collect {
-				writes = append(writes, StepWrite{Node: node, Field: w.field.fieldName(), Value: w.value})
+				writes = append(writes, StepWrite{Node: node, Task: tasks[i].ID, Field: w.field.fieldName(), Value: w.value})
 			}
 		}
 	}
@@ -906,7 +809,7 @@ func safe(fn func()) (err error) {
 // route computes the next step's tasks from the edges of the tasks just run
 // (or their Goto/Sends), reading the new state: plain nodes in the order
 // they were added to the builder, then Sends in the order they were made.
-func (g *Graph[S]) route(ctx context.Context, r *run[S], tasks []*task[S], results []taskResult[S]) ([]*task[S], error) {
+func (g *Graph[S]) route(ctx context.Context, r *run[S], tasks []*task[S], results []taskResult[S], step int) ([]*task[S], error) {
 	var plain []int
 	var sends []Send[S]
 	add := func(from, to string) error {
@@ -915,7 +818,10 @@ func (g *Graph[S]) route(ctx context.Context, r *run[S], tasks []*task[S], resul
 		}
 		spec := g.nodes[to]
 		if spec == nil {
-			return &InvalidUpdateError{Step: r.step, Nodes: []string{from}, Reason: fmt.Sprintf("route to unknown node %q", to)}
+			return &InvalidUpdateError{Step: step, Nodes: []string{from}, Reason: fmt.Sprintf("route to unknown node %q", to)}
+		}
+		if spec.argFn != nil {
+			return &InvalidUpdateError{Step: step, Nodes: []string{from}, Reason: fmt.Sprintf("node %q takes a Send payload (AddSendNode); reach it with a Send", to)}
 		}
 		if !slices.Contains(plain, spec.index) {
 			plain = append(plain, spec.index)
@@ -923,6 +829,12 @@ func (g *Graph[S]) route(ctx context.Context, r *run[S], tasks []*task[S], resul
 		return nil
 	}
 	for i, t := range tasks {
+		if results[i].err == errHeld { // not run: carried to the next step
+			if err := add(t.Node, t.Node); err != nil {
+				return nil, err
+			}
+			continue
+		}
 		u := results[i].upd
 		if u.routed {
 			for _, to := range u.gotos {
@@ -945,10 +857,10 @@ func (g *Graph[S]) route(ctx context.Context, r *run[S], tasks []*task[S], resul
 				err = perr
 			}
 			if err != nil {
-				return nil, &NodeError{Node: t.Node, Task: t.ID, Step: r.step, Attempts: 1, Err: fmt.Errorf("router: %w", err)}
+				return nil, &NodeError{Node: t.Node, Task: t.ID, Step: step, Attempts: 1, Err: fmt.Errorf("router: %w", err)}
 			}
 			if len(rs.targets) > 0 && !slices.Contains(rs.targets, to) {
-				return nil, &InvalidUpdateError{Step: r.step, Nodes: []string{t.Node}, Reason: fmt.Sprintf("router returned %q, not one of its targets %v", to, rs.targets)}
+				return nil, &InvalidUpdateError{Step: step, Nodes: []string{t.Node}, Reason: fmt.Sprintf("router returned %q, not one of its targets %v", to, rs.targets)}
 			}
 			if err := add(t.Node, to); err != nil {
 				return nil, err
@@ -961,7 +873,7 @@ func (g *Graph[S]) route(ctx context.Context, r *run[S], tasks []*task[S], resul
 				err = perr
 			}
 			if err != nil {
-				return nil, &NodeError{Node: t.Node, Task: t.ID, Step: r.step, Attempts: 1, Err: fmt.Errorf("fan-out: %w", err)}
+				return nil, &NodeError{Node: t.Node, Task: t.ID, Step: step, Attempts: 1, Err: fmt.Errorf("fan-out: %w", err)}
 			}
 			sends = append(sends, ss...)
 		}
@@ -974,31 +886,66 @@ func (g *Graph[S]) route(ctx context.Context, r *run[S], tasks []*task[S], resul
 	next := make([]*task[S], 0, len(plain)+len(sends))
 	for _, idx := range plain {
 		name := g.order[idx]
-		next = append(next, &task[S]{Task: Task{ID: g.taskID(r, seq, len(next)), Node: name}, spec: g.nodes[name]})
+		next = append(next, &task[S]{Task: Task{ID: g.taskID(r, seq, step+1, len(next)), Node: name}, spec: g.nodes[name]})
 	}
 	for _, s := range sends {
 		spec := g.nodes[s.Node]
 		if spec == nil {
-			return nil, &InvalidUpdateError{Step: r.step, Reason: fmt.Sprintf("Send to unknown node %q", s.Node)}
+			return nil, &InvalidUpdateError{Step: step, Reason: fmt.Sprintf("Send to unknown node %q", s.Node)}
 		}
-		arg := s.State
-		next = append(next, &task[S]{Task: Task{ID: g.taskID(r, seq, len(next)), Node: s.Node, Send: true}, spec: spec, arg: &arg})
+		tk := &task[S]{Task: Task{ID: g.taskID(r, seq, step+1, len(next)), Node: s.Node, Send: true}, spec: spec}
+		switch {
+		case spec.argFn != nil:
+			if !spec.accepts(s.Arg) {
+				return nil, &InvalidUpdateError{Step: step, Reason: fmt.Sprintf("Send to node %q: payload %T is not the type the node takes (%s)", s.Node, s.Arg, spec.argType)}
+			}
+			tk.val = s.Arg
+		case s.Arg != nil:
+			return nil, &InvalidUpdateError{Step: step, Reason: fmt.Sprintf("Send to node %q with a payload %T: add the node with AddSendNode to take one", s.Node, s.Arg)}
+		default:
+			arg := s.State
+			tk.arg = &arg
+		}
+		next = append(next, tk)
 	}
 	return next, nil
 }
 
-func (g *Graph[S]) taskID(r *run[S], seq uint64, i int) string {
-	if g.cfg.saver == nil {
-		return taskID(r.thread, uint64(r.step+1), i)
+// taskID names task i of a step: by the checkpoint that schedules it
+// (seq), by its step without a checkpointer, and by seq and the number of
+// checkpoints held back since the last one written under DurabilityExit
+// (so ids never repeat within a thread).
+func (g *Graph[S]) taskID(r *run[S], seq uint64, step, i int) string {
+	switch {
+	case r.saver == nil:
+		return taskID(r.thread, uint64(step), i)
+	case r.held > 0:
+		return r.thread + ":" + strconv.FormatUint(seq, 10) + "x" + strconv.Itoa(r.held) + ":" + strconv.Itoa(i)
 	}
 	return taskID(r.thread, seq, i)
 }
 
-// save writes the run's state as the thread's new head.
+// save writes the run's state as the thread's new head, now or later as
+// the graph's Durability says.
 func (g *Graph[S]) save(ctx context.Context, r *run[S], source string, writes []PendingWrite, ints []Interruption) error {
-	if g.cfg.saver == nil {
+	if r.saver == nil {
+		r.em.debugCheckpoint(r, Checkpoint{Source: source, Step: r.step, Writes: writes, Interrupts: ints})
 		return nil
 	}
+	if err := r.wait(); err != nil {
+		return err
+	}
+	mode := g.cfg.durability
+	if r.flushing {
+		mode = DurabilitySync
+	}
+	deferrable := source == SourceInput || source == SourceLoop
+	if mode == DurabilityExit && deferrable {
+		r.dirty = source
+		r.held++
+		return nil
+	}
+	r.dirty, r.held = "", 0
 	stb, err := codec.Marshal(r.state)
 	if err != nil {
 		return fmt.Errorf("graph: encode the state of thread %q: %w", r.thread, err)
@@ -1006,42 +953,100 @@ func (g *Graph[S]) save(ctx context.Context, r *run[S], source string, writes []
 	cp := Checkpoint{
 		Thread: r.thread, Seq: r.seq + 1, ID: FormatID(r.seq + 1), Parent: r.headID,
 		Source: source, Step: r.step, Created: g.cfg.now(), State: stb,
-		Writes: writes, Interrupts: ints,
+		Writes: writes, Interrupts: ints, Memos: r.memos,
 	}
-	if len(r.next) > 0 {
-		cp.Next = make([]Task, len(r.next))
-		for i, t := range r.next {
-			tt := t.Task
-			if t.Send && tt.Arg == nil {
-				if tt.Arg, err = codec.Marshal(*t.arg); err != nil {
-					return fmt.Errorf("graph: encode the Send input of node %q: %w", t.Node, err)
-				}
-				t.Arg = tt.Arg
-			}
-			cp.Next[i] = tt
-		}
+	if cp.Next, err = encodeNext(r.next); err != nil {
+		return err
 	}
-	v, err := g.cfg.saver.Put(ctx, cp, r.version)
+	if mode == DurabilityAsync && deferrable {
+		// Written while the next step runs; the next save (or the end of
+		// the run) waits for it.
+		done := make(chan putResult, 1)
+		version := r.version
+		go func() {
+			v, err := r.saver.Put(ctx, cp, version)
+			done <- putResult{v, err}
+		}()
+		r.pending = done
+		r.seq, r.headID, r.ckpt = cp.Seq, cp.ID, cp.ID
+		r.em.debugCheckpoint(r, cp)
+		return nil
+	}
+	v, err := r.saver.Put(ctx, cp, r.version)
 	if err != nil {
 		return err
 	}
 	r.seq, r.headID, r.version, r.ckpt = cp.Seq, cp.ID, v, cp.ID
+	r.em.debugCheckpoint(r, cp)
 	return nil
+}
+
+type putResult struct {
+	version uint64
+	err     error
+}
+
+// wait waits for the checkpoint being written in the background, if any.
+func (r *run[S]) wait() error {
+	if r.pending == nil {
+		return nil
+	}
+	res := <-r.pending
+	r.pending = nil
+	if res.err != nil {
+		return res.err
+	}
+	r.version = res.version
+	return nil
+}
+
+// finish ends a run: it waits for a checkpoint written in the background
+// and writes the one an exit-durability run held back, even when ctx has
+// ended (that is when it matters).
+func (g *Graph[S]) finish(ctx context.Context, r *run[S], res Result[S], err error) (Result[S], error) {
+	if werr := r.wait(); werr != nil {
+		err = errors.Join(err, werr)
+	}
+	if r.dirty != "" && r.saver != nil {
+		fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), exitSaveTimeout)
+		defer cancel()
+		source := r.dirty
+		r.dirty = ""
+		if serr := g.saveNow(fctx, r, source); serr != nil {
+			err = errors.Join(err, serr)
+		}
+	}
+	if err == nil {
+		res.Checkpoint = r.ckpt
+	}
+	return res, err
+}
+
+// exitSaveTimeout bounds the checkpoint written at the end of a run whose
+// context has ended.
+const exitSaveTimeout = 10 * time.Second
+
+func (g *Graph[S]) saveNow(ctx context.Context, r *run[S], source string) error {
+	r.flushing = true
+	defer func() { r.flushing = false }()
+	return g.save(ctx, r, source, nil, nil)
 }
 
 // savePartial checkpoints a step that stopped early: same state and tasks,
 // plus the completed tasks' writes and the interrupts.
 func (g *Graph[S]) savePartial(ctx context.Context, r *run[S], tasks []*task[S], results []taskResult[S], ints []Interruption) error {
-	if g.cfg.saver == nil {
-		return nil
-	}
 	var writes []PendingWrite
+	var memos []Memo
 	for i, t := range tasks {
-		if results[i].err != nil {
-			if t.resuming { // failed after getting its input: keep the input for Continue
-				var sig *interruptSignal
-				if !errors.As(results[i].err, &sig) {
-					ints = append(ints, Interruption{Node: t.Node, Task: t.ID, Resume: t.resume})
+		if err := results[i].err; err != nil {
+			var sig *interruptSignal
+			if err != errStillWaiting && err != errHeld && !errors.As(err, &sig) {
+				if t.resuming() {
+					// Failed after getting its input: keep the input for Continue.
+					ints = append(ints, t.ints...)
+				}
+				if v := results[i].values; len(v) > len(t.answers()) {
+					memos = append(memos, Memo{Task: t.ID, Values: v})
 				}
 			}
 			continue
@@ -1053,6 +1058,8 @@ func (g *Graph[S]) savePartial(ctx context.Context, r *run[S], tasks []*task[S],
 		writes = append(writes, w)
 		t.done, t.upd = true, results[i].upd
 	}
+	r.memos = memos
+	defer func() { r.memos = nil }()
 	return g.save(ctx, r, SourcePartial, writes, ints)
 }
 
@@ -1080,7 +1087,11 @@ func (g *Graph[S]) encodeWrite(t *task[S], u Update[S]) (PendingWrite, error) {
 		}
 	}
 	for _, s := range u.sends {
-		b, err := codec.Marshal(s.State)
+		var v any = s.State
+		if s.Arg != nil {
+			v = s.Arg
+		}
+		b, err := codec.Marshal(v)
 		if err != nil {
 			return w, fmt.Errorf("graph: encode a Send of node %q: %w", t.Node, err)
 		}
@@ -1117,6 +1128,14 @@ func (g *Graph[S]) decodeWrite(w PendingWrite) (Update[S], error) {
 		u.merge = &s
 	}
 	for _, t := range w.Sends {
+		if spec := g.nodes[t.Node]; spec != nil && spec.argFn != nil {
+			v, err := spec.decodeArg(t.Arg)
+			if err != nil {
+				return u, fmt.Errorf("graph: decode a pending Send of node %q: %w", w.Node, err)
+			}
+			u.sends = append(u.sends, Send[S]{Node: t.Node, Arg: v})
+			continue
+		}
 		var s S
 		if err := codec.Unmarshal(t.Arg, &s); err != nil {
 			return u, fmt.Errorf("graph: decode a pending Send of node %q: %w", w.Node, err)
@@ -1124,4 +1143,46 @@ func (g *Graph[S]) decodeWrite(w PendingWrite) (Update[S], error) {
 		u.sends = append(u.sends, Send[S]{Node: t.Node, State: s})
 	}
 	return u, nil
+}
+
+// decodeArg decodes the Send input of a loaded task.
+func (g *Graph[S]) decodeArg(t *task[S]) error {
+	if t.spec.argFn != nil {
+		v, err := t.spec.decodeArg(t.Arg)
+		if err != nil {
+			return fmt.Errorf("graph: decode the Send payload of task %s: %w", t.ID, err)
+		}
+		t.val = v
+		return nil
+	}
+	var a S
+	if err := codec.Unmarshal(t.Arg, &a); err != nil {
+		return fmt.Errorf("graph: decode the Send input of task %s: %w", t.ID, err)
+	}
+	t.arg = &a
+	return nil
+}
+
+// encodeNext is the checkpoint form of a step's tasks.
+func encodeNext[S any](next []*task[S]) ([]Task, error) {
+	if len(next) == 0 {
+		return nil, nil
+	}
+	out := make([]Task, len(next))
+	for i, t := range next {
+		tt := t.Task
+		if t.Send && tt.Arg == nil {
+			var v any = t.val
+			if t.arg != nil {
+				v = *t.arg
+			}
+			var err error
+			if tt.Arg, err = codec.Marshal(v); err != nil {
+				return nil, fmt.Errorf("graph: encode the Send input of node %q: %w", t.Node, err)
+			}
+			t.Arg = tt.Arg
+		}
+		out[i] = tt
+	}
+	return out, nil
 }

@@ -86,10 +86,11 @@ func TestLinearCounter(t *testing.T) {
 			t.Fatalf("saver=%v: got %+v, want count 15 after 10 steps", withSaver, res)
 		}
 		if withSaver {
-			// A second invocation of the thread starts from its state.
+			// A second invocation of the thread starts from its state; its
+			// input checkpoint takes the next step number (steps only grow).
 			res, err = g.Invoke(ctxT(t), "t1", graph.Update[st]{})
-			if err != nil || res.State.Count != 25 || res.Step != 20 {
-				t.Fatalf("second run: %+v, %v; want count 25 at step 20", res, err)
+			if err != nil || res.State.Count != 25 || res.Step != 21 {
+				t.Fatalf("second run: %+v, %v; want count 25 at step 21", res, err)
 			}
 		}
 	}
@@ -786,8 +787,8 @@ func TestHistoryForkUpdateState(t *testing.T) {
 		t.Fatal(err)
 	}
 	res, err = g.Continue(ctx, "t")
-	if err != nil || !slices.Equal(res.State.Log, []string{"a", "b", "c"}) || res.Step != 3 {
-		t.Fatalf("rewound run %+v, %v", res, err)
+	if err != nil || !slices.Equal(res.State.Log, []string{"a", "b", "c"}) || res.Step != 5 {
+		t.Fatalf("rewound run %+v, %v; want step 5 (fork at step 4 after the head's 3, then c)", res, err)
 	}
 	if _, err := g.Fork(ctx, "t", "nope", ""); !errors.Is(err, graph.ErrNotFound) {
 		t.Fatalf("fork of unknown checkpoint: %v", err)

@@ -122,10 +122,18 @@ func (w Write[S]) Value() any { return w.value }
 // Send asks for one run of Node in the next super-step with State as its
 // input instead of the graph state (LangGraph's Send): a map step. The
 // updates of the runs are applied in the order of the Sends.
+//
+// A node added with AddSendNode takes a payload of its own type instead:
+// set Arg (SendArg makes such a Send); the node receives Arg.
 type Send[S any] struct {
 	Node  string
 	State S
+	Arg   any
 }
+
+// SendArg is a Send of payload arg to node, a node added with AddSendNode
+// whose payload type arg has.
+func SendArg[S any](node string, arg any) Send[S] { return Send[S]{Node: node, Arg: arg} }
 
 // Update is what a node returns: field writes (Updates), optionally a whole
 // new state (Replace) or a value for the whole-state reducer (Merge), and

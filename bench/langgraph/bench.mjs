@@ -27,10 +27,22 @@ function build() {
   return g;
 }
 
-async function measure(name, checkpointer) {
-  const app = checkpointer ? build().compile({ checkpointer }) : build().compile();
+async function measure(name, checkpointer, opts = {}) {
+  let app = checkpointer ? build().compile({ checkpointer }) : build().compile();
+  if (opts.subgraph) {
+    // The 10-node graph as the only node of a parent graph.
+    const parent = new StateGraph(State).addNode("child", app).addEdge(START, "child").addEdge("child", END);
+    app = checkpointer ? parent.compile({ checkpointer }) : parent.compile();
+  }
   const run = async (i, prefix) => {
-    const config = checkpointer ? { configurable: { thread_id: `${prefix}-${i}` } } : undefined;
+    const config = checkpointer ? { configurable: { thread_id: `${prefix}-${i}` } } : {};
+    if (opts.durability) config.durability = opts.durability;
+    if (opts.stream) {
+      let events = 0;
+      for await (const _ of await app.stream({ count: 0 }, { ...config, streamMode: ["values", "updates"] })) events++;
+      if (events < NODES) throw new Error(`${name}: ${events} events`);
+      return;
+    }
     const out = await app.invoke({ count: 0 }, config);
     if (out.count !== NODES) throw new Error(`${name}: count ${out.count}, want ${NODES}`);
   };
@@ -57,6 +69,11 @@ const result = {
   nodes: NODES,
   no_checkpointer_ms_per_step: await measure("none", null),
   memory_saver_ms_per_step: await measure("memory", new MemorySaver()),
+  memory_saver_async_ms_per_step: await measure("memory-async", new MemorySaver(), { durability: "async" }),
+  memory_saver_exit_ms_per_step: await measure("memory-exit", new MemorySaver(), { durability: "exit" }),
+  subgraph_ms_per_step: await measure("subgraph", null, { subgraph: true }),
+  subgraph_memory_saver_ms_per_step: await measure("subgraph-memory", new MemorySaver(), { subgraph: true }),
+  stream_ms_per_step: await measure("stream", null, { stream: true }),
 };
 const sq = await sqliteSaver();
 if (sq && !sq.error) {

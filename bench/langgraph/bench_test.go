@@ -80,6 +80,25 @@ func BenchmarkLinear10(b *testing.B) {
 		g, count := linear(b, graph.WithCheckpointer(s))
 		run(b, g, count, true, "")
 	})
+	for _, d := range []struct {
+		name string
+		mode graph.Durability
+	}{{"async", graph.DurabilityAsync}, {"exit", graph.DurabilityExit}} {
+		b.Run("memory-saver-"+d.name, func(b *testing.B) {
+			g, count := linear(b, graph.WithCheckpointer(graph.NewMemorySaver(0)), graph.WithDurability(d.mode))
+			run(b, g, count, true, "")
+		})
+		b.Run("kv-"+d.name, func(b *testing.B) {
+			srv := bustest.NewServer(b)
+			conn := srv.Connect(b)
+			s, err := kvsaver.New(context.Background(), conn, kvsaver.Config{})
+			if err != nil {
+				b.Fatal(err)
+			}
+			g, count := linear(b, graph.WithCheckpointer(s), graph.WithDurability(d.mode))
+			run(b, g, count, true, "")
+		})
+	}
 	b.Run("kv-one-thread", func(b *testing.B) {
 		// Every invocation continues one thread: retention pruning included.
 		srv := bustest.NewServer(b)
@@ -91,4 +110,54 @@ func BenchmarkLinear10(b *testing.B) {
 		g, count := linear(b, graph.WithCheckpointer(s))
 		run(b, g, count, true, fmt.Sprint("one"))
 	})
+}
+
+// BenchmarkSubgraph is one invocation of a parent graph whose only node is
+// the 10-node counter graph as a subgraph (same state), per op; ns/step
+// counts the child's 10 steps.
+func BenchmarkSubgraph(b *testing.B) {
+	for _, withSaver := range []bool{false, true} {
+		name := "memory-none"
+		if withSaver {
+			name = "memory-saver"
+		}
+		b.Run(name, func(b *testing.B) {
+			child, _ := linear(b)
+			pb := graph.New[counter]()
+			count := graph.FieldOf[int](pb, "count")
+			graph.AddSubgraph(pb, "child", child)
+			pb.AddEdge(graph.START, "child")
+			var opts []graph.Option
+			if withSaver {
+				opts = append(opts, graph.WithCheckpointer(graph.NewMemorySaver(0)))
+			}
+			g, err := pb.Compile(opts...)
+			if err != nil {
+				b.Fatal(err)
+			}
+			run(b, g, count, withSaver, "")
+		})
+	}
+}
+
+// BenchmarkStream streams one invocation of the 10-node counter graph per
+// op in modes values and updates, reading every event.
+func BenchmarkStream(b *testing.B) {
+	g, count := linear(b)
+	ctx := context.Background()
+	modes := graph.WithStreamModes(graph.StreamValues, graph.StreamUpdates)
+	b.ReportAllocs()
+	for b.Loop() {
+		events := 0
+		for _, err := range g.Stream(ctx, "", graph.Updates(count.Set(0)), modes) {
+			if err != nil {
+				b.Fatal(err)
+			}
+			events++
+		}
+		if events != 2*nodes+1 {
+			b.Fatalf("%d events, want %d", events, 2*nodes+1)
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*nodes), "ns/step")
 }

@@ -17,7 +17,7 @@ fi
 echo "# $(date -u +%FT%TZ) $(nproc) cores, $(go version | cut -d' ' -f3), node $(node --version), $n invocations of 10 nodes"
 js=$(node bench.mjs "$n")
 echo "langgraph.js: $js"
-gobench=$(go test -run '^$' -bench '^BenchmarkLinear10$' -benchtime "${n}x" -count "$rounds" . | grep '^Benchmark' || true)
+gobench=$(go test -run '^$' -bench '^Benchmark(Linear10|Subgraph|Stream)$' -benchtime "${n}x" -count "$rounds" . | grep '^Benchmark' || true)
 if [[ -z $gobench ]]; then
 	echo "go benchmark failed" >&2
 	exit 1
@@ -27,8 +27,8 @@ GOBENCH="$gobench" JS="$js" node --input-type=module -e '
 const js = JSON.parse(process.env.JS);
 const go = {};
 for (const line of process.env.GOBENCH.split("\n")) {
-  const m = line.match(/^BenchmarkLinear10\/(\S+?)-\d+\s.*?([\d.]+) ns\/step/);
-  if (m) (go[m[1]] ||= []).push(Number(m[2]));
+  const m = line.match(/^Benchmark(?:Linear10\/|(Subgraph\/|Stream))(\S*?)-\d+\s.*?([\d.]+) ns\/step/);
+  if (m) { const k = (m[1] || "") + m[2]; (go[k] ||= []).push(Number(m[3])); continue; }
 }
 const median = (a) => { const s = [...a].sort((x, y) => x - y); return s[Math.floor(s.length / 2)]; };
 const us = (ms) => (ms * 1000).toFixed(2) + " µs";
@@ -38,6 +38,13 @@ const rows = [
   ["Go, MemorySaver", g["memory-saver"], "LangGraph.js, MemorySaver", js.memory_saver_ms_per_step, 0],
   ["Go, JetStream KV every step", g["kv"], "LangGraph.js, MemorySaver", js.memory_saver_ms_per_step, 5],
   ["Go, JetStream KV, one thread (pruning)", g["kv-one-thread"], "LangGraph.js, MemorySaver", js.memory_saver_ms_per_step, 5],
+  ["Go, MemorySaver, async", g["memory-saver-async"], "LangGraph.js, MemorySaver, async", js.memory_saver_async_ms_per_step, 0],
+  ["Go, MemorySaver, exit", g["memory-saver-exit"], "LangGraph.js, MemorySaver, exit", js.memory_saver_exit_ms_per_step, 0],
+  ["Go, JetStream KV, async", g["kv-async"], "LangGraph.js, MemorySaver, async", js.memory_saver_async_ms_per_step, 5],
+  ["Go, JetStream KV, exit", g["kv-exit"], "LangGraph.js, MemorySaver, exit", js.memory_saver_exit_ms_per_step, 5],
+  ["Go, subgraph, no checkpointer", g["Subgraph/memory-none"], "LangGraph.js, subgraph", js.subgraph_ms_per_step, 100],
+  ["Go, subgraph, MemorySaver", g["Subgraph/memory-saver"], "LangGraph.js, subgraph, MemorySaver", js.subgraph_memory_saver_ms_per_step, 0],
+  ["Go, stream values+updates", g["Stream"], "LangGraph.js, stream values+updates", js.stream_ms_per_step, 100],
 ];
 if (js.sqlite_saver_ms_per_step) rows.push(["Go, JetStream KV every step", g["kv"], "LangGraph.js, SqliteSaver", js.sqlite_saver_ms_per_step, 0]);
 else console.log("SqliteSaver: " + (js.sqlite_saver_error || "not measured"));

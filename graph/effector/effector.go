@@ -24,9 +24,15 @@
 // then dead-lettered, the state document showing ERROR with the message).
 // Errors retrying cannot fix go to dead letters at once (actor.Permanent):
 // a panic in a node, router or reducer, an invalid update, the recursion
-// limit, errors marked graph.Permanent or actor.Permanent, and an
-// interrupt (an effector cannot wait for input; host graphs that interrupt
-// in a supervisor).
+// limit, errors marked graph.Permanent or actor.Permanent, and, for Kind,
+// an interrupt (host graphs that ask for input with InputKind).
+//
+// # Waiting for input
+//
+// InputKind hosts a graph whose nodes call graph.Ask: the effector then
+// waits (State.Status WAITING, the questions in State.Waiting and on its
+// outbox as TypeInterrupt records) until a TypeResume record answers, and
+// the graph resumes where it paused.
 package effector
 
 import (
@@ -64,7 +70,7 @@ func Kind[S any](k actor.Kind[S], g *graph.Graph[S]) (actor.Kind[S], error) {
 		}
 		if res.Interrupted() {
 			in := res.Interrupts[0]
-			return s, actor.Permanent(fmt.Errorf("graph interrupted at node %q: an effector cannot wait for input; run graphs that interrupt in a supervisor", in.Node))
+			return s, actor.Permanent(fmt.Errorf("graph interrupted at node %q: this kind cannot wait for input; host the graph with effector.InputKind", in.Node))
 		}
 		if err := rc.flush(); err != nil {
 			return s, err
@@ -80,7 +86,9 @@ func classify(err error) error {
 	var ie *graph.InvalidUpdateError
 	var re *graph.RecursionError
 	if errors.As(err, &pe) || errors.As(err, &ie) || errors.As(err, &re) ||
-		graph.IsPermanent(err) || actor.IsPermanent(err) || errors.Is(err, graph.ErrInvalidGraph) {
+		graph.IsPermanent(err) || actor.IsPermanent(err) || errors.Is(err, graph.ErrInvalidGraph) ||
+		errors.Is(err, graph.ErrNothingToResume) || errors.Is(err, graph.ErrAlreadyResumed) ||
+		errors.Is(err, graph.ErrInvalidArgument) {
 		return actor.Permanent(err)
 	}
 	return err

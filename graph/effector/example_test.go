@@ -57,3 +57,40 @@ func ExampleKind() {
 	fmt.Println(next.Sum, next.Seen, len(outs), outs[0].Record.Type, err)
 	// Output: 15 [inc] 1 added <nil>
 }
+
+// A hosted graph that asks a human: the first record leaves the effector
+// waiting with the question in its state; a resume record answers it.
+// Kind.Apply runs one record without NATS, as a node does for each.
+func ExampleInputKind() {
+	b := graph.New[tally]()
+	sum := graph.Reduced(b, "sum", func(s *tally) *int { return &s.Sum }, graph.Sum[int])
+	b.AddNode("ask", func(ctx context.Context, s tally) (graph.Update[tally], error) {
+		n, err := graph.Ask[int](ctx, "how many?")
+		if err != nil {
+			return graph.Update[tally]{}, err
+		}
+		return graph.Updates(sum.Set(n)), nil
+	})
+	b.AddEdge(graph.START, "ask")
+	g, err := b.Compile()
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	kind, err := effector.InputKind(actor.Kind[effector.State[tally]]{Name: "asker"}, g)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	ctx, self := context.Background(), records.Ref{Kind: "asker", ID: "a1"}
+	rec, _ := records.New("start", nil)
+	waiting, outs, err := kind.Apply(ctx, self, rec, effector.State[tally]{})
+	fmt.Println(waiting.Status, waiting.Waiting[0].Value, outs[0].Record.Type, err)
+
+	rec, _ = records.New(effector.TypeResume, effector.Answer{Value: 7})
+	done, _, err := kind.Apply(ctx, self, rec, waiting)
+	fmt.Println(done.Status, done.Graph.Sum, err)
+	// Output:
+	// WAITING how many? interrupt <nil>
+	// IDLE 7 <nil>
+}

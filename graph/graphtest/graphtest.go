@@ -89,7 +89,9 @@ func cp(thread string, seq uint64) graph.Checkpoint {
 		Next: []graph.Task{{ID: fmt.Sprintf("%s:%d:0", thread, seq), Node: "a"}, {ID: fmt.Sprintf("%s:%d:1", thread, seq), Node: "b", Arg: []byte{0x80}, Send: true}},
 		Writes: []graph.PendingWrite{{Task: fmt.Sprintf("%s:%d:0", thread, seq), Node: "a",
 			Fields: []graph.FieldValue{{Field: "count", Value: []byte{0x01}}}, Goto: []string{"c"}, Routed: true}},
-		Interrupts: []graph.Interruption{{Node: "b", Task: fmt.Sprintf("%s:%d:1", thread, seq), Value: []byte{0xa1, 'q'}}},
+		Interrupts: []graph.Interruption{{Node: "b", Task: fmt.Sprintf("%s:%d:1", thread, seq), Value: []byte{0xa1, 'q'},
+			ID: fmt.Sprintf("%s:%d:1#1", thread, seq), Index: 1, Namespace: "sub:x:1:0", Answers: [][]byte{{0xa1, 'a'}}}},
+		Memos: []graph.Memo{{Task: fmt.Sprintf("%s:%d:0", thread, seq), Values: [][]byte{{0x07}, {0xa1, 'm'}}}},
 	}
 	if seq > 1 {
 		c.Parent = graph.FormatID(seq - 1)
@@ -120,7 +122,7 @@ func same(t *testing.T, got, want graph.Checkpoint) {
 		got.ForkOf != want.ForkOf || got.Source != want.Source || got.Step != want.Step ||
 		!got.Created.Equal(want.Created) || !bytes.Equal(got.State, want.State) ||
 		fmt.Sprint(got.Next) != fmt.Sprint(want.Next) || fmt.Sprint(got.Writes) != fmt.Sprint(want.Writes) ||
-		fmt.Sprint(got.Interrupts) != fmt.Sprint(want.Interrupts) {
+		fmt.Sprint(got.Interrupts) != fmt.Sprint(want.Interrupts) || fmt.Sprint(got.Memos) != fmt.Sprint(want.Memos) {
 		t.Fatalf("checkpoint read back differs:\n got %+v\nwant %+v", got, want)
 	}
 }
