@@ -90,7 +90,7 @@ func (a LLMAgent) Start(ctx context.Context, input string, start Start, sinks Si
 			}
 			m = scope
 		}
-		for chunk, err := range m.Stream(ctx, core.Prompt(a.System, input)) {
+		for chunk, err := range core.StreamText(ctx, m, core.Prompt(a.System, input)) {
 			if err != nil {
 				return err
 			}
