@@ -152,4 +152,3 @@ func (r *Tools) Call(ctx context.Context, name string, args json.RawMessage) (st
 	}
 	return t.Call(ctx, args)
 }
-
