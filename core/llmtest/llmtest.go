@@ -168,6 +168,7 @@ type Server struct {
 
 	srv         *httptest.Server
 	stop        chan struct{}
+	closeOnce   sync.Once
 	disconnects chan struct{}
 
 	mu      sync.Mutex
@@ -180,14 +181,26 @@ type Server struct {
 // NewServer starts a fake server; it is closed when the test ends.
 func NewServer(t testing.TB) *Server {
 	t.Helper()
+	s := Start()
+	t.Cleanup(s.Close)
+	return s
+}
+
+// Start starts a fake server outside a test (in an Example, say); Close it.
+func Start() *Server {
 	s := &Server{stop: make(chan struct{}), disconnects: make(chan struct{}, 1024), embed: HashEmbedding(16)}
 	s.srv = httptest.NewServer(http.HandlerFunc(s.serve))
 	s.URL = s.srv.URL + "/v1"
-	t.Cleanup(func() {
+	return s
+}
+
+// Close releases held streams and shuts the server down. Safe to call more
+// than once.
+func (s *Server) Close() {
+	s.closeOnce.Do(func() {
 		close(s.stop)
 		s.srv.Close()
 	})
-	return s
 }
 
 // Enqueue adds replies, answered in order before the responder is asked.
