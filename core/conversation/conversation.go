@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/effectors/effectors/actor"
 	"github.com/effectors/effectors/core"
@@ -260,16 +261,31 @@ func BranchState(s State, upTo int) (State, error) {
 }
 
 // Branch creates thread to as a copy of thread from with its history up to
-// turn upTo (0: all of it). If to exists already it is kept (so a step that
-// branches may run again).
+// turn upTo (0: all of it as stored). If to exists already it is kept (so a
+// step that branches may run again). A thread publishes a turn's reply just
+// before it writes the state holding that turn, so Branch waits (until ctx
+// ends) for from's state to hold turn upTo.
 func Branch(ctx context.Context, c *actor.Client, from, to records.Ref, upTo int) error {
-	doc, err := c.State(ctx, from)
-	if err != nil {
-		return err
-	}
 	var s State
-	if err := doc.Decode(&s); err != nil {
-		return err
+	for wait := 10 * time.Millisecond; ; wait = min(2*wait, 500*time.Millisecond) {
+		doc, err := c.State(ctx, from)
+		if err != nil {
+			return err
+		}
+		s = State{}
+		if err := doc.Decode(&s); err != nil {
+			return err
+		}
+		if s.Count >= upTo {
+			break
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return fmt.Errorf("conversation: branch %s at turn %d: it has %d turns: %w", from, upTo, s.Count, context.Cause(ctx))
+		}
 	}
 	b, err := BranchState(s, upTo)
 	if err != nil {

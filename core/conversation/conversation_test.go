@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"go.uber.org/goleak"
 
@@ -105,16 +106,22 @@ func (e env) say(t *testing.T, ref records.Ref, text string) conversation.Reply 
 	return conversation.Reply{}
 }
 
-func (e env) state(t *testing.T, ref records.Ref) conversation.State {
+// state returns ref's state once it has taken count turns (a reply is
+// published before the state that holds it is written).
+func (e env) state(t *testing.T, ref records.Ref, count int) conversation.State {
 	t.Helper()
-	doc, err := e.client.State(t.Context(), ref)
-	if err != nil {
-		t.Fatal(err)
-	}
 	var s conversation.State
-	if err := doc.Decode(&s); err != nil {
-		t.Fatal(err)
-	}
+	actortest.Eventually(t, 10*time.Second, fmt.Sprintf("%s after %d turns", ref, count), func() bool {
+		doc, err := e.client.State(t.Context(), ref)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s = conversation.State{}
+		if err := doc.Decode(&s); err != nil {
+			t.Fatal(err)
+		}
+		return s.Count >= count
+	})
 	return s
 }
 
@@ -140,6 +147,7 @@ func TestThreads(t *testing.T) {
 	}
 
 	// Branch after turn 1: the branch forgets turn 2.
+	e.state(t, t1, 2)
 	b1 := records.Ref{Kind: "chat", ID: "b1"}
 	if err := conversation.Branch(t.Context(), e.client, t1, b1, 1); err != nil {
 		t.Fatal(err)
@@ -147,14 +155,14 @@ func TestThreads(t *testing.T) {
 	if r := e.say(t, b1, "a different question"); r.Turn != 2 || r.Text != `heard "a different question" after 1 earlier turns` {
 		t.Fatalf("branch turn: %+v", r)
 	}
-	if s := e.state(t, t1); s.Count != 2 || len(s.Turns) != 2 {
+	if s := e.state(t, t1, 2); s.Count != 2 || len(s.Turns) != 2 {
 		t.Fatalf("the branch changed the original: %+v", s)
 	}
 
 	// Turns 3 and 4: past MaxTurns 3, turns 1-3 become the summary, turn 4 is kept.
 	e.say(t, t1, "third")
 	e.say(t, t1, "fourth")
-	s := e.state(t, t1)
+	s := e.state(t, t1, 4)
 	if s.Count != 4 || len(s.Turns) != 1 || s.Turns[0].N != 4 || s.Summary != "summary of 3 turns" || s.SummaryThrough != 3 {
 		t.Fatalf("state after 4 turns: %+v", s)
 	}
@@ -165,10 +173,11 @@ func TestThreads(t *testing.T) {
 	if sys := reqs[len(reqs)-1].System(); sys != "be kind\n\nSummary of the earlier conversation: summary of 3 turns" {
 		t.Fatalf("system prompt after a summary: %q", sys)
 	}
-	if s := e.state(t, t1); s.Usage.Input == 0 || s.Usage.Output == 0 {
+	if s := e.state(t, t1, 5); s.Usage.Input == 0 || s.Usage.Output == 0 {
 		t.Fatalf("usage %+v", s.Usage)
 	}
 	// A branch point inside the summary is refused.
+	e.state(t, t1, 5)
 	if err := conversation.Branch(t.Context(), e.client, t1, records.Ref{Kind: "chat", ID: "b2"}, 2); !errors.Is(err, conversation.ErrSummarised) {
 		t.Fatalf("branch inside the summary: %v", err)
 	}
