@@ -227,3 +227,30 @@ func TestToolAgentRemote(t *testing.T) {
 		return s == task.Stats{Completed: 2, Cancelled: 1}
 	})
 }
+
+// A timeout while the model streams, and a cancel while an approval waits,
+// both really stop the run: the HTTP stream is closed, the asker returns.
+func TestToolAgentStops(t *testing.T) {
+	srv := llmtest.NewServer(t)
+	agent := toolAgent(t, srv)
+	srv.Enqueue(llmtest.Reply{Chunks: []string{"thinking"}, Hang: true})
+	res, err := task.Collect(t.Context(), agent, "add", task.Timeout(200*time.Millisecond))
+	if !errors.Is(err, core.ErrTimeout) || res.Text != "thinking" || !res.Partial {
+		t.Fatalf("res %+v err %v", res, err)
+	}
+	waitDisconnect(t, srv)
+
+	untilAsk(srv)
+	approvals := core.NewApprovals()
+	ctx, cancel := context.WithCancel(t.Context())
+	go func() {
+		if _, err := approvals.Next(ctx); err == nil {
+			cancel()
+		}
+	}()
+	_, err = task.Collect(ctx, agent, "add", task.Approve(approvals.Ask))
+	cancel()
+	if !errors.Is(err, core.ErrCancelled) || len(approvals.Pending()) != 0 {
+		t.Fatalf("err %v pending %v", err, approvals.Pending())
+	}
+}
