@@ -142,6 +142,11 @@ func Define(svc *core.Services, cfg Config) (supervisor.Definition, error) {
 	})
 	b.AddNode("decide", func(ctx context.Context, s State) (U, error) {
 		d := decide(ctx, s, cfg.MaxRounds)
+		if ctx.Err() != nil {
+			// The supervisor is stopping or the change ran out of time: no
+			// decision (not a fallback); the change is applied again later.
+			return U{}, context.Cause(ctx)
+		}
 		s.Decisions = append(s.Decisions, d)
 		line := fmt.Sprintf("decide: round %d → %s", d.Round, d.Next)
 		if d.Fallback {
