@@ -78,7 +78,7 @@ type Config struct {
 	// Keep is how many recent turns survive a summary. Default MaxTurns/2.
 	Keep int
 	// Summarize is the summarising policy. Default: ask the LLM with
-	// SummaryPrompt (LLMSummary).
+	// SummaryPrompt (LLMSummary); DropOldest forgets instead.
 	Summarize Summarizer
 	// Retry is the node's retry policy for a failing turn.
 	Retry actor.RetryPolicy
@@ -121,6 +121,12 @@ func LLMSummary(ctx context.Context, m core.LLM, summary string, turns []Turn) (
 		return "", core.Usage{}, err
 	}
 	return strings.TrimSpace(res.Text), res.Usage, nil
+}
+
+// DropOldest is the summarising policy that forgets: the oldest turns are
+// dropped and the summary kept as it was (no LLM request).
+func DropOldest(_ context.Context, _ core.LLM, summary string, _ []Turn) (string, core.Usage, error) {
+	return summary, core.Usage{}, nil
 }
 
 // Kind returns the conversational kind.

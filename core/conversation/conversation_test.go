@@ -194,6 +194,24 @@ func TestThreads(t *testing.T) {
 	}
 }
 
+// DropOldest forgets without asking the model.
+func TestDropOldest(t *testing.T) {
+	e := setup(t, conversation.Config{Name: "short", MaxTurns: 2, Keep: 1, Summarize: conversation.DropOldest})
+	ref := records.Ref{Kind: "short", ID: "s1"}
+	if err := conversation.Create(t.Context(), e.client, ref); err != nil {
+		t.Fatal(err)
+	}
+	for _, text := range []string{"one", "two", "three"} {
+		e.say(t, ref, text)
+	}
+	if s := e.state(t, ref, 3); len(s.Turns) != 1 || s.Turns[0].User != "three" || s.Summary != "" || s.SummaryThrough != 2 {
+		t.Fatalf("state %+v", s)
+	}
+	if n := len(e.fake.Requests()); n != 3 {
+		t.Fatalf("%d requests: the policy asked the model", n)
+	}
+}
+
 func TestConfigInvalid(t *testing.T) {
 	for _, cfg := range []conversation.Config{{}, {Name: "a.b"}, {Name: "c", MaxTurns: 2, Keep: 2}, {Name: "c", MaxTurns: -1}} {
 		if _, err := conversation.Kind(cfg); !errors.Is(err, core.ErrInvalid) {
