@@ -275,6 +275,9 @@ func (l *loop) callTools(ctx context.Context) error {
 			answered[m.ToolCallID] = true
 		}
 	}
+	// The messages may share their tool calls with the caller's (a Pause):
+	// copy before naming calls that came without an id.
+	l.msgs[last].ToolCalls = slices.Clone(l.msgs[last].ToolCalls)
 	for i, call := range l.msgs[last].ToolCalls {
 		if call.ID == "" {
 			call.ID = "call-" + strconv.Itoa(l.step) + "-" + strconv.Itoa(i)
