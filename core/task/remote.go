@@ -326,8 +326,8 @@ func (r Remote) Start(ctx context.Context, input string, start Start, sinks Sink
 		defer stopSub(nil)
 		defer h.ended()
 		// No sink is called after Done or Fail: asks still waiting stop first.
-		defer asks.Wait()
-		defer stopAsks()
+		end := func() { stopAsks(); asks.Wait() }
+		defer end()
 		for out, err := range outputs {
 			if err != nil || out.Process != start.Session {
 				continue
@@ -357,6 +357,7 @@ func (r Remote) Start(ctx context.Context, input string, start Start, sinks Sink
 					}
 				}
 			case TypeDone:
+				end()
 				sinks.Done()
 				return
 			case TypeError:
@@ -364,12 +365,14 @@ func (r Remote) Start(ctx context.Context, input string, start Start, sinks Sink
 				if err := out.Decode(&f); err != nil {
 					f = Failure{Code: string(core.CodeFailed), Message: "undecodable task.error: " + err.Error()}
 				}
+				end()
 				sinks.Fail(core.E(core.Code(f.Code), op+" "+r.Target.String(), errors.New(f.Message)))
 				return
 			}
 		}
 		// The subscription ended without the run's end: cancelled and
 		// unconfirmed, or the connection closed.
+		end()
 		sinks.Fail(core.E(core.CodeCancelled, op+" "+r.Target.String(), context.Cause(subCtx)))
 	}()
 	return h, nil
