@@ -143,10 +143,11 @@ func joinCause(err, cause error) error {
 }
 
 // Permanent reports whether retrying cannot fix err: permission, invalid
-// input, unknown names, missing services, answers that do not fit, panics.
+// input, unknown names, missing services, answers that do not fit, panics,
+// and a tool loop paused for an approval (retrying would only pause again).
 func Permanent(err error) bool {
 	switch CodeOf(err) {
-	case CodePermission, CodeInvalid, CodeNotFound, CodeUnavailable, CodeSchema, CodePanic:
+	case CodePermission, CodeInvalid, CodeNotFound, CodeUnavailable, CodeSchema, CodePanic, CodeApproval:
 		return true
 	}
 	return false
