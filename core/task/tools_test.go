@@ -195,6 +195,41 @@ func TestToolAgentRemote(t *testing.T) {
 		}
 	})
 
+	t.Run("answer stored before the question", func(t *testing.T) {
+		// The answer is a record in the mailbox: one sent before the run
+		// asks (or read again by a run redone after a crash) is found.
+		script(fake)
+		outputs, err := client.Subscribe(t.Context(), target)
+		if err != nil {
+			t.Fatal(err)
+		}
+		taskRec, err := records.New(task.TypeTask, task.Request{Input: "add"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		approve, err := records.New(task.TypeApprove, task.Answer{ID: "big", Verdict: core.VerdictAllow})
+		if err != nil {
+			t.Fatal(err)
+		}
+		taskRec.Process, approve.Process = "early-1", "early-1"
+		for _, r := range []records.Record{taskRec, approve} {
+			if _, err := client.Send(t.Context(), target, r); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for out, err := range outputs {
+			if err != nil || out.Process != "early-1" {
+				continue
+			}
+			if out.Type == task.TypeError {
+				t.Fatalf("run failed: %s", out.Payload)
+			}
+			if out.Type == task.TypeEvent && strings.Contains(string(out.Payload), `"result":"300"`) {
+				break
+			}
+		}
+	})
+
 	t.Run("no one can answer", func(t *testing.T) {
 		untilAsk(fake)
 		_, err := task.Collect(t.Context(), task.Remote{Client: client, Target: records.Ref{Kind: "noask", ID: "n1"}}, "add")
@@ -224,7 +259,7 @@ func TestToolAgentRemote(t *testing.T) {
 		if err := doc.Decode(&s); err != nil {
 			t.Fatal(err)
 		}
-		return s == task.Stats{Completed: 2, Cancelled: 1}
+		return s == task.Stats{Completed: 3, Cancelled: 1}
 	})
 }
 
