@@ -19,14 +19,36 @@
 //     put a scope in a context with [With].
 //
 // A Scope is itself an [LLM], so [GenerateObject] (an answer decoded into a
-// Go type whose JSON schema is derived from the type and validated) and
-// [RunTools] (the tool-call loop with a step limit) work on it.
+// Go type whose JSON schema is derived from the type and validated),
+// [StreamObject] (the same, streamed as partial objects) and [RunTools] (the
+// tool-call loop with a step limit) work on it.
+//
+// # Token usage
+//
+// Every [Response] carries its [Usage]; a stream ends with a [Delta] whose
+// Final holds the whole response and its usage. Requests made through a
+// Scope are counted in ea_llm_tokens_total{kind,direction} ([Metrics], set
+// on Services.Metrics) and summed per record in the [Tally] that [Wrap]
+// gives each attempt ([TallyOf]).
+//
+// # Tool approval
+//
+// [RunTools] asks a [CanUseTool] hook before each call: allow, deny with a
+// reason the model sees ("denied: <reason>" as the call's result), or ask.
+// An ask waits for an [Asker] — [Approvals] answers from Go; task.Kind
+// answers from task.approve records over NATS — or, with none, pauses the
+// loop: a CodeApproval error whose cause is a *[Pause] to keep (in an
+// orchestration's state, say) and resume with [ResumeFrom] and the answer.
+// [OnToolEvent] reports each call, approval, decision and result;
+// [StreamTo] streams the model's text.
 //
 // # Errors
 //
 // Every failure is an [*Error] with a [Code] callers switch on (failed,
 // panic, timeout, cancelled, permission, invalid, not_found, unavailable,
-// provider, schema, steps) and the cause kept for errors.Is and errors.As.
+// provider, schema, steps, approval) and the cause kept for errors.Is and
+// errors.As. [Permanent] says which codes retrying cannot fix; [Wrap] marks
+// those actor.Permanent, and task.Node's retries skip them too.
 // The sentinels ErrTimeout, ErrPermission, … match any *Error of their code.
 //
 // # Pipelines over NATS

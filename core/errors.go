@@ -32,6 +32,10 @@ const (
 	CodeSchema Code = "schema"
 	// CodeSteps: a tool-call loop reached its step limit without a final answer.
 	CodeSteps Code = "steps"
+	// CodeApproval: a tool-call loop paused because a tool call needs an
+	// approval nobody could give in the loop (no [Asker]); the cause is a
+	// *[Pause] to resume from ([ResumeFrom]) once the answer is known.
+	CodeApproval Code = "approval"
 )
 
 // Error is the one error type of agent services and the run bridge. Code says
@@ -60,6 +64,7 @@ var (
 	ErrProvider    = &Error{Code: CodeProvider}
 	ErrSchema      = &Error{Code: CodeSchema}
 	ErrSteps       = &Error{Code: CodeSteps}
+	ErrApproval    = &Error{Code: CodeApproval}
 )
 
 func (e *Error) Error() string {

@@ -84,6 +84,35 @@ type Response struct {
 	ToolCalls []ToolCall
 	// FinishReason as the provider reports it (stop, length, tool_calls, …).
 	FinishReason string
+	// Usage is the tokens the request took, as the provider reports them
+	// (zero when it reports none).
+	Usage Usage
+}
+
+// Usage counts the tokens of one or more requests.
+type Usage struct {
+	// Input is the prompt tokens.
+	Input int `json:"input"`
+	// Output is the completion tokens.
+	Output int `json:"output"`
+}
+
+// Total is Input + Output.
+func (u Usage) Total() int { return u.Input + u.Output }
+
+// Add returns the sum of u and v.
+func (u Usage) Add(v Usage) Usage {
+	return Usage{Input: u.Input + v.Input, Output: u.Output + v.Output}
+}
+
+// Delta is one piece of a streamed answer: text as it arrives and, on the
+// last delta of a stream that ended well, the whole Response (its text, the
+// tool calls assembled from their pieces, the finish reason and the usage).
+type Delta struct {
+	// Text is the text that arrived; empty on the final delta.
+	Text string
+	// Final is set on the last delta only.
+	Final *Response
 }
 
 // Message returns the response as an assistant message for the conversation.
@@ -97,12 +126,29 @@ func (r Response) Message() Message {
 type LLM interface {
 	// Generate returns the model's answer to req.
 	Generate(ctx context.Context, req Request) (Response, error)
-	// Stream yields the answer's text as it arrives. Breaking the loop or
-	// ending ctx closes the underlying HTTP stream at once. An error is the
-	// last value yielded.
-	Stream(ctx context.Context, req Request) iter.Seq2[string, error]
+	// Stream yields the answer as it arrives: deltas with text, then one
+	// delta whose Final holds the whole response with its usage. Breaking
+	// the loop or ending ctx closes the underlying HTTP stream at once. An
+	// error is the last value yielded (then there is no final delta).
+	Stream(ctx context.Context, req Request) iter.Seq2[Delta, error]
 	// Embed returns one embedding per text, in order.
 	Embed(ctx context.Context, texts []string) ([][]float32, error)
+}
+
+// StreamText yields only the text of m's streamed answer to req; usage (if
+// the caller wants it) is in the final delta of [LLM.Stream].
+func StreamText(ctx context.Context, m LLM, req Request) iter.Seq2[string, error] {
+	return func(yield func(string, error) bool) {
+		for d, err := range m.Stream(ctx, req) {
+			if err != nil {
+				yield("", err)
+				return
+			}
+			if d.Text != "" && !yield(d.Text, nil) {
+				return
+			}
+		}
+	}
 }
 
 // SchemaFor derives the JSON schema of Go type T (fields named by json tags,

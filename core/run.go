@@ -143,10 +143,11 @@ func joinCause(err, cause error) error {
 }
 
 // Permanent reports whether retrying cannot fix err: permission, invalid
-// input, unknown names, missing services, answers that do not fit, panics.
+// input, unknown names, missing services, answers that do not fit, panics,
+// and a tool loop paused for an approval (retrying would only pause again).
 func Permanent(err error) bool {
 	switch CodeOf(err) {
-	case CodePermission, CodeInvalid, CodeNotFound, CodeUnavailable, CodeSchema, CodePanic:
+	case CodePermission, CodeInvalid, CodeNotFound, CodeUnavailable, CodeSchema, CodePanic, CodeApproval:
 		return true
 	}
 	return false
@@ -154,7 +155,9 @@ func Permanent(err error) bool {
 
 // Wrap returns kind k whose logic runs with the services, as seen by k's
 // [Scope] under perms, in its context: the logic reaches them with
-// core.From(ctx) on its *actor.Context. Failures become *Error values; those
+// core.From(ctx) on its *actor.Context. Each attempt gets a [Tally] (TallyOf)
+// summing the tokens of its LLM requests; Services.Metrics counts them per
+// kind. Failures become *Error values; those
 // retrying cannot fix ([Permanent]) are marked actor.Permanent so the record
 // goes to dead letters at once, others are retried by the node.
 func Wrap[S any](svc *Services, perms Permissions, k actor.Kind[S]) (actor.Kind[S], error) {
@@ -169,8 +172,12 @@ func Wrap[S any](svc *Services, perms Permissions, k actor.Kind[S]) (actor.Kind[
 		// (restoring it later would race with children that outlive the
 		// logic, such as an HTTP transport's cancellation).
 		parent := c.Context
-		c.Context = With(parent, scope)
+		tally := &Tally{}
+		c.Context = WithTally(With(parent, scope), tally)
 		next, err := inner(c, s)
+		if u := tally.Usage(); u != (Usage{}) {
+			c.Logger().Debug("llm tokens of the record", "input", u.Input, "output", u.Output)
+		}
 		if err == nil {
 			return next, nil
 		}

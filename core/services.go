@@ -48,6 +48,8 @@ type Services struct {
 	Pipelines *Pipelines
 	Tools     *Tools
 	Vector    Vector
+	// Metrics counts tokens per kind (ea_llm_tokens_total); nil counts none.
+	Metrics *Metrics
 }
 
 // Permissions say what a kind may use. Everything not listed is refused with
@@ -111,16 +113,36 @@ func (s *Scope) Generate(ctx context.Context, req Request) (Response, error) {
 	if err != nil {
 		return Response{}, err
 	}
-	return m.Generate(ctx, req)
+	resp, err := m.Generate(ctx, req)
+	s.account(ctx, resp.Usage)
+	return resp, err
+}
+
+// account counts u for the scope's kind and adds it to ctx's tally.
+func (s *Scope) account(ctx context.Context, u Usage) {
+	if u == (Usage{}) {
+		return
+	}
+	s.svc.Metrics.count(s.kind, u)
+	TallyOf(ctx).Add(u)
 }
 
 // Stream implements [LLM] with a permission check.
-func (s *Scope) Stream(ctx context.Context, req Request) iter.Seq2[string, error] {
+func (s *Scope) Stream(ctx context.Context, req Request) iter.Seq2[Delta, error] {
 	m, err := s.llm("llm.stream")
 	if err != nil {
-		return func(yield func(string, error) bool) { yield("", err) }
+		return func(yield func(Delta, error) bool) { yield(Delta{}, err) }
 	}
-	return m.Stream(ctx, req)
+	return func(yield func(Delta, error) bool) {
+		for d, err := range m.Stream(ctx, req) {
+			if d.Final != nil {
+				s.account(ctx, d.Final.Usage)
+			}
+			if !yield(d, err) || err != nil {
+				return
+			}
+		}
+	}
 }
 
 // Embed implements [LLM] with a permission check.
@@ -187,7 +209,7 @@ func (s *Scope) CallTool(ctx context.Context, name string, args json.RawMessage)
 
 // RunTools runs the tool-call loop (see the package function [RunTools]) with
 // the named tools, all of which the kind must be allowed, and the scope's LLM.
-func (s *Scope) RunTools(ctx context.Context, req Request, tools []string, maxSteps int) (Response, []Message, error) {
+func (s *Scope) RunTools(ctx context.Context, req Request, tools []string, maxSteps int, opts ...ToolOption) (Response, []Message, error) {
 	t, err := s.tools("tools.loop", tools...)
 	if err != nil {
 		return Response{}, nil, err
@@ -195,7 +217,7 @@ func (s *Scope) RunTools(ctx context.Context, req Request, tools []string, maxSt
 	if _, err := s.llm("tools.loop"); err != nil {
 		return Response{}, nil, err
 	}
-	return RunTools(ctx, s, t, req, tools, maxSteps)
+	return RunTools(ctx, s, t, req, tools, maxSteps, opts...)
 }
 
 func (s *Scope) vector(op string) (Vector, error) {

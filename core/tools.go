@@ -3,7 +3,6 @@ package core
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"slices"
 	"sync"
 
@@ -152,60 +151,4 @@ func (r *Tools) Call(ctx context.Context, name string, args json.RawMessage) (st
 		return "", Errorf(CodeInvalid, "tool "+name, "arguments do not fit the schema: %w", err)
 	}
 	return t.Call(ctx, args)
-}
-
-// RunTools runs the tool-call loop: it asks m, runs the tools the answer
-// calls (each must be in names), appends their results to the conversation
-// and asks again, until an answer without tool calls, which it returns with
-// the whole conversation. It gives up with a CodeSteps error after maxSteps
-// model calls. A tool's error is handed to the model as the tool's result
-// ("error: …") so it can recover; permission and cancellation errors end the
-// loop.
-func RunTools(ctx context.Context, m LLM, tools *Tools, req Request, names []string, maxSteps int) (Response, []Message, error) {
-	const op = "tools.loop"
-	if m == nil || tools == nil {
-		return Response{}, nil, Errorf(CodeUnavailable, op, "needs an LLM and a tool registry")
-	}
-	if maxSteps < 1 {
-		return Response{}, nil, Errorf(CodeInvalid, op, "maxSteps must be at least 1, got %d", maxSteps)
-	}
-	req.Tools = nil
-	for _, n := range names {
-		spec, err := tools.Spec(n)
-		if err != nil {
-			return Response{}, nil, err
-		}
-		req.Tools = append(req.Tools, spec)
-	}
-	msgs := slices.Clone(req.Messages)
-	for step := 0; step < maxSteps; step++ {
-		req.Messages = msgs
-		resp, err := m.Generate(ctx, req)
-		if err != nil {
-			return Response{}, msgs, err
-		}
-		msgs = append(msgs, resp.Message())
-		if len(resp.ToolCalls) == 0 {
-			return resp, msgs, nil
-		}
-		for _, call := range resp.ToolCalls {
-			var out string
-			if !slices.Contains(names, call.Name) {
-				out = fmt.Sprintf("error: no tool %q is available", call.Name)
-			} else if res, err := tools.Call(ctx, call.Name, call.Arguments); err != nil {
-				switch CodeOf(err) {
-				case CodePermission, CodeCancelled, CodeTimeout:
-					return Response{}, msgs, err
-				}
-				if ctx.Err() != nil {
-					return Response{}, msgs, E(CodeCancelled, op, context.Cause(ctx))
-				}
-				out = "error: " + err.Error()
-			} else {
-				out = res
-			}
-			msgs = append(msgs, Message{Role: RoleTool, Content: out, ToolCallID: call.ID})
-		}
-	}
-	return Response{}, msgs, Errorf(CodeSteps, op, "no final answer after %d model calls", maxSteps)
 }

@@ -26,7 +26,7 @@ func TestStreamMessagesFromLLM(t *testing.T) {
 
 	b, f := newBuilder()
 	b.AddNode("chat", func(ctx context.Context, s st) (graph.Update[st], error) {
-		text, err := graph.StreamText(ctx, p.Stream(ctx, core.Prompt("", "tell me about "+s.Item)))
+		text, err := graph.StreamText(ctx, core.StreamText(ctx, p, core.Prompt("", "tell me about "+s.Item)))
 		if err != nil {
 			return graph.Update[st]{}, err
 		}

@@ -157,7 +157,7 @@ func (s *Supervisor) apply(ctx context.Context, id string, cur orchRecord, ev ev
 	if ev.kind == evStart {
 		now := time.Now().UTC()
 		next := orchRecord{ID: id, Name: ev.def.Name(), Status: StatusRunning, Input: string(ev.input), Created: now, Steps: 1}
-		out, err := ev.def.engine().start(ctx, id, ev.input)
+		out, err := ev.def.engine().start(s.nodeContext(ctx, id, ev.def.Name()), id, ev.input)
 		if err != nil {
 			return cur, nil, err
 		}
@@ -247,7 +247,7 @@ func (s *Supervisor) resumeIfReady(ctx context.Context, def Definition, next orc
 	if def == nil {
 		return next, nil, fmt.Errorf("orchestration %s is a %q, which this supervisor does not run (it runs %s)", next.ID, next.Name, strings.Join(s.Names(), ", "))
 	}
-	out, err := def.engine().resume(ctx, next.ID, next.Checkpoint, next.Answers)
+	out, err := def.engine().resume(s.nodeContext(ctx, next.ID, next.Name), next.ID, next.Checkpoint, next.Answers)
 	if err != nil {
 		return next, nil, err
 	}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"sync/atomic"
 
+	"github.com/effectors/effectors/core"
 	"github.com/effectors/effectors/graph"
 	"github.com/effectors/effectors/records"
 )
@@ -51,6 +52,14 @@ type Spec[S any] struct {
 	// RecursionLimit bounds the super-steps of one change (between two
 	// waits). Default graph.DefaultRecursionLimit.
 	RecursionLimit int
+	// Services are the agent services (package core) the orchestration's
+	// nodes may use, limited by Permissions: a node reaches them with
+	// core.From(ctx), for example to let a model choose the next step.
+	// Token usage is counted under the orchestration's name. Optional.
+	Services *core.Services
+	// Permissions say which services, pipelines and tools the nodes may
+	// use; anything else fails with a core.CodePermission error.
+	Permissions core.Permissions
 }
 
 // Define checks spec and compiles its graph into a Definition.
@@ -76,6 +85,9 @@ func Define[S any](spec Spec[S]) (Definition, error) {
 		}
 	}
 	e := &graphEngine[S]{name: spec.Name, g: g, saver: saver, input: spec.Input, results: spec.Results, workerRefs: spec.Workers}
+	if spec.Services != nil {
+		e.scope = spec.Services.Scope(spec.Name, spec.Permissions)
+	}
 	if e.input == nil {
 		e.input = func(in json.RawMessage) (S, error) {
 			var s S
@@ -100,7 +112,17 @@ type graphEngine[S any] struct {
 	results func(S) any
 	// workerRefs are Spec.Workers.
 	workerRefs []records.Ref
-	claimed    atomic.Bool
+	// scope is the nodes' view of Spec.Services; nil when none.
+	scope   *core.Scope
+	claimed atomic.Bool
+}
+
+// withScope puts the definition's services in ctx for its nodes.
+func (e *graphEngine[S]) withScope(ctx context.Context) context.Context {
+	if e.scope == nil {
+		return ctx
+	}
+	return core.With(ctx, e.scope)
 }
 
 func (e *graphEngine[S]) claim() bool { return e.claimed.CompareAndSwap(false, true) }
@@ -118,7 +140,7 @@ func (e *graphEngine[S]) start(ctx context.Context, id string, input json.RawMes
 	if err := e.saver.load(id, nil); err != nil {
 		return outcome{}, err
 	}
-	res, err := e.g.Invoke(ctx, id, graph.Replace(s0))
+	res, err := e.g.Invoke(e.withScope(ctx), id, graph.Replace(s0))
 	return e.finish(ctx, id, res, err)
 }
 
@@ -130,7 +152,7 @@ func (e *graphEngine[S]) resume(ctx context.Context, id string, cp []byte, answe
 	for _, a := range answers {
 		inputs[a.Key] = a
 	}
-	res, err := e.g.ResumeEach(ctx, id, inputs)
+	res, err := e.g.ResumeEach(e.withScope(ctx), id, inputs)
 	return e.finish(ctx, id, res, err)
 }
 

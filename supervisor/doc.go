@@ -44,6 +44,17 @@
 //
 // Demo returns the example orchestration "demo" that ea-supervisor runs.
 //
+// # Agent services and threads
+//
+// A Spec may give its nodes the agent services (Spec.Services, limited by
+// Spec.Permissions): a node reaches them with core.From(ctx), for example
+// to let a model choose the next step from the workers' results (see
+// examples/threads), or to run a tool loop whose approvals come from the
+// orchestration's input (core.Pause kept in the state, AwaitInput, then
+// core.ResumeFrom). [ActorClient] gives a node the supervisor's
+// actor.Client to create, branch and terminate worker threads (package
+// core/conversation); [Logger] its logger, with the orchestration's id.
+//
 // # Durability
 //
 // An orchestration is its record in the KV bucket <prefix>_orch, key <id>:

@@ -19,6 +19,16 @@
 //
 // # Streaming
 //
-// [Provider.Stream] yields text deltas as a Go iterator; breaking the loop or
-// ending the context closes the HTTP response at once.
+// [Provider.Stream] yields text deltas as a Go iterator, then a final
+// core.Delta whose Final is the whole response: the text, the tool calls
+// assembled from their streamed pieces, the finish reason and the token
+// usage (it asks for stream_options.include_usage; a server that ignores it
+// reports zero usage). Breaking the loop or ending the context closes the
+// HTTP response at once.
+//
+// # Usage
+//
+// Every response carries core.Usage (prompt and completion tokens as the
+// provider reports them); requests made through a core.Scope are counted in
+// ea_llm_tokens_total{kind,direction}.
 package llm

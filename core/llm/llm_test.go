@@ -137,17 +137,75 @@ func TestStream(t *testing.T) {
 	p := newProvider(t, srv)
 	srv.Enqueue(llmtest.Reply{Chunks: []string{"one ", "two ", "three"}})
 	var got []string
-	for chunk, err := range p.Stream(t.Context(), core.Prompt("", "count")) {
+	var final *core.Response
+	for d, err := range p.Stream(t.Context(), core.Prompt("", "count to three")) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		got = append(got, chunk)
+		if final != nil {
+			t.Fatal("a delta after the final one")
+		}
+		if d.Final != nil {
+			final = d.Final
+			continue
+		}
+		got = append(got, d.Text)
 	}
 	if strings.Join(got, "|") != "one |two |three" {
 		t.Fatalf("chunks = %q", got)
 	}
-	if !srv.Requests()[0].Stream {
-		t.Fatal("request was not a streaming request")
+	req := srv.Requests()[0]
+	if !req.Stream || req.StreamOptions == nil || !req.StreamOptions.IncludeUsage {
+		t.Fatalf("request was not a streaming request asking for usage: %+v", req)
+	}
+	want := core.Response{Text: "one two three", FinishReason: "stop", Usage: core.Usage{Input: 3, Output: 3}}
+	if final == nil || final.Text != want.Text || final.FinishReason != want.FinishReason || final.Usage != want.Usage {
+		t.Fatalf("final %+v, want %+v", final, want)
+	}
+}
+
+// Usage on a plain response, as the provider reports it.
+func TestUsage(t *testing.T) {
+	srv := llmtest.NewServer(t)
+	p := newProvider(t, srv)
+	srv.Enqueue(llmtest.Reply{Text: "four words of answer"}, llmtest.Reply{Text: "x", Usage: &llmtest.Usage{Prompt: 120, Completion: 7}})
+	res, err := p.Generate(t.Context(), core.Prompt("be brief", "two words"))
+	if err != nil || res.Usage != (core.Usage{Input: 4, Output: 4}) || res.Usage.Total() != 8 {
+		t.Fatalf("res %+v err %v", res, err)
+	}
+	res, err = p.Generate(t.Context(), core.Prompt("", "x"))
+	if err != nil || res.Usage != (core.Usage{Input: 120, Output: 7}) {
+		t.Fatalf("res %+v err %v", res, err)
+	}
+}
+
+// Tool calls streamed in pieces are assembled in the final delta.
+func TestStreamToolCalls(t *testing.T) {
+	srv := llmtest.NewServer(t)
+	p := newProvider(t, srv)
+	srv.Enqueue(llmtest.Reply{Text: "let me add", ToolCalls: []llmtest.ToolCall{
+		{ID: "c1", Name: "add", Arguments: `{"a":1,"b":2}`},
+		{ID: "c2", Name: "mul", Arguments: `{"a":3,"b":4}`},
+	}})
+	var final *core.Response
+	var text string
+	for d, err := range p.Stream(t.Context(), core.Prompt("", "x")) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		text += d.Text
+		if d.Final != nil {
+			final = d.Final
+		}
+	}
+	if final == nil || text != "let me add" || final.FinishReason != "tool_calls" || len(final.ToolCalls) != 2 {
+		t.Fatalf("final %+v text %q", final, text)
+	}
+	if c := final.ToolCalls[1]; c.ID != "c2" || c.Name != "mul" || string(c.Arguments) != `{"a":3,"b":4}` {
+		t.Fatalf("call %+v (%s)", c, c.Arguments)
+	}
+	if final.Usage.Output != 3+2 {
+		t.Fatalf("usage %+v", final.Usage)
 	}
 }
 
@@ -182,7 +240,7 @@ func TestStreamCancelClosesConnection(t *testing.T) {
 	defer cancel()
 	var last error
 	var text string
-	for chunk, err := range p.Stream(ctx, core.Prompt("", "x")) {
+	for chunk, err := range core.StreamText(ctx, p, core.Prompt("", "x")) {
 		if err != nil {
 			last = err
 			break
@@ -206,7 +264,7 @@ func TestStreamFailsMidway(t *testing.T) {
 	srv.Enqueue(llmtest.Reply{Chunks: []string{"par", "tial"}, FailStream: true})
 	var text string
 	var last error
-	for chunk, err := range p.Stream(t.Context(), core.Prompt("", "x")) {
+	for chunk, err := range core.StreamText(t.Context(), p, core.Prompt("", "x")) {
 		if err != nil {
 			last = err
 			continue
@@ -232,7 +290,7 @@ func TestRetryTransient(t *testing.T) {
 	// Streams retry before their first chunk too.
 	srv.Enqueue(llmtest.Reply{Status: 502}, llmtest.Reply{Text: "streamed ok"})
 	var text string
-	for c, err := range p.Stream(t.Context(), core.Prompt("", "x")) {
+	for c, err := range core.StreamText(t.Context(), p, core.Prompt("", "x")) {
 		if err != nil {
 			t.Fatal(err)
 		}

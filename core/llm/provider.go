@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"iter"
+	"strings"
 	"time"
 
 	"github.com/openai/openai-go/v3"
@@ -60,7 +61,8 @@ func (p *Provider) Generate(ctx context.Context, req core.Request) (core.Respons
 			return &StatusError{Status: 200, Message: "answer has no choices"}
 		}
 		ch := res.Choices[0]
-		out = core.Response{Text: ch.Message.Content, FinishReason: ch.FinishReason}
+		out = core.Response{Text: ch.Message.Content, FinishReason: ch.FinishReason,
+			Usage: core.Usage{Input: int(res.Usage.PromptTokens), Output: int(res.Usage.CompletionTokens)}}
 		for _, tc := range ch.Message.ToolCalls {
 			out.ToolCalls = append(out.ToolCalls, core.ToolCall{ID: tc.ID, Name: tc.Function.Name, Arguments: json.RawMessage(tc.Function.Arguments)})
 		}
@@ -69,29 +71,64 @@ func (p *Provider) Generate(ctx context.Context, req core.Request) (core.Respons
 	return out, err
 }
 
-// Stream implements core.LLM. Breaking the loop or ending ctx closes the
-// HTTP response at once. A transient failure before the first chunk is
-// retried; once text has been yielded a failure ends the stream with its error.
-func (p *Provider) Stream(ctx context.Context, req core.Request) iter.Seq2[string, error] {
+// Stream implements core.LLM. It asks for usage in the stream
+// (stream_options.include_usage) and assembles streamed tool calls; the
+// final delta holds both. Breaking the loop or ending ctx closes the HTTP
+// response at once. A transient failure before the first chunk is retried;
+// once text has been yielded a failure ends the stream with its error.
+func (p *Provider) Stream(ctx context.Context, req core.Request) iter.Seq2[core.Delta, error] {
 	const op = "llm.stream"
-	return func(yield func(string, error) bool) {
+	return func(yield func(core.Delta, error) bool) {
 		params, err := p.params(op, req)
 		if err != nil {
-			yield("", err)
+			yield(core.Delta{}, err)
 			return
 		}
+		params.StreamOptions.IncludeUsage = openai.Bool(true)
 		sctx, cancel := context.WithCancel(ctx)
 		defer cancel()
 		for attempt := 1; ; attempt++ {
 			stream := p.client.Chat.Completions.NewStreaming(sctx, params)
 			started := false
+			var final core.Response
+			var text strings.Builder
+			var calls []*core.ToolCall
+			var args []strings.Builder
 			for stream.Next() {
 				started = true
 				c := stream.Current()
-				if len(c.Choices) == 0 || c.Choices[0].Delta.Content == "" {
+				if c.Usage.PromptTokens > 0 || c.Usage.CompletionTokens > 0 {
+					final.Usage = core.Usage{Input: int(c.Usage.PromptTokens), Output: int(c.Usage.CompletionTokens)}
+				}
+				if len(c.Choices) == 0 {
 					continue
 				}
-				if !yield(c.Choices[0].Delta.Content, nil) {
+				ch := c.Choices[0]
+				if ch.FinishReason != "" {
+					final.FinishReason = ch.FinishReason
+				}
+				for _, tc := range ch.Delta.ToolCalls {
+					i := int(tc.Index)
+					if i < 0 || i > 128 {
+						continue
+					}
+					for len(calls) <= i {
+						calls = append(calls, &core.ToolCall{})
+						args = append(args, strings.Builder{})
+					}
+					if tc.ID != "" {
+						calls[i].ID = tc.ID
+					}
+					if tc.Function.Name != "" {
+						calls[i].Name = tc.Function.Name
+					}
+					args[i].WriteString(tc.Function.Arguments)
+				}
+				if ch.Delta.Content == "" {
+					continue
+				}
+				text.WriteString(ch.Delta.Content)
+				if !yield(core.Delta{Text: ch.Delta.Content}, nil) {
 					cancel()
 					_ = stream.Close()
 					return
@@ -100,16 +137,22 @@ func (p *Provider) Stream(ctx context.Context, req core.Request) iter.Seq2[strin
 			err := stream.Err()
 			_ = stream.Close()
 			if err == nil {
+				final.Text = text.String()
+				for i, c := range calls {
+					c.Arguments = json.RawMessage(args[i].String())
+					final.ToolCalls = append(final.ToolCalls, *c)
+				}
+				yield(core.Delta{Final: &final}, nil)
 				return
 			}
 			if !started && attempt < p.cfg.Retry.Attempts && ctx.Err() == nil && transient(err) {
 				if werr := p.wait(ctx, attempt); werr != nil {
-					yield("", p.wrap(ctx, op, werr))
+					yield(core.Delta{}, p.wrap(ctx, op, werr))
 					return
 				}
 				continue
 			}
-			yield("", p.wrap(ctx, op, err))
+			yield(core.Delta{}, p.wrap(ctx, op, err))
 			return
 		}
 	}

@@ -1,6 +1,6 @@
 // Package llmtest is a fake OpenAI-compatible server for tests, shaped like
 // httptest: [NewServer] starts it on a random loopback port and closes it
-// when the test ends.
+// when the test ends ([Start] and [Server.Close] outside a test).
 //
 // # Wire format
 //
@@ -10,6 +10,15 @@
 // "data: [DONE]"; POST <base>/embeddings answers an embeddings list. Errors
 // are HTTP statuses with an {"error": {...}} body; a failure in the middle of
 // a stream is a data event carrying "error", as OpenAI sends it.
+//
+// Tool calls are answered as the API does: in a message's "tool_calls"
+// (finish_reason "tool_calls"), and when streaming as deltas — each call's
+// index, id and name first, then its arguments in pieces. Every answer
+// reports "usage" (prompt, completion and total tokens); a stream whose
+// request has "stream_options": {"include_usage": true} ends with a chunk
+// whose "choices" is empty and which carries the usage, as OpenAI sends it.
+// By default tokens are words ([Tokens], [PromptTokens], [CompletionTokens]);
+// [Reply].Usage sets them.
 //
 // # Scripting
 //

@@ -30,13 +30,54 @@ type Reply struct {
 	Text string
 	// Chunks are the streamed pieces of the answer (streaming only).
 	Chunks []string
-	// ToolCalls the model asks for (non-streaming).
+	// ToolCalls the model asks for. Streamed as the real API does: each
+	// call's id and name first, then its arguments in pieces.
 	ToolCalls []ToolCall
+	// Usage overrides the token counts reported; nil counts words (see
+	// Tokens): the prompt's messages for input, the answer's text and tool
+	// arguments for output.
+	Usage *Usage
 	// Hang (streaming) keeps the response open after the chunks until the
 	// client closes the connection.
 	Hang bool
 	// FailStream (streaming) sends an error event after the chunks.
 	FailStream bool
+}
+
+// Usage is the token counts a reply reports.
+type Usage struct {
+	Prompt     int
+	Completion int
+}
+
+// Tokens is how the fake counts tokens: the number of whitespace-separated
+// words of s.
+func Tokens(s string) int { return len(strings.Fields(s)) }
+
+// PromptTokens is the input usage the fake reports for req by default: the
+// words of every message's text, tool call arguments included.
+func PromptTokens(req Request) int {
+	n := 0
+	for _, m := range req.Messages {
+		n += Tokens(m.Text())
+		for _, c := range m.ToolCalls {
+			n += Tokens(c.Function.Arguments)
+		}
+	}
+	return n
+}
+
+// CompletionTokens is the output usage the fake reports for rep by default.
+func CompletionTokens(rep Reply) int {
+	text := rep.Text
+	if len(rep.Chunks) > 0 {
+		text = strings.Join(rep.Chunks, "")
+	}
+	n := Tokens(text)
+	for _, c := range rep.ToolCalls {
+		n += Tokens(c.Arguments)
+	}
+	return n
 }
 
 // Message is a chat message as the client sent it.
@@ -82,7 +123,12 @@ type Request struct {
 	Model         string    `json:"model"`
 	Messages      []Message `json:"messages"`
 	Stream        bool      `json:"stream"`
-	Tools         []struct {
+	// StreamOptions as the client sent them; include_usage asks for a last
+	// chunk with the usage, as the real API sends it.
+	StreamOptions *struct {
+		IncludeUsage bool `json:"include_usage"`
+	} `json:"stream_options,omitempty"`
+	Tools []struct {
 		Type     string `json:"type"`
 		Function struct {
 			Name        string          `json:"name"`
@@ -122,6 +168,7 @@ type Server struct {
 
 	srv         *httptest.Server
 	stop        chan struct{}
+	closeOnce   sync.Once
 	disconnects chan struct{}
 
 	mu      sync.Mutex
@@ -134,14 +181,26 @@ type Server struct {
 // NewServer starts a fake server; it is closed when the test ends.
 func NewServer(t testing.TB) *Server {
 	t.Helper()
+	s := Start()
+	t.Cleanup(s.Close)
+	return s
+}
+
+// Start starts a fake server outside a test (in an Example, say); Close it.
+func Start() *Server {
 	s := &Server{stop: make(chan struct{}), disconnects: make(chan struct{}, 1024), embed: HashEmbedding(16)}
 	s.srv = httptest.NewServer(http.HandlerFunc(s.serve))
 	s.URL = s.srv.URL + "/v1"
-	t.Cleanup(func() {
+	return s
+}
+
+// Close releases held streams and shuts the server down. Safe to call more
+// than once.
+func (s *Server) Close() {
+	s.closeOnce.Do(func() {
 		close(s.stop)
 		s.srv.Close()
 	})
-	return s
 }
 
 // Enqueue adds replies, answered in order before the responder is asked.
@@ -238,6 +297,11 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request, req Request) {
 	}
 	model := req.Model
 	created := time.Now().Unix()
+	usage := Usage{Prompt: PromptTokens(req), Completion: CompletionTokens(rep)}
+	if rep.Usage != nil {
+		usage = *rep.Usage
+	}
+	usageJSON := map[string]any{"prompt_tokens": usage.Prompt, "completion_tokens": usage.Completion, "total_tokens": usage.Prompt + usage.Completion}
 	if !req.Stream {
 		msg := map[string]any{"role": "assistant", "content": rep.Text, "refusal": nil}
 		finish := "stop"
@@ -261,7 +325,7 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request, req Request) {
 		_ = json.NewEncoder(w).Encode(map[string]any{
 			"id": "chatcmpl-fake", "object": "chat.completion", "created": created, "model": model,
 			"choices": []any{map[string]any{"index": 0, "message": msg, "finish_reason": finish, "logprobs": nil}},
-			"usage":   map[string]any{"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
+			"usage":   usageJSON,
 		})
 		return
 	}
@@ -295,6 +359,23 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request, req Request) {
 			return
 		}
 	}
+	for i, c := range rep.ToolCalls {
+		id := c.ID
+		if id == "" {
+			id = fmt.Sprintf("call_%d", i)
+		}
+		head := map[string]any{"tool_calls": []any{map[string]any{"index": i, "id": id, "type": "function",
+			"function": map[string]any{"name": c.Name, "arguments": ""}}}}
+		if !send(chunk(head, nil)) {
+			return
+		}
+		for _, piece := range splitHalves(c.Arguments) {
+			part := map[string]any{"tool_calls": []any{map[string]any{"index": i, "function": map[string]any{"arguments": piece}}}}
+			if !send(chunk(part, nil)) {
+				return
+			}
+		}
+	}
 	switch {
 	case rep.Hang:
 		select {
@@ -307,10 +388,27 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request, req Request) {
 		send(map[string]any{"error": map[string]any{"message": "fake failure in the stream", "type": "server_error"}})
 		return
 	}
-	send(chunk(map[string]any{}, "stop"))
+	finish := "stop"
+	if len(rep.ToolCalls) > 0 {
+		finish = "tool_calls"
+	}
+	send(chunk(map[string]any{}, finish))
+	if req.StreamOptions != nil && req.StreamOptions.IncludeUsage {
+		send(map[string]any{"id": "chatcmpl-fake", "object": "chat.completion.chunk", "created": created, "model": model,
+			"choices": []any{}, "usage": usageJSON})
+	}
 	if _, err := fmt.Fprint(w, "data: [DONE]\n\n"); err == nil && fl != nil {
 		fl.Flush()
 	}
+}
+
+// splitHalves splits s in two pieces (one when it is short), as providers
+// stream tool arguments in pieces.
+func splitHalves(s string) []string {
+	if len(s) < 2 {
+		return []string{s}
+	}
+	return []string{s[:len(s)/2], s[len(s)/2:]}
 }
 
 // splitWords splits text into word chunks that keep their spaces.

@@ -77,3 +77,30 @@ func TestWireFormat(t *testing.T) {
 		t.Fatalf("status %d", res.StatusCode)
 	}
 }
+
+// Usage and streamed tool calls on the wire.
+func TestWireUsageAndToolCalls(t *testing.T) {
+	srv := llmtest.NewServer(t)
+	srv.Enqueue(
+		llmtest.Reply{Text: "two words"},
+		llmtest.Reply{Chunks: []string{"a ", "b"}, Usage: &llmtest.Usage{Prompt: 10, Completion: 2}},
+		llmtest.Reply{ToolCalls: []llmtest.ToolCall{{ID: "c1", Name: "add", Arguments: `{"a":1}`}}},
+	)
+	_, body := post(t, srv.URL+"/chat/completions", `{"model":"m","messages":[{"role":"user","content":"one two three"}]}`)
+	if !strings.Contains(body, `"usage":{"completion_tokens":2,"prompt_tokens":3,"total_tokens":5}`) {
+		t.Fatalf("usage %s", body)
+	}
+	_, body = post(t, srv.URL+"/chat/completions", `{"model":"m","stream":true,"stream_options":{"include_usage":true},"messages":[{"role":"user","content":"x"}]}`)
+	events := strings.Split(strings.TrimSuffix(body, "\n\n"), "\n\n")
+	if len(events) != 6 || events[5] != "data: [DONE]" ||
+		!strings.Contains(events[4], `"choices":[]`) || !strings.Contains(events[4], `"prompt_tokens":10`) {
+		t.Fatalf("stream with usage %q", body)
+	}
+	_, body = post(t, srv.URL+"/chat/completions", `{"model":"m","stream":true,"messages":[{"role":"user","content":"x"}]}`)
+	events = strings.Split(strings.TrimSuffix(body, "\n\n"), "\n\n")
+	// role, call head, two argument pieces, finish, [DONE]; no usage chunk when not asked.
+	if len(events) != 6 || !strings.Contains(events[1], `"tool_calls":[{"function":{"arguments":"","name":"add"},"id":"c1","index":0,"type":"function"}]`) ||
+		!strings.Contains(events[2], `"arguments":"{\"a"`) || !strings.Contains(events[4], `"finish_reason":"tool_calls"`) || strings.Contains(body, `"usage"`) {
+		t.Fatalf("stream with tool calls %q", body)
+	}
+}

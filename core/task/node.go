@@ -2,28 +2,50 @@ package task
 
 import (
 	"context"
+	"slices"
 	"time"
 
+	"github.com/effectors/effectors/actor"
 	"github.com/effectors/effectors/core"
 	"github.com/effectors/effectors/graph"
 )
 
+// End is the name a Route returns to end the run (graph.END).
+const End = graph.END
+
 // Node makes an agent one step over a state S, usable as a graph node
-// (Node.Func) or in a sequential runtime (RunSequence): it selects the run's
-// input from the state, collects the run (with Timeout), and applies the
-// result to the state.
+// (Node.Func) or in the sequential runtime (RunSequence): it selects the
+// run's input from the state, collects the run (with Timeout, retried as
+// Retry says), applies the result to the state, and says where to go next
+// (Route).
 type Node[S any] struct {
 	Agent Agent
 	// SelectInput maps the state to the agent's input. Required.
 	SelectInput func(state S) (string, error)
 	// ApplyResult returns the state after the run. Required.
 	ApplyResult func(state S, res Result) (S, error)
-	// Timeout bounds the run; 0 for none.
+	// Route, when set, names the node to run next from the new state, or
+	// End; a reviewer sends work back this way. Nil: the next in order.
+	Route func(state S) (string, error)
+	// Timeout bounds each run; 0 for none.
 	Timeout time.Duration
+	// Retry, when set, retries a failed run with backoff (the node's
+	// vocabulary: actor.RetryPolicy; zero fields take actor's defaults: 4
+	// attempts, 100ms doubling, at most 5s). Failures retrying cannot fix
+	// are not retried (Permanent). Nil: one attempt.
+	Retry *actor.RetryPolicy
 }
 
-// Run runs the node once on state. Failures are *core.Error values (the
-// run's, or CodeFailed for SelectInput and ApplyResult errors).
+// Permanent reports whether retrying cannot fix err: marked permanent for
+// the actor (actor.Permanent) or a graph (graph.Permanent), a core error
+// retrying cannot fix (core.Permanent), or a cancellation.
+func Permanent(err error) bool {
+	return actor.IsPermanent(err) || graph.IsPermanent(err) || core.Permanent(err) || core.CodeOf(err) == core.CodeCancelled
+}
+
+// Run runs the node once on state (its agent as often as Retry allows).
+// Failures are *core.Error values (the run's, or CodeFailed for SelectInput
+// and ApplyResult errors).
 func (n Node[S]) Run(ctx context.Context, state S) (S, error) {
 	const op = "task.node"
 	if n.Agent == nil || n.SelectInput == nil || n.ApplyResult == nil {
@@ -37,9 +59,23 @@ func (n Node[S]) Run(ctx context.Context, state S) (S, error) {
 	if n.Timeout > 0 {
 		opts = append(opts, Timeout(n.Timeout))
 	}
-	res, err := Collect(ctx, n.Agent, in, opts...)
-	if err != nil {
-		return state, err
+	p := retryDefaults(n.Retry)
+	var res Result
+	for attempt := 1; ; attempt++ {
+		res, err = Collect(ctx, n.Agent, in, opts...)
+		if err == nil {
+			break
+		}
+		if attempt >= p.Attempts || Permanent(err) || ctx.Err() != nil {
+			return state, err
+		}
+		t := time.NewTimer(backoff(p, attempt))
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return state, core.E(core.CodeCancelled, op, context.Cause(ctx))
+		}
 	}
 	next, err := n.ApplyResult(state, res)
 	if err != nil {
@@ -48,8 +84,63 @@ func (n Node[S]) Run(ctx context.Context, state S) (S, error) {
 	return next, nil
 }
 
+// retryDefaults fills p as actor.Kind does; nil is one attempt.
+func retryDefaults(p *actor.RetryPolicy) actor.RetryPolicy {
+	if p == nil {
+		return actor.RetryPolicy{Attempts: 1}
+	}
+	r := *p
+	if r.Attempts <= 0 {
+		r.Attempts = 4
+	}
+	if r.Backoff <= 0 {
+		r.Backoff = 100 * time.Millisecond
+	}
+	if r.MaxBackoff <= 0 {
+		r.MaxBackoff = 5 * time.Second
+	}
+	if r.Multiplier < 1 {
+		r.Multiplier = 2
+	}
+	return r
+}
+
+// backoff is the wait after failed attempt n, as actor computes it.
+func backoff(p actor.RetryPolicy, n int) time.Duration {
+	d := float64(p.Backoff)
+	for range n - 1 {
+		d *= p.Multiplier
+	}
+	return min(time.Duration(d), p.MaxBackoff)
+}
+
+// next returns where to go after node name on state: its Route, or the
+// next in order (End after the last).
+func (n Node[S]) next(state S, name string, order []string, nodes map[string]Node[S]) (string, error) {
+	const op = "task.route"
+	if n.Route == nil {
+		i := slices.Index(order, name)
+		if i+1 < len(order) {
+			return order[i+1], nil
+		}
+		return End, nil
+	}
+	to, err := n.Route(state)
+	if err != nil {
+		return "", asCore(op+" "+name, err)
+	}
+	if to == End {
+		return End, nil
+	}
+	if _, ok := nodes[to]; !ok {
+		return "", core.Errorf(core.CodeInvalid, op, "node %q routed to %q, which is not a node", name, to)
+	}
+	return to, nil
+}
+
 // Func adapts the node to the graph engine: the new state is written with
-// graph.Replace (so the node suits graphs whose steps run one node at a time).
+// graph.Replace (so the node suits graphs whose steps run one node at a
+// time). Routing is the graph's edges; Graph adds the node's Route.
 func (n Node[S]) Func() graph.NodeFunc[S] {
 	return func(ctx context.Context, state S) (graph.Update[S], error) {
 		next, err := n.Run(ctx, state)
@@ -60,37 +151,88 @@ func (n Node[S]) Func() graph.NodeFunc[S] {
 	}
 }
 
-// RunSequence is the sequential runtime: it runs nodes[order[0]], then
-// nodes[order[1]], … on the state, stopping at the first failure (returned
-// with the state before the failing node).
-func RunSequence[S any](ctx context.Context, nodes map[string]Node[S], order []string, state S) (S, error) {
+// SequenceOption adjusts RunSequence.
+type SequenceOption func(*seqConfig) error
+
+type seqConfig struct{ maxSteps int }
+
+// MaxSteps bounds the node runs of RunSequence (default 25, the graph
+// engine's default recursion limit): a route that loops for ever ends with a
+// CodeSteps error.
+func MaxSteps(n int) SequenceOption {
+	return func(c *seqConfig) error {
+		if n < 1 {
+			return core.Errorf(core.CodeInvalid, "task.sequence", "max steps must be at least 1, got %d", n)
+		}
+		c.maxSteps = n
+		return nil
+	}
+}
+
+// RunSequence is the sequential runtime: it runs nodes[order[0]] on the
+// state, then the node it routes to (Node.Route; by default the next in
+// order), until End, stopping at the first failure (returned with the state
+// before the failing node). Each node retries as its Retry says.
+func RunSequence[S any](ctx context.Context, nodes map[string]Node[S], order []string, state S, opts ...SequenceOption) (S, error) {
+	cfg := seqConfig{maxSteps: graph.DefaultRecursionLimit}
+	for _, o := range opts {
+		if o == nil {
+			continue
+		}
+		if err := o(&cfg); err != nil {
+			return state, err
+		}
+	}
 	if err := checkOrder(nodes, order); err != nil {
 		return state, err
 	}
-	for _, name := range order {
-		next, err := nodes[name].Run(ctx, state)
+	name := order[0]
+	for step := 0; name != End; step++ {
+		if step >= cfg.maxSteps {
+			return state, core.Errorf(core.CodeSteps, "task.sequence", "no end after %d node runs (last %q)", cfg.maxSteps, name)
+		}
+		n := nodes[name]
+		next, err := n.Run(ctx, state)
 		if err != nil {
 			return state, err
 		}
 		state = next
+		if name, err = n.next(state, name, order, nodes); err != nil {
+			return state, err
+		}
 	}
 	return state, nil
 }
 
 // Graph builds the graph runtime's equivalent of RunSequence: START →
-// order[0] → … → END, each node made with Node.Func. Options go to Compile.
+// order[0], each node made with Node.Func and followed by its Route (or the
+// next in order, END after the last). Options go to Compile
+// (graph.WithRecursionLimit is RunSequence's MaxSteps).
 func Graph[S any](nodes map[string]Node[S], order []string, opts ...graph.Option) (*graph.Graph[S], error) {
 	if err := checkOrder(nodes, order); err != nil {
 		return nil, err
 	}
 	b := graph.New[S]()
-	prev := graph.START
-	for _, name := range order {
-		b.AddNode(name, nodes[name].Func())
-		b.AddEdge(prev, name)
-		prev = name
+	for i, name := range order {
+		n := nodes[name]
+		b.AddNode(name, func(ctx context.Context, state S) (graph.Update[S], error) {
+			next, err := n.Run(ctx, state)
+			if err != nil {
+				return graph.Update[S]{}, err
+			}
+			to, err := n.next(next, name, order, nodes)
+			if err != nil {
+				return graph.Update[S]{}, graph.Permanent(err)
+			}
+			return graph.Replace(next).Goto(to), nil
+		})
+		def := graph.END
+		if i+1 < len(order) {
+			def = order[i+1]
+		}
+		b.AddEdge(name, def) // the default; the node routes itself with Goto
 	}
-	b.AddEdge(prev, graph.END)
+	b.AddEdge(graph.START, order[0])
 	g, err := b.Compile(opts...)
 	if err != nil {
 		return nil, core.E(core.CodeInvalid, "task.graph", err)

@@ -5,9 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/effectors/effectors/actor"
 	"github.com/effectors/effectors/core"
 	"github.com/effectors/effectors/core/llmtest"
 	"github.com/effectors/effectors/core/task"
@@ -130,5 +132,57 @@ func TestSequenceInvalid(t *testing.T) {
 	}
 	if _, err := task.RunSequence(t.Context(), nodes, []string{"a"}, doc{}); !errors.Is(err, core.ErrInvalid) {
 		t.Errorf("empty node: %v", err)
+	}
+}
+
+// Retries: a failing run is retried with backoff up to Retry.Attempts; a
+// permanent failure is not; a route to no node is invalid, in both runtimes.
+func TestNodeRetryAndRoute(t *testing.T) {
+	var calls atomic.Int32
+	flaky := task.Func(func(_ context.Context, _ string, _ task.Start, out task.Output) error {
+		switch n := calls.Add(1); {
+		case n < 3:
+			return errors.New("transient")
+		default:
+			out.Text("ok")
+			return nil
+		}
+	})
+	node := task.Node[doc]{Agent: flaky,
+		SelectInput: func(doc) (string, error) { return "x", nil },
+		ApplyResult: func(s doc, r task.Result) (doc, error) { s.Draft = r.Text; return s, nil },
+		Retry:       &actor.RetryPolicy{Attempts: 3, Backoff: time.Millisecond},
+	}
+	s, err := node.Run(t.Context(), doc{})
+	if err != nil || s.Draft != "ok" || calls.Load() != 3 {
+		t.Fatalf("state %+v err %v calls %d", s, err, calls.Load())
+	}
+	calls.Store(0)
+	node.Retry = &actor.RetryPolicy{Attempts: 2, Backoff: time.Millisecond}
+	if _, err := node.Run(t.Context(), doc{}); !errors.Is(err, core.ErrFailed) || calls.Load() != 2 {
+		t.Fatalf("err %v calls %d", err, calls.Load())
+	}
+	var perm atomic.Int32
+	node.Agent = task.Func(func(context.Context, string, task.Start, task.Output) error {
+		perm.Add(1)
+		return core.Errorf(core.CodeInvalid, "x", "bad input")
+	})
+	if _, err := node.Run(t.Context(), doc{}); !errors.Is(err, core.ErrInvalid) || perm.Load() != 1 {
+		t.Fatalf("permanent: err %v calls %d", err, perm.Load())
+	}
+
+	calls.Store(10)
+	node.Agent = flaky
+	node.Route = func(doc) (string, error) { return "nowhere", nil }
+	nodes := map[string]task.Node[doc]{"a": node}
+	if _, err := task.RunSequence(t.Context(), nodes, []string{"a"}, doc{}); !errors.Is(err, core.ErrInvalid) {
+		t.Fatalf("sequence: %v", err)
+	}
+	g, err := task.Graph(nodes, []string{"a"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := g.Invoke(t.Context(), "", graph.Replace(doc{})); !errors.Is(err, core.ErrInvalid) {
+		t.Fatalf("graph: %v", err)
 	}
 }

@@ -2,11 +2,15 @@ package task
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"sync"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/effectors/effectors/actor"
+	"github.com/effectors/effectors/bus"
 	"github.com/effectors/effectors/core"
 	"github.com/effectors/effectors/records"
 )
@@ -23,7 +27,19 @@ const (
 	TypeDone = "task.done"
 	// TypeError ends a failed or cancelled run (payload Failure).
 	TypeError = "task.error"
+	// TypeApprove answers a tool-call approval of the run of its EA-Process
+	// (payload Answer). Sent to the effector's mailbox by anyone: the waiting
+	// run reads it from the stream (see ApproveByRecords).
+	TypeApprove = "task.approve"
 )
+
+// Answer is the payload of a task.approve record.
+type Answer struct {
+	// ID is the approval's id (the tool call's id, core.Approval.ID).
+	ID      string       `json:"id"`
+	Verdict core.Verdict `json:"verdict"`
+	Reason  string       `json:"reason,omitempty"`
+}
 
 // Request is the payload of a task record.
 type Request struct {
@@ -37,10 +53,11 @@ type Chunk struct {
 }
 
 // Done is the payload of a task.done record: how many chunks and events the
-// run published.
+// run published, and its token usage (the sum of its usage events).
 type Done struct {
-	Chunks int `json:"chunks"`
-	Events int `json:"events"`
+	Chunks int        `json:"chunks"`
+	Events int        `json:"events"`
+	Usage  core.Usage `json:"usage"`
 }
 
 // Failure is the payload of a task.error record.
@@ -65,11 +82,24 @@ type Stats struct {
 // A failed run is an outcome, not a logic failure: it is reported with
 // task.error and the record is not retried. The agent gets the logic's
 // context, so a kind wrapped with core.Wrap gives it the services.
-func Kind(name string, agent Agent) actor.Kind[Stats] {
+//
+// A tool-call approval the agent asks for is announced by its tool.approval
+// event; with ApproveByRecords it is answered by a task.approve record of
+// the same process sent to the effector's mailbox (by a person with the nats
+// CLI, a Remote caller, an orchestration), which the waiting run reads from
+// the stream: durable, and found again if the run is redone after a crash.
+// Without that option the run fails with a core.CodeApproval error.
+func Kind(name string, agent Agent, opts ...KindOption) actor.Kind[Stats] {
+	var ko kindOptions
+	for _, o := range opts {
+		if o != nil {
+			o(&ko)
+		}
+	}
 	return actor.Kind[Stats]{Name: name, Logic: func(c *actor.Context, s Stats) (Stats, error) {
 		rec := c.Record()
 		switch rec.Type {
-		case actor.TypeCancel:
+		case actor.TypeCancel, TypeApprove:
 			return s, nil // it took effect on the run it names, if any
 		case TypeTask:
 		default:
@@ -85,8 +115,71 @@ func Kind(name string, agent Agent) actor.Kind[Stats] {
 		if err := c.Decode(&req); err != nil {
 			return s, err
 		}
-		return serve(c, s, agent, req)
+		return serve(c, s, agent, req, ko)
 	}}
+}
+
+// KindOption adjusts Kind.
+type KindOption func(*kindOptions)
+
+type kindOptions struct {
+	conn *bus.Conn
+}
+
+// ApproveByRecords lets runs wait for task.approve records: conn reads the
+// effector's mailbox from the task record on, for an answer of the run's
+// process to the approval asked.
+func ApproveByRecords(conn *bus.Conn) KindOption {
+	return func(o *kindOptions) { o.conn = conn }
+}
+
+// mailboxAsker answers approvals from task.approve records in c's mailbox
+// after the task record in hand.
+func mailboxAsker(c *actor.Context, conn *bus.Conn) core.Asker {
+	rec, self := c.Record(), c.Self()
+	return func(ctx context.Context, a core.Approval) (core.Decision, error) {
+		const op = "task.approve"
+		if conn == nil || conn.JS == nil {
+			return core.Decision{}, core.Errorf(core.CodeUnavailable, op, "no connection to read approvals with")
+		}
+		names := conn.Names()
+		cons, err := conn.JS.OrderedConsumer(ctx, names.MailboxStream(), jetstream.OrderedConsumerConfig{
+			FilterSubjects: []string{names.StoredMailbox(self)},
+			DeliverPolicy:  jetstream.DeliverByStartSequencePolicy,
+			OptStartSeq:    rec.Seq + 1,
+		})
+		if err != nil {
+			if ctx.Err() != nil {
+				return core.Decision{}, core.E(core.CodeCancelled, op, context.Cause(ctx))
+			}
+			return core.Decision{}, core.E(core.CodeUnavailable, op, err)
+		}
+		it, err := cons.Messages()
+		if err != nil {
+			return core.Decision{}, core.E(core.CodeUnavailable, op, err)
+		}
+		defer it.Stop()
+		stop := context.AfterFunc(ctx, it.Stop)
+		defer stop()
+		for {
+			msg, err := it.Next(jetstream.NextContext(ctx))
+			if err != nil {
+				if ctx.Err() != nil {
+					return core.Decision{}, core.E(core.CodeCancelled, op, context.Cause(ctx))
+				}
+				return core.Decision{}, core.E(core.CodeUnavailable, op, err)
+			}
+			r, err := records.FromMsg(msg.Subject(), msg.Headers(), msg.Data())
+			if err != nil || r.Type != TypeApprove || r.Process != rec.Process {
+				continue
+			}
+			var ans Answer
+			if r.Decode(&ans) != nil || ans.ID != a.ID {
+				continue
+			}
+			return core.Decision{Verdict: ans.Verdict, Reason: ans.Reason}, nil
+		}
+	}
 }
 
 type item struct {
@@ -96,15 +189,19 @@ type item struct {
 	err   error
 }
 
-func serve(c *actor.Context, s Stats, agent Agent, req Request) (Stats, error) {
+func serve(c *actor.Context, s Stats, agent Agent, req Request, ko kindOptions) (Stats, error) {
 	rec := c.Record()
 	ch := make(chan item, 64)
-	h, err := agent.Start(c, req.Input, Start{Session: rec.Process, Workspace: req.Workspace}, Sinks{
+	sinks := Sinks{
 		Text:  func(t string) { ch <- item{text: t} },
 		Event: func(e Event) { ch <- item{event: &e} },
 		Done:  func() { ch <- item{end: true} },
 		Fail:  func(err error) { ch <- item{end: true, err: err} },
-	})
+	}
+	if ko.conn != nil {
+		sinks.Ask = mailboxAsker(c, ko.conn)
+	}
+	h, err := agent.Start(c, req.Input, Start{Session: rec.Process, Workspace: req.Workspace}, sinks)
 	if err != nil {
 		return s, c.Emit(TypeError, failure(c, err))
 	}
@@ -131,6 +228,9 @@ func serve(c *actor.Context, s Stats, agent Agent, req Request) (Stats, error) {
 			// Publishing failed: the run is being cancelled; drain it.
 		case it.event != nil:
 			done.Events++
+			if it.event.Type == EventUsage {
+				done.Usage = done.Usage.Add(SumUsage([]Event{*it.event}))
+			}
 			if pubErr = c.EmitNow(TypeEvent, *it.event); pubErr != nil {
 				h.Cancel()
 			}
@@ -219,10 +319,15 @@ func (r Remote) Start(ctx context.Context, input string, start Start, sinks Sink
 	}
 	h := &remoteHandle{r: r, session: start.Session, sendCtx: context.WithoutCancel(ctx), stopSub: stopSub, wait: wait}
 	unwatch := context.AfterFunc(ctx, h.Cancel)
+	askCtx, stopAsks := context.WithCancel(ctx)
+	var asks sync.WaitGroup
 	go func() {
 		defer unwatch()
 		defer stopSub(nil)
 		defer h.ended()
+		// No sink is called after Done or Fail: asks still waiting stop first.
+		end := func() { stopAsks(); asks.Wait() }
+		defer end()
 		for out, err := range outputs {
 			if err != nil || out.Process != start.Session {
 				continue
@@ -235,10 +340,24 @@ func (r Remote) Start(ctx context.Context, input string, start Start, sinks Sink
 				}
 			case TypeEvent:
 				var e Event
-				if out.Decode(&e) == nil && sinks.Event != nil {
+				if out.Decode(&e) != nil {
+					continue
+				}
+				if sinks.Event != nil {
 					sinks.Event(e)
 				}
+				if e.Type == core.EventApproval && sinks.Ask != nil {
+					var te core.ToolEvent
+					if json.Unmarshal(e.Data, &te) == nil && te.Approval != nil {
+						asks.Add(1)
+						go func(a core.Approval) {
+							defer asks.Done()
+							r.answer(askCtx, start.Session, a, sinks.Ask)
+						}(*te.Approval)
+					}
+				}
 			case TypeDone:
+				end()
 				sinks.Done()
 				return
 			case TypeError:
@@ -246,15 +365,32 @@ func (r Remote) Start(ctx context.Context, input string, start Start, sinks Sink
 				if err := out.Decode(&f); err != nil {
 					f = Failure{Code: string(core.CodeFailed), Message: "undecodable task.error: " + err.Error()}
 				}
+				end()
 				sinks.Fail(core.E(core.Code(f.Code), op+" "+r.Target.String(), errors.New(f.Message)))
 				return
 			}
 		}
 		// The subscription ended without the run's end: cancelled and
 		// unconfirmed, or the connection closed.
+		end()
 		sinks.Fail(core.E(core.CodeCancelled, op+" "+r.Target.String(), context.Cause(subCtx)))
 	}()
 	return h, nil
+}
+
+// answer asks ask about a and sends the answer to the target as a
+// task.approve record of session.
+func (r Remote) answer(ctx context.Context, session string, a core.Approval, ask core.Asker) {
+	d, err := ask(ctx, a)
+	if err != nil {
+		return // the run ended, or the asker gave up: someone else may answer
+	}
+	rec, err := records.New(TypeApprove, Answer{ID: a.ID, Verdict: d.Verdict, Reason: d.Reason})
+	if err != nil {
+		return
+	}
+	rec.Process = session
+	_, _ = r.Client.Send(ctx, r.Target, rec)
 }
 
 type remoteHandle struct {

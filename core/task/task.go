@@ -27,14 +27,31 @@ type Event struct {
 	Data json.RawMessage `json:"data,omitempty"`
 }
 
+// EventUsage is the type of the event an agent reports its token usage with
+// (Data: a core.Usage); Collect sums them into Result.Usage.
+const EventUsage = "llm.usage"
+
+// UsageEvent returns the event reporting u.
+func UsageEvent(u core.Usage) Event {
+	b, _ := json.Marshal(u) // a struct of two ints always encodes
+	return Event{Type: EventUsage, Data: b}
+}
+
 // Sinks receive a run's output. An agent calls Text and Event any number of
 // times, from one goroutine at a time, then exactly one of Done or Fail; it
 // calls nothing after that.
+//
+// Ask, when set, is how the host answers a tool-call approval the agent asks
+// for (a core.Asker: it blocks until the answer arrives): Collect's Approve
+// option, the mailbox of an effector hosting the agent (Kind), or the caller
+// of a Remote run. When nil the agent cannot ask: its tool loop pauses and
+// the run fails with a core.CodeApproval error.
 type Sinks struct {
 	Text  func(chunk string)
 	Event func(Event)
 	Done  func()
 	Fail  func(error)
+	Ask   core.Asker
 }
 
 // Handle is a started run.
@@ -67,6 +84,8 @@ type Result struct {
 	// Partial is set when the run did not complete: Text and Events are what
 	// came before the failure, timeout or cancellation.
 	Partial bool `json:"partial,omitempty"`
+	// Usage sums the agent's usage events (EventUsage).
+	Usage core.Usage `json:"usage"`
 }
 
 // Option adjusts Collect.
@@ -76,6 +95,19 @@ type options struct {
 	timeout time.Duration
 	grace   time.Duration
 	start   Start
+	ask     core.Asker
+}
+
+// Approve answers the run's tool-call approvals with ask (for example
+// core.NewApprovals().Ask, or a function that asks a person).
+func Approve(ask core.Asker) Option {
+	return func(o *options) error {
+		if ask == nil {
+			return core.Errorf(core.CodeInvalid, "task.collect", "approve: nil asker")
+		}
+		o.ask = ask
+		return nil
+	}
 }
 
 // Timeout bounds the run: past d it is cancelled and Collect fails with a
@@ -209,7 +241,9 @@ func Collect(ctx context.Context, a Agent, input string, opts ...Option) (Result
 	runCtx, cancelRun := context.WithCancel(ctx)
 	defer cancelRun()
 	c := newCollector()
-	h, err := a.Start(runCtx, input, o.start, c.sinks())
+	sinks := c.sinks()
+	sinks.Ask = o.ask
+	h, err := a.Start(runCtx, input, o.start, sinks)
 	if err != nil {
 		return Result{Session: o.start.Session, Partial: true}, asCore(op, err)
 	}
@@ -231,7 +265,7 @@ func Collect(ctx context.Context, a Agent, input string, opts ...Option) (Result
 		outcome = core.E(core.CodeCancelled, op, context.Cause(ctx))
 	}
 	text, events, reported, err := c.freeze()
-	res := Result{Text: text, Events: events, Session: session, Elapsed: time.Since(begin)}
+	res := Result{Text: text, Events: events, Session: session, Elapsed: time.Since(begin), Usage: SumUsage(events)}
 	switch {
 	case outcome != nil && !reported:
 		h.Cancel()
@@ -249,6 +283,21 @@ func Collect(ctx context.Context, a Agent, input string, opts ...Option) (Result
 		return res, asCore(op, err)
 	}
 	return res, nil
+}
+
+// SumUsage sums the usage events among events.
+func SumUsage(events []Event) core.Usage {
+	var sum core.Usage
+	for _, e := range events {
+		if e.Type != EventUsage {
+			continue
+		}
+		var u core.Usage
+		if json.Unmarshal(e.Data, &u) == nil {
+			sum = sum.Add(u)
+		}
+	}
+	return sum
 }
 
 // asCore makes err a *core.Error (CodeFailed unless it has a code).

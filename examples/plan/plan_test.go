@@ -3,7 +3,9 @@ package plan_test
 import (
 	"context"
 	"errors"
+	"reflect"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -14,7 +16,9 @@ import (
 	"github.com/effectors/effectors/core"
 	"github.com/effectors/effectors/core/llm"
 	"github.com/effectors/effectors/core/llmtest"
+	"github.com/effectors/effectors/core/task"
 	"github.com/effectors/effectors/examples/plan"
+	"github.com/effectors/effectors/graph"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -148,5 +152,61 @@ func TestConfigInvalid(t *testing.T) {
 		if _, err := plan.Kinds(&core.Services{}, cfg); err == nil {
 			t.Errorf("config %+v accepted", cfg)
 		}
+	}
+}
+
+// The same loop in-process on both runtimes: the reviewer sends the first
+// plan back, a transient failure and an answer without its tags are retried
+// by the node, and both runtimes end in the same state.
+func TestLoopBothRuntimes(t *testing.T) {
+	fake := llmtest.NewServer(t)
+	model := fakeModel(false)
+	var planCalls atomic.Int32
+	fake.Respond(func(r llmtest.Request) llmtest.Reply {
+		if r.System() == plan.PlannerPrompt && planCalls.Add(1)%3 == 1 {
+			return llmtest.Reply{Text: "I forgot the tags"} // retried by the node
+		}
+		return model(r)
+	})
+	p, err := llm.New(llm.Config{BaseURL: fake.URL, Model: "fake", Retry: llm.Retry{Attempts: 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	nodes, order := plan.Loop(p, 3)
+	start := plan.LoopState{Job: plan.Job{Goal: "ship"}}
+	fake.Enqueue(llmtest.Reply{Status: 503}) // the first call fails: retried with backoff
+	seq, err := task.RunSequence(t.Context(), nodes, order, start)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := plan.Result{Goal: "ship", Plan: "1. write tests\n2. write code", Rounds: 2, Summary: "Wrote tests, then the code.", Confidence: 0.85}
+	if seq.Result != want || strings.Join(seq.Path, " ") != "plan review plan review do" {
+		t.Fatalf("sequence: %+v path %v", seq.Result, seq.Path)
+	}
+	g, err := task.Graph(nodes, order)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fake.Enqueue(llmtest.Reply{Status: 503})
+	res, err := g.Invoke(t.Context(), "", graph.Replace(start))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(res.State, seq) {
+		t.Fatalf("graph %+v\nsequence %+v", res.State, seq)
+	}
+	// Always sent back: after 2 rounds it goes to "do", which reports the refusal.
+	fake.Respond(fakeModel(true))
+	nodes, order = plan.Loop(p, 2)
+	seq, err = task.RunSequence(t.Context(), nodes, order, start)
+	if err != nil || seq.Approved || !strings.Contains(seq.Result.Error, "no plan approved after 2 rounds") {
+		t.Fatalf("%+v %v", seq, err)
+	}
+	// A route that never ends is stopped.
+	loop := map[string]task.Node[plan.LoopState]{"plan": nodes["plan"]}
+	loop["plan"] = task.Node[plan.LoopState]{Agent: nodes["plan"].Agent, SelectInput: nodes["plan"].SelectInput,
+		ApplyResult: nodes["plan"].ApplyResult, Route: func(plan.LoopState) (string, error) { return "plan", nil }}
+	if _, err := task.RunSequence(t.Context(), loop, []string{"plan"}, start, task.MaxSteps(3)); !errors.Is(err, core.ErrSteps) {
+		t.Fatalf("endless route: %v", err)
 	}
 }
