@@ -31,6 +31,7 @@ func BenchmarkThroughput(b *testing.B) {
 		b.Run(fmt.Sprintf("rawmin/effectors=%d", n), func(b *testing.B) { throughput(b, n, startRawMin) })
 		b.Run(fmt.Sprintf("raw/effectors=%d", n), func(b *testing.B) { throughput(b, n, startRaw) })
 		b.Run(fmt.Sprintf("actor/effectors=%d", n), func(b *testing.B) { throughput(b, n, startActor) })
+		b.Run(fmt.Sprintf("actor1/effectors=%d", n), func(b *testing.B) { throughput(b, n, startActorOnePerWrite) })
 	}
 }
 
@@ -164,14 +165,28 @@ func publish(b *testing.B, conn *bus.Conn, refs []records.Ref, total int) {
 
 // startActor creates the counters through a node, then stops it; start runs
 // a fresh node that attaches them and processes their mailboxes.
+// startActor runs the runtime with the counter kind as defined: records
+// waiting for one effector are applied in batches (Kind.MaxBatch 64).
 func startActor(b *testing.B, conn *bus.Conn, n int) (start, stop func()) {
+	return startActorWith(b, conn, n, kinds.Counter())
+}
+
+// startActorOnePerWrite runs the runtime applying one record per state write
+// (Kind.MaxBatch 1): the per-record hop, the baseline of batching.
+func startActorOnePerWrite(b *testing.B, conn *bus.Conn, n int) (start, stop func()) {
+	k := kinds.Counter()
+	k.MaxBatch = 1
+	return startActorWith(b, conn, n, k)
+}
+
+func startActorWith(b *testing.B, conn *bus.Conn, n int, kind actor.Kind[kinds.CounterState]) (start, stop func()) {
 	ctx := context.Background()
 	run := func() (stop func()) {
 		node, err := actor.NewNode(conn, actor.Options{Logger: discard()})
 		if err != nil {
 			b.Fatal(err)
 		}
-		if err := node.Host(kinds.Counter()); err != nil {
+		if err := node.Host(kind); err != nil {
 			b.Fatal(err)
 		}
 		ctx, cancel := context.WithCancel(ctx)

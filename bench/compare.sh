@@ -27,7 +27,7 @@ one() {
 echo "# $(date -u +%FT%TZ) $(nproc) cores, $(go version | cut -d' ' -f3), $rounds rounds, $records records per throughput run, $latency per latency run" | tee "$out"
 for ((r = 1; r <= rounds; r++)); do
 	for n in 1 100; do
-		for impl in rawmin raw actor; do
+		for impl in rawmin raw actor actor1; do
 			one "^BenchmarkThroughput\$/^$impl\$/^effectors=$n\$" "${records}x"
 		done
 	done
@@ -63,6 +63,8 @@ END {
 		printf "throughput, %3d effectors: raw %7.0f rec/s  actor %7.0f rec/s  actor/raw %.2f   (rawmin %7.0f, actor/rawmin %.2f)\n", n, r, a, a / r, m, a / m
 		rc = median(cpu["raw/effectors=" n]); ac = median(cpu["actor/effectors=" n]); mc = median(cpu["rawmin/effectors=" n])
 		printf "cpu per record, %3d effectors (server and client): raw %.1f µs  actor %.1f µs  actor/raw %.2f   (rawmin %.1f µs)\n", n, rc, ac, ac / rc, mc
+		o = median(tput["actor1/effectors=" n])
+		printf "batching, %3d effectors with a backlog: actor %7.0f rec/s  one record per state write %7.0f rec/s  ratio %.2f\n", n, a, o, a / o
 	}
 	printf "latency p50: raw %s µs  actor %s µs  (rawmin %s)\n", median(p50["raw"]), median(p50["actor"]), median(p50["rawmin"])
 	printf "latency p99: raw %s µs  actor %s µs  actor/raw %.2f  (rawmin %s, actor/rawmin %.2f)\n", median(p99["raw"]), median(p99["actor"]), median(p99["actor"]) / median(p99["raw"]), median(p99["rawmin"]), median(p99["actor"]) / median(p99["rawmin"])

@@ -217,7 +217,7 @@ func (c *Conn) checkLegacy(ctx context.Context) error {
 		return nil // migrated: kept for its history
 	}
 	return fmt.Errorf("%w: stream %s (%d records, last sequence %d) holds mailboxes of the previous layout, which this release reads through partitions of stream %s instead: "+
-		"let the previous release process every mailbox, stop it, then run `ea-node migrate` (or bus.Conn.Migrate), which starts the new streams after sequence %d and removes %s; state documents are kept",
+		"let the previous release process every mailbox, stop it, then start ea-node once with --migrate (EA_MIGRATE=true; from Go, bus.Conn.Migrate), which starts the new mailbox stream after sequence %d and keeps %s read-only under <prefix>.legacy.>; state documents are kept",
 		ErrLegacyLayout, info.Config.Name, info.State.Msgs, info.State.LastSeq, c.names.MailboxStream(), info.State.LastSeq, info.Config.Name)
 }
 // StateBucket returns the KV bucket of state documents.

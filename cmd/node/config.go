@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"log/slog"
 	"strconv"
 	"strings"
@@ -20,6 +21,8 @@ type config struct {
 	Store         string
 	SyncAlways    bool
 	Prefix        string
+	Partitions    int  // mailbox partitions (fixed at provisioning)
+	Migrate       bool // move a store of the previous layout to partitions first
 	Replicas      int
 	Metrics       string // empty: no metrics server
 	LogLevel      slog.Level
@@ -93,6 +96,26 @@ func settings() []*cli.Setting[config] {
 					return "want true or false"
 				}
 				c.SyncAlways = b
+				return ""
+			}},
+		{name: "partitions", arg: "N", def: strconv.Itoa(bus.DefaultPartitions),
+			usage: "mailbox partitions, fixed when the streams are first provisioned (changing it later is a migration)",
+			check: func(c *config, v string) string {
+				n, err := strconv.Atoi(v)
+				if err != nil || n < 1 || n > bus.MaxPartitions {
+					return fmt.Sprintf("want a whole number from 1 to %d", bus.MaxPartitions)
+				}
+				c.Partitions = n
+				return ""
+			}},
+		{name: "migrate", def: "false",
+			usage: "before starting, move a store of the previous layout (stream EA_RECORDS) to partitioned mailboxes; stop the previous release first",
+			check: func(c *config, v string) string {
+				b, err := strconv.ParseBool(v)
+				if err != nil {
+					return "want true or false"
+				}
+				c.Migrate = b
 				return ""
 			}},
 		{name: "prefix", arg: "NAME", def: bus.DefaultPrefix,

@@ -41,6 +41,7 @@ func serve(ctx context.Context, cfg config, log *slog.Logger, stdout io.Writer) 
 		StoreDir:   cfg.Store,
 		SyncAlways: cfg.SyncAlways,
 		Prefix:     cfg.Prefix,
+		Partitions: cfg.Partitions,
 		Name:       "ea-node",
 		Replicas:   cfg.Replicas,
 		Logger:     log,
@@ -54,6 +55,12 @@ func serve(ctx context.Context, cfg config, log *slog.Logger, stdout io.Writer) 
 	}
 	defer cli.CloseConn(conn, log)
 
+	if cfg.Migrate {
+		state.Set("migrating the store to partitioned mailboxes")
+		if err := conn.Migrate(ctx); err != nil {
+			return err
+		}
+	}
 	state.Set("provisioning streams and buckets")
 	if err := conn.Provision(ctx); err != nil {
 		if ctx.Err() != nil {
