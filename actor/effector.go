@@ -49,7 +49,6 @@ type effector struct {
 	km   *kindMetrics
 	ref  records.Ref
 	key  string
-	log  *slog.Logger
 
 	// ctx is cancelled when the effector must stop for good: logic and
 	// retries of the record in hand give up.
@@ -97,6 +96,12 @@ type effector struct {
 	// alone is how many records the drain goroutine takes one at a time
 	// before batching again (after a batch that could not be published).
 	alone int
+}
+
+// logger returns a logger naming the effector. It is made when needed, not
+// kept: ten thousand loaded effectors should not hold ten thousand loggers.
+func (e *effector) logger() *slog.Logger {
+	return e.node.log.With("effector", e.ref.String())
 }
 
 // deliver receives a record the partition dispatched to the effector. It
@@ -180,7 +185,10 @@ func (e *effector) take(n int) []delivery {
 			}
 		}
 		out = append(out, e.held[i])
-		e.held = append(e.held[:i], e.held[i+1:]...)
+		e.held = slices.Delete(e.held, i, i+1) // clears the freed slot: no stale record kept alive
+	}
+	if len(e.held) == 0 {
+		e.held = nil
 	}
 	return out
 }
@@ -247,7 +255,7 @@ func (e *effector) load() bool {
 		_ = d.msg.Ack()
 		e.km.dead.Inc()
 		e.node.metrics.dead.WithLabelValues(e.ref.Kind, reason).Inc()
-		e.log.Warn("record sent to dead letters", "seq", d.seq, "reason", reason)
+		e.logger().Warn("record sent to dead letters", "seq", d.seq, "reason", reason)
 	}
 	return false
 }
@@ -316,7 +324,7 @@ func (e *effector) process(d delivery) {
 				return
 			}
 			next.Status, next.Error = StatusError, failure.Error()
-			e.log.Warn("record sent to dead letters", "record", d.rec.ID, "seq", d.seq, "reason", reason, "err", failure)
+			e.logger().Warn("record sent to dead letters", "record", d.rec.ID, "seq", d.seq, "reason", reason, "err", failure)
 		}
 		if e.crashed(afterOutputs, d.seq) {
 			return
@@ -441,7 +449,7 @@ func (e *effector) processBatch(batch []delivery) {
 		e.ack(d)
 	}
 	for _, x := range dead {
-		e.log.Warn("record sent to dead letters", "record", x.d.rec.ID, "seq", x.d.seq, "reason", x.reason, "err", x.err)
+		e.logger().Warn("record sent to dead letters", "record", x.d.rec.ID, "seq", x.d.seq, "reason", x.reason, "err", x.err)
 		e.km.dead.Inc()
 		m.dead.WithLabelValues(kind, x.reason).Inc()
 	}
@@ -498,7 +506,7 @@ func (e *effector) write(next Document) (ok, stop bool) {
 // ack acknowledges a record to the partition's consumer.
 func (e *effector) ack(d delivery) {
 	if err := d.msg.Ack(); err != nil {
-		e.log.Debug("ack failed; the redelivery will be skipped", "seq", d.seq, "err", err)
+		e.logger().Debug("ack failed; the redelivery will be skipped", "seq", d.seq, "err", err)
 	}
 }
 
@@ -554,7 +562,7 @@ func (e *effector) reload() bool {
 	e.doc, e.rev = ent.Value, ent.Revision
 	e.docMu.Unlock()
 	if e.doc.Status == StatusTerminated {
-		e.log.Info("effector terminated; its records go to dead letters")
+		e.logger().Info("effector terminated; its records go to dead letters")
 		return false
 	}
 	return true
@@ -597,7 +605,7 @@ func (e *effector) evaluate(d delivery, cur []byte, retry bool) (state []byte, o
 		case errors.Is(err, ErrCancelled):
 			return nil, nil, reasonCancelled, err
 		case errors.As(err, &pe):
-			e.log.Error("logic panicked", "record", d.rec.ID, "panic", pe.Value, "stack", string(pe.Stack))
+			e.logger().Error("logic panicked", "record", d.rec.ID, "panic", pe.Value, "stack", string(pe.Stack))
 			return nil, nil, reasonPanic, err
 		case errors.As(err, &payload):
 			return nil, nil, reasonDecode, err
@@ -612,7 +620,7 @@ func (e *effector) evaluate(d delivery, cur []byte, retry bool) (state []byte, o
 		}
 		e.node.metrics.retries.WithLabelValues(k.name).Inc()
 		wait := k.retry.delay(attempt)
-		e.log.Debug("logic failed; retrying", "record", d.rec.ID, "attempt", attempt, "in", wait, "err", err)
+		e.logger().Debug("logic failed; retrying", "record", d.rec.ID, "attempt", attempt, "in", wait, "err", err)
 		_ = d.msg.InProgress()
 		if !sleep(e.ctx, wait) {
 			return nil, nil, "", errAbandon
@@ -888,7 +896,7 @@ func (e *effector) retryIO(op func() error) error {
 		err := op()
 		if err == nil {
 			if attempt > 0 {
-				e.log.Debug("NATS answered again", "attempts", attempt+1)
+				e.logger().Debug("NATS answered again", "attempts", attempt+1)
 			}
 			return nil
 		}
@@ -905,7 +913,7 @@ func (e *effector) retryIO(op func() error) error {
 		if attempt > 0 {
 			level = slog.LevelDebug
 		}
-		e.log.Log(e.ctx, level, "NATS write failed; retrying", "err", err, "in", wait)
+		e.logger().Log(e.ctx, level, "NATS write failed; retrying", "err", err, "in", wait)
 		if !sleep(e.ctx, wait) {
 			return errAbandon
 		}

@@ -52,7 +52,7 @@ type Kind[S any] struct {
 	// the node holds unacknowledged at once (the partition consumer's
 	// MaxAckPending), shared by the effectors of the partition. A
 	// high-priority record overtakes the normal records its effector holds.
-	// Default 1024.
+	// Default 256.
 	Window int
 	// MaxBatch is how many held records of one effector are applied in one
 	// batch: logic runs on each in order, their outputs are published
@@ -145,7 +145,7 @@ func (k Kind[S]) spec() (*kindSpec, error) {
 		retry:         retry,
 		maxPayload:    orDefault(k.MaxPayload, 256<<10),
 		accept:        k.Accept,
-		window:        orDefault(k.Window, 1024),
+		window:        orDefault(k.Window, 256),
 		maxBatch:      orDefault(k.MaxBatch, 64),
 		ackWait:       orDefault(k.AckWait, 30*time.Second),
 		maxDeliveries: orDefault(k.MaxDeliveries, 10),

@@ -81,7 +81,7 @@ func (n *Node) openPartition(ctx context.Context, k *kindSpec, num int) (*partit
 		next:      next,
 	}
 	cc, err := cons.Consume(p.deliver,
-		jetstream.PullMaxMessages(min(k.window, 1024)),
+		jetstream.PullMaxMessages(k.window),
 		jetstream.PullHeartbeat(2*time.Second), jetstream.PullExpiry(10*time.Second),
 		jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
 			switch {
@@ -195,7 +195,6 @@ func (p *partition) effector(ref records.Ref) *effector {
 	e := &effector{
 		node: n, part: p, kind: p.kind, ref: ref, km: n.metrics.forKind(ref.Kind),
 		key: n.names.StateKey(ref),
-		log: n.log.With("effector", ref.String()),
 		ctx: ctx, cancel: cancel,
 		lastActive: time.Now(),
 	}

@@ -38,7 +38,7 @@ func newRoutes(names bus.Names, allowed []string) (bus.Routes, error) {
 // attempt.
 func (e *effector) newContext(ctx context.Context, d delivery) *Context {
 	return &Context{
-		Context: ctx, self: e.ref, rec: d.rec, base: e.log, names: e.node.names,
+		Context: ctx, self: e.ref, rec: d.rec, base: e.logger(), names: e.node.names,
 		routes: e.node.routes, maxMsg: e.node.conn.MaxPayload(),
 		publishNow: e.publishNow,
 	}

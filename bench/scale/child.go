@@ -47,6 +47,7 @@ func Child(ctx context.Context, args []string, stdout, stderr io.Writer) (handle
 	beat := fs.Duration("heartbeat", 0, "heartbeat (0: the default)")
 	ttl := fs.Duration("ttl", 0, "heartbeat TTL (0: the default)")
 	pp := fs.String("pprof", "", "serve net/http/pprof on this address")
+	batch := fs.Int("batch", 0, "the counter kind's MaxBatch (0: its default)")
 	if err := fs.Parse(args[1:]); err != nil {
 		return true, err
 	}
@@ -54,7 +55,7 @@ func Child(ctx context.Context, args []string, stdout, stderr io.Writer) (handle
 		return true, fmt.Errorf("%w: node: -url and -id are required", ErrInvalid)
 	}
 	opts := actor.Options{NodeID: *id, IdleTimeout: *idle, Heartbeat: *beat, HeartbeatTTL: *ttl, Logger: log.With("node", *id)}
-	return true, serveNode(ctx, *url, opts, *pp, stdout)
+	return true, serveNode(ctx, *url, opts, *batch, *pp, stdout)
 }
 
 func serveNATS(ctx context.Context, cfg bus.ServerConfig, stdout io.Writer) error {
@@ -70,7 +71,7 @@ func serveNATS(ctx context.Context, cfg bus.ServerConfig, stdout io.Writer) erro
 	return nil
 }
 
-func serveNode(ctx context.Context, url string, opts actor.Options, pprofAddr string, stdout io.Writer) error {
+func serveNode(ctx context.Context, url string, opts actor.Options, batch int, pprofAddr string, stdout io.Writer) error {
 	defer servePprof(pprofAddr)()
 	conn, err := bus.Connect(ctx, bus.Config{URL: url, Name: "scale-node-" + opts.NodeID})
 	if err != nil {
@@ -84,7 +85,9 @@ func serveNode(ctx context.Context, url string, opts actor.Options, pprofAddr st
 	if err != nil {
 		return err
 	}
-	if err := n.Host(kinds.Counter()); err != nil {
+	k := kinds.Counter()
+	k.MaxBatch = batch
+	if err := n.Host(k); err != nil {
 		return err
 	}
 	done := make(chan error, 1)

@@ -189,6 +189,9 @@ type ActiveConfig struct {
 	Samples int
 	// Settle is how long the node is left idle before idle RSS is read.
 	Settle time.Duration
+	// Batch is the counter kind's MaxBatch on the node (0: the kind's
+	// default); 1 applies one record per state write.
+	Batch int
 }
 
 // Active runs scenarios 1, 3 and 4: a server and one node process; Small
@@ -220,7 +223,7 @@ func Active(ctx context.Context, env Env, cfg ActiveConfig) error {
 	}
 	defer func() { _ = outs.Close() }()
 
-	node, ready, err := startNode(ctx, env, conn.ClientURL(), "n1", "-idle", "1h")
+	node, ready, err := startNode(ctx, env, conn.ClientURL(), "n1", "-idle", "1h", "-batch", strconv.Itoa(cfg.Batch))
 	if err != nil {
 		return err
 	}

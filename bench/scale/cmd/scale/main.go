@@ -60,6 +60,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		fs.IntVar(&c.Records, "records", 100_000, "records per throughput run")
 		fs.IntVar(&c.Samples, "samples", 1000, "passive effectors to measure activation latency on")
 		fs.DurationVar(&c.Settle, "settle", 5*time.Second, "idle time before reading idle RSS")
+		fs.IntVar(&c.Batch, "batch", 0, "the counter kind's MaxBatch (0: its default; 1: one record per state write)")
 		runScenario = func(env scale.Env) error { return scale.Active(ctx, env, c) }
 	case "million":
 		var c scale.MillionConfig
