@@ -9,10 +9,17 @@
 // # Records in, records out
 //
 // Each effector has a mailbox subject (<prefix>.mbox.<kind>.<id>) in the
-// records stream and a durable pull consumer filtered on it. The node takes
-// one record at a time and runs the logic with the current state:
+// mailbox stream, which stores it in one of a fixed number of partitions
+// (see package bus). A node reads each partition it owns through one durable
+// consumer and dispatches the records in-process to their effectors; each
+// effector takes one record at a time, in stream order, and runs the logic
+// with the current state:
 //
 //	run logic → publish outputs → compare-and-set the state document → ack
+//
+// Several records waiting for one effector are applied in a batch
+// ([Kind].MaxBatch): logic on each in order, all outputs published, one
+// state write with the last sequence, then the acks.
 //
 // Outputs sent through [Context.Send], [Context.Emit] and [Context.Reply] are
 // held until the logic succeeds and carry the id <input id>:<n>, so a retry or
@@ -60,23 +67,23 @@
 //
 // # Priority
 //
-// A node holds up to [Kind].Prefetch records of an effector ahead of the one in
-// hand and takes high-priority ones (EA-Priority: high) first, so they
+// A node holds up to [Kind].Window records of a partition and each effector
+// takes the high-priority ones it holds (EA-Priority: high) first, so they
 // overtake normal records that wait. The state document's Ahead field keeps
 // the records applied out of order, so a crash never skips or repeats one.
 //
 // # Placement
 //
 // Run several nodes against one NATS server or cluster and they share the
-// effectors with no coordinator. Each node announces itself with a heartbeat in
-// the placement bucket (<prefix>_place); the owner of an effector is the live
-// node hosting its kind with the highest rendezvous hash of (node, <kind>/<id>).
-// Only effectors with work are driven: a marker in the bucket names the node
-// that drives each, with a memory consumer recreated from the state's Seq on
-// every attach. An idle effector is passivated after Options.IdleTimeout (its
-// consumer and marker go); a record arriving for it wakes it through each
-// node's wake scan of mailbox headers. When a node dies, the owners of its
-// effectors claim them within Options.HeartbeatTTL. See the README for the
+// partitions with no coordinator. Each node announces itself with a heartbeat
+// in the placement bucket (<prefix>_place); the owner of partition n of kind k
+// is the live node hosting k with the highest rendezvous hash of (node, k/n).
+// A lease part.<kind>.<n> in the bucket names the node reading each
+// partition; the owner takes a free lease, or one of a dead node, and resets
+// the partition's consumer to its ack floor before reading, so whatever the
+// former reader held unacknowledged comes again in order. An effector is
+// loaded (its state document read) on its first record and dropped from
+// memory after Options.IdleTimeout without records. See the README for the
 // whole design and its metrics.
 //
 // # Streaming and cancelling

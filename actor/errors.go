@@ -42,7 +42,7 @@ var (
 // TypeCancel is the record type that cancels running logic: a record of this
 // type arriving in an effector's mailbox with EA-Process P cancels the
 // context of the logic running on a record of process P, and of records of
-// process P held behind it (up to Kind.Prefetch records are held), with cause
+// process P held behind it (up to Kind.Window records of a partition are held), with cause
 // [ErrCancelled]. Logic that then returns nil succeeds as usual; logic that
 // returns an error sends its record to dead letters at once (reason
 // "cancelled"), without retries. The cancel record itself is then handled by

@@ -15,12 +15,24 @@
 // [Names] derives every subject, stream and bucket name from the prefix
 // (default "ea"):
 //
-//	ea.mbox.<kind>.<id>   mailbox of effector <kind>/<id>     (stream EA_RECORDS)
-//	ea.out.<kind>.<id>    records the effector emitted        (stream EA_RECORDS)
+//	ea.mbox.<kind>.<id>   mailbox of effector <kind>/<id>     (stream EA_MBOX,
+//	                      stored as ea.mbox.<partition>.<kind>.<id>)
+//	ea.out.<kind>.<id>    records the effector emitted        (stream EA_OUT)
 //	ea.dead.<kind>.<id>   dead letters                        (stream EA_DEAD)
 //	ea_state              KV bucket of state documents, key <kind>.<id>
 //	ea_orch               KV bucket of orchestration state
 //	ea.ctl.<op>.<kind>    control endpoints of the "ea" micro service
+//
+// # Partitions
+//
+// The mailbox stream listens on <prefix>.mbox.*.* and its subject transform
+// stores every record under <prefix>.mbox.<partition>.<kind>.<id>, the
+// partition being FNV-1a(kind + id) mod [Config.Partitions] — what
+// [Names.Partition] computes. Publishers write the plain mailbox subject;
+// readers of the stream use [Names.StoredMailbox], [Names.PartitionFilter]
+// or [Names.Stored]. The count is fixed at provisioning ([Conn.MailboxStream]
+// refuses another), and a store of the previous layout (EA_RECORDS) is
+// refused with [ErrLegacyLayout] until [Conn.Migrate] moves it.
 //
 // # Where records may go
 //

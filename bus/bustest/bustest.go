@@ -8,7 +8,7 @@
 //
 //	c := bustest.NewCluster(t, 3)  // routed on 127.0.0.1, a JetStream meta leader elected
 //	conn := c.Connect(t)           // all three URLs, streams and buckets in 3 replicas
-//	c.StreamLeader(t, "EA_RECORDS").Shutdown()
+//	c.StreamLeader(t, "EA_MBOX").Shutdown()
 //
 // Everything started is stopped by t.Cleanup.
 package bustest

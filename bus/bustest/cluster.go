@@ -18,7 +18,7 @@ import (
 //
 //	c := bustest.NewCluster(t, 3)  // 3 servers, a JetStream meta leader elected
 //	conn := c.Connect(t)           // provisioned with 3 replicas
-//	c.StreamLeader(t, "EA_RECORDS").Shutdown()
+//	c.StreamLeader(t, "EA_MBOX").Shutdown()
 //
 // Everything started is stopped by t.Cleanup.
 type Cluster struct {

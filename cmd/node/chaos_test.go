@@ -34,6 +34,10 @@ var chaosLong = flag.Bool("chaos.long", false,
 
 func longChaos() bool { return *chaosLong || os.Getenv("EFFECTORS_CHAOS_LONG") != "" }
 
+// chaosCounters sets how many counters TestChaosKillNodes drives (100 by
+// default), e.g. -chaos.counters 10000 for 10,000 active effectors.
+var chaosCountersFlag = flag.Int("chaos.counters", 0, "counters TestChaosKillNodes drives (default 100)")
+
 // chaosPlan is the load and the faults of a chaos test.
 type chaosPlan struct {
 	counters int
@@ -65,6 +69,11 @@ func TestChaosKillNodes(t *testing.T) {
 	}
 	if longChaos() {
 		plan.incs, plan.faults, plan.timeout = 100_000, 20, 20*time.Minute
+	}
+	if *chaosCountersFlag > 0 {
+		plan.counters = *chaosCountersFlag
+		plan.incs = max(plan.incs, 2*plan.counters)
+		plan.timeout = max(plan.timeout, 10*time.Minute)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), plan.timeout)
 	defer cancel()
