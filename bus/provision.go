@@ -21,31 +21,12 @@ func (c *Conn) Provision(ctx context.Context) error {
 	if err := c.checkLegacy(ctx); err != nil {
 		return err
 	}
+	dead := c.logStream(n.DeadStream(), "dead letters: records effectors could not process", n.prefix+".dead.>")
+	dead.MaxConsumers = 0 // the server's default
 	streams := []jetstream.StreamConfig{
 		c.mailboxConfig(),
-		{
-			Name:         n.OutboxStream(),
-			Description:  "effector outboxes: the record log of what effectors emitted",
-			Subjects:     []string{n.prefix + ".out.>"},
-			Retention:    jetstream.LimitsPolicy,
-			Storage:      jetstream.FileStorage,
-			Replicas:     cfg.Replicas,
-			Duplicates:   cfg.DuplicateWindow,
-			MaxAge:       cfg.MaxAge,
-			MaxConsumers: cfg.MaxConsumers,
-			AllowDirect:  true,
-		},
-		{
-			Name:        n.DeadStream(),
-			Description: "dead letters: records effectors could not process",
-			Subjects:    []string{n.prefix + ".dead.>"},
-			Retention:   jetstream.LimitsPolicy,
-			Storage:     jetstream.FileStorage,
-			Replicas:    cfg.Replicas,
-			Duplicates:  cfg.DuplicateWindow,
-			MaxAge:      cfg.MaxAge,
-			AllowDirect: true,
-		},
+		c.logStream(n.OutboxStream(), "effector outboxes: the record log of what effectors emitted", n.prefix+".out.>"),
+		dead,
 	}
 	for _, sc := range streams {
 		if err := c.checkStreamPrefix(ctx, sc.Name); err != nil {
@@ -83,14 +64,21 @@ func (c *Conn) Provision(ctx context.Context) error {
 // <prefix>.mbox.*.* and stores each record under
 // <prefix>.mbox.<partition>.<kind>.<id>.
 func (c *Conn) mailboxConfig() jetstream.StreamConfig {
-	n, cfg := c.names, c.cfg
+	n := c.names
+	sc := c.logStream(n.MailboxStream(), "effector mailboxes, partitioned: the record log of what effectors received", n.MailboxIngest())
+	sc.SubjectTransform = &jetstream.SubjectTransformConfig{Source: n.MailboxIngest(), Destination: n.MailboxTransform()}
+	return sc
+}
+
+// logStream is the configuration of a stream of the record log: file
+// storage, limits retention (records stay after processing), the
+// connection's replicas, duplicate window, age limit and consumer limit.
+func (c *Conn) logStream(name, description, subject string) jetstream.StreamConfig {
+	cfg := c.cfg
 	return jetstream.StreamConfig{
-		Name:        n.MailboxStream(),
-		Description: "effector mailboxes, partitioned: the record log of what effectors received",
-		Subjects:    []string{n.MailboxIngest()},
-		SubjectTransform: &jetstream.SubjectTransformConfig{
-			Source: n.MailboxIngest(), Destination: n.MailboxTransform(),
-		},
+		Name:         name,
+		Description:  description,
+		Subjects:     []string{subject},
 		Retention:    jetstream.LimitsPolicy,
 		Storage:      jetstream.FileStorage,
 		Replicas:     cfg.Replicas,

@@ -129,11 +129,14 @@ func TestChaosKillNodes(t *testing.T) {
 		}
 		killed := time.Now()
 		victim.Wait(t, 10*time.Second)
-		// Failover: the others claim every effector the dead node drove (or
-		// passivate it) once its heartbeat expires.
+		if held == 0 {
+			t.Fatalf("kill %d: node %s read no partition: the kill proves nothing", kill, vid)
+		}
+		// Failover: the others take every partition lease of the dead node
+		// once its heartbeat expires.
 		for markers.count(vid) > 0 {
 			if time.Since(killed) > 30*time.Second {
-				t.Fatalf("kill %d: 30s after node %s was killed, %d effectors are still marked as driven by it", kill, vid, markers.count(vid))
+				t.Fatalf("kill %d: 30s after node %s was killed, %d partition leases still name it", kill, vid, markers.count(vid))
 			}
 			time.Sleep(10 * time.Millisecond)
 		}
@@ -141,14 +144,14 @@ func TestChaosKillNodes(t *testing.T) {
 		procs[slot], ids[slot] = start(slot)
 		ready := time.Since(killed)
 		failovers, readies = append(failovers, failover), append(readies, ready)
-		t.Logf("kill %d at %s: node %s (driving %d effectors; %d of %d published, %d outputs) killed; its effectors taken over after %s; node %s ready after %s",
+		t.Logf("kill %d at %s: node %s (reading %d partitions; %d of %d published, %d outputs) killed; its partitions taken over after %s; node %s ready after %s",
 			kill, killed.Sub(t0).Round(time.Millisecond), vid, held, published.Load(), plan.incs, seen,
 			failover.Round(time.Millisecond), ids[slot], ready.Round(time.Millisecond))
 	}
 	if err := <-pubDone; err != nil {
 		t.Fatalf("publish: %v", err)
 	}
-	t.Logf("%d kills; failover (kill to all effectors taken over) %s; kill to replacement ready %s; publishing took until %s",
+	t.Logf("%d kills; failover (kill to all its partitions taken over) %s; kill to replacement ready %s; publishing took until %s",
 		len(failovers), spread(failovers), spread(readies), time.Since(t0).Round(time.Millisecond))
 
 	waitExact(t, ctx, bucket, counters, want, 3*time.Minute)
@@ -444,22 +447,21 @@ func waitExact(t testing.TB, ctx context.Context, bucket jetstream.KeyValue, ids
 	}
 }
 
-// markerWatch follows the placement markers active.<kind>.<id>: which node
-// drives which effector.
+// markerWatch follows the partition leases part.<kind>.<partition> in the
+// placement bucket: which node reads which partition.
 type markerWatch struct {
 	mu     sync.Mutex
-	driver map[string]string // marker key -> node id
+	driver map[string]string // lease key -> node id
 }
 
-// watchMarkers follows the markers in the placement bucket until the test
-// ends.
+// watchMarkers follows the partition leases until the test ends.
 func watchMarkers(t testing.TB, ctx context.Context, js jetstream.JetStream) *markerWatch {
 	t.Helper()
 	place, err := js.KeyValue(ctx, "ea_place")
 	if err != nil {
 		t.Fatal(err)
 	}
-	w, err := place.Watch(ctx, "active.>")
+	w, err := place.Watch(ctx, "part.>")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -487,14 +489,14 @@ func watchMarkers(t testing.TB, ctx context.Context, js jetstream.JetStream) *ma
 		// The watch ends with ctx, usually before the test's cleanup: then
 		// Stop finds its subscription gone.
 		if err := w.Stop(); err != nil && !errors.Is(err, nats.ErrBadSubscription) && !errors.Is(err, nats.ErrConnectionClosed) {
-			t.Errorf("stop the marker watch: %v", err)
+			t.Errorf("stop the lease watch: %v", err)
 		}
 		<-done
 	})
 	return m
 }
 
-// count is how many effectors node drives by the markers.
+// count is how many partitions node reads by the leases.
 func (m *markerWatch) count(node string) int {
 	m.mu.Lock()
 	defer m.mu.Unlock()
