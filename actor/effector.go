@@ -321,6 +321,7 @@ func (e *effector) process(d delivery) {
 		}
 		if reason != "" {
 			if err := e.retryIO(func() error { return e.deadLetter(d, reason, failure) }); err != nil {
+				e.dropped(err)
 				return
 			}
 			next.Status, next.Error = StatusError, failure.Error()
@@ -393,6 +394,7 @@ func (e *effector) processBatch(batch []delivery) {
 		if errors.Is(failure, errRetryAlone) {
 			e.putBack(batch[i:])
 			batch = batch[:i]
+			e.alone = 1 // it is retried on its own, with backoff
 			break
 		}
 		if reason != "" {
@@ -544,7 +546,22 @@ func (e *effector) crashed(point crashPoint, seq uint64) bool {
 	e.stopped = true
 	e.mu.Unlock()
 	e.cancel()
+	// As if the node died: nobody may apply the effector's later records
+	// before this one, so its partition is read again from the ack floor.
+	e.part.fail()
 	return true
+}
+
+// dropped handles a record the effector could not finish and that stays
+// unacknowledged although the effector goes on (a write that can never
+// succeed): its later records must not be applied before it comes again,
+// so the partition is read again from its ack floor, in order.
+func (e *effector) dropped(err error) {
+	if e.ctx.Err() != nil || errors.Is(err, errAbandon) {
+		return // stopping: the next reader gets it again anyway
+	}
+	e.logger().Error("a record could not be finished; reading its partition again from the ack floor", "err", err)
+	e.part.fail()
 }
 
 // reload re-reads the state document after a lost compare-and-set. It
@@ -616,6 +633,9 @@ func (e *effector) evaluate(d delivery, cur []byte, retry bool) (state []byte, o
 		case attempt >= k.retry.Attempts:
 			return nil, nil, reasonFailed, fmt.Errorf("failed %d attempts: %w", attempt, err)
 		case !retry:
+			// In a batch: the record is retried on its own, with backoff
+			// (one attempt more than Retry.Attempts in all, at most).
+			e.node.metrics.retries.WithLabelValues(k.name).Inc()
 			return nil, nil, "", errRetryAlone
 		}
 		e.node.metrics.retries.WithLabelValues(k.name).Inc()
