@@ -134,10 +134,10 @@ func NewNode(conn *bus.Conn, opts Options) (*Node, error) {
 		return nil, err
 	}
 	n := &Node{
-		conn:      conn,
-		names:     conn.Names(),
-		log:       opts.Logger,
-		opts:      opts,
+		conn:  conn,
+		names: conn.Names(),
+		log:   opts.Logger,
+		opts:  opts,
 		kinds: map[string]*kindSpec{},
 	}
 	if n.routes, err = newRoutes(n.names, opts.ReplySubjects); err != nil {

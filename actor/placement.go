@@ -393,11 +393,11 @@ func (p *placement) reconciler(ctx context.Context) {
 type action int
 
 const (
-	actOpen    action = iota + 1 // take the lease (if needed) and read it
-	actClose                     // stop reading it and free the lease
-	actDrop                      // stop reading it: another node took the lease
-	actFree                      // free a lease this node holds but does not use
-	actReopen                    // stop reading and read again (consumer reset)
+	actOpen   action = iota + 1 // take the lease (if needed) and read it
+	actClose                    // stop reading it and free the lease
+	actDrop                     // stop reading it: another node took the lease
+	actFree                     // free a lease this node holds but does not use
+	actReopen                   // stop reading and read again (consumer reset)
 )
 
 // reconcile compares what this node reads with what it owns and the leases

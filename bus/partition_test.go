@@ -211,4 +211,3 @@ func TestStored(t *testing.T) {
 		}
 	}
 }
-

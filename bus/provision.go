@@ -208,6 +208,7 @@ func (c *Conn) checkLegacy(ctx context.Context) error {
 		"let the previous release process every mailbox, stop it, then start ea-node once with --migrate (EA_MIGRATE=true; from Go, bus.Conn.Migrate), which starts the new mailbox stream after sequence %d and keeps %s read-only under <prefix>.legacy.>; state documents are kept",
 		ErrLegacyLayout, info.Config.Name, info.State.Msgs, info.State.LastSeq, c.names.MailboxStream(), info.State.LastSeq, info.Config.Name)
 }
+
 // StateBucket returns the KV bucket of state documents.
 func (c *Conn) StateBucket(ctx context.Context) (jetstream.KeyValue, error) {
 	kv, err := c.JS.KeyValue(ctx, c.names.StateBucket())
