@@ -93,6 +93,9 @@ type effector struct {
 	// stale: the document changed behind the effector's back (a retire
 	// notice): read it again before the next record.
 	stale atomic.Bool
+	// ovf is set while the effector reads its own mailbox (overflow.go);
+	// guarded by mu.
+	ovf *overflow
 	// alone is how many records the drain goroutine takes one at a time
 	// before batching again (after a batch that could not be published).
 	alone int
@@ -104,19 +107,47 @@ func (e *effector) logger() *slog.Logger {
 	return e.node.log.With("effector", e.ref.String())
 }
 
-// deliver receives a record the partition dispatched to the effector. It
-// reports false when the effector stopped (passivated meanwhile): the
-// partition then hands the record to a new one.
-func (e *effector) deliver(d delivery) bool {
+// deliver receives a record the partition dispatched to the effector. ok is
+// false when the effector stopped (passivated meanwhile): the partition then
+// hands the record to a new one. overflow is true when the effector now holds
+// so many records that it must read its own mailbox (see overflow.go). While
+// it does, the partition's records of it are acknowledged and dropped (its
+// own consumer delivers them), or parked while it leaves that mode.
+func (e *effector) deliver(d delivery) (ok, overflow bool) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.stopped {
-		return false
+		return false, false
 	}
+	if e.ovf != nil {
+		if e.ovf.draining {
+			e.ovf.parked = append(e.ovf.parked, d)
+		} else {
+			e.ovf.droppedMax = max(e.ovf.droppedMax, d.seq)
+			_ = d.msg.Ack()
+		}
+		return true, false
+	}
+	e.holdLocked(d)
+	return true, e.overflowing()
+}
+
+// hold takes a record into the effector's held records.
+func (e *effector) hold(d delivery) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if !e.stopped {
+		e.holdLocked(d)
+	}
+}
+
+// holdLocked takes a record into the held records and starts the drain
+// goroutine if it does not run. The caller holds mu.
+func (e *effector) holdLocked(d delivery) {
 	for i := range e.held {
 		if e.held[i].seq == d.seq { // redelivered while held: keep the newer handle
 			e.held[i].msg, e.held[i].delivered = d.msg, d.delivered
-			return true
+			return
 		}
 	}
 	if d.err == nil && d.rec.Type == TypeCancel && d.rec.Process != "" {
@@ -138,7 +169,6 @@ func (e *effector) deliver(d delivery) bool {
 		e.drainers.Add(1)
 		go e.drain()
 	}
-	return true
 }
 
 // drain processes held records until none is left or the effector stops.
@@ -146,6 +176,11 @@ func (e *effector) drain() {
 	defer e.drainers.Done()
 	for {
 		e.mu.Lock()
+		if !e.stopped && len(e.held) == 0 && e.ovf != nil {
+			e.mu.Unlock()
+			e.leaveOverflow() // parked records, if any, are held again
+			e.mu.Lock()
+		}
 		if e.stopped || len(e.held) == 0 {
 			e.running = false
 			e.cancelled = nil
@@ -275,7 +310,14 @@ func (e *effector) stop(grace time.Duration) {
 	e.mu.Lock()
 	e.stopped = true
 	e.held = nil
+	var own jetstream.ConsumeContext
+	if e.ovf != nil {
+		own = e.ovf.cc
+	}
 	e.mu.Unlock()
+	if own != nil {
+		own.Stop() // the consumer stays: whoever reads the partition next reads from it
+	}
 	done := make(chan struct{})
 	go func() { e.drainers.Wait(); close(done) }()
 	select {

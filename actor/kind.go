@@ -54,6 +54,11 @@ type Kind[S any] struct {
 	// high-priority record overtakes the normal records its effector holds.
 	// Default 256.
 	Window int
+	// Overflow is how many records one effector may hold before it reads the
+	// rest of its mailbox through a consumer of its own, so that its backlog
+	// does not take its partition's Window from its neighbours. Default
+	// Window/2; negative: never.
+	Overflow int
 	// MaxBatch is how many held records of one effector are applied in one
 	// batch: logic runs on each in order, their outputs are published
 	// together, then one state write and the acknowledgements. Default 64;
@@ -119,6 +124,7 @@ type kindSpec struct {
 	maxPayload    int
 	accept        []string
 	window        int
+	overflow      int
 	maxBatch      int
 	ackWait       time.Duration
 	maxDeliveries int
@@ -146,6 +152,7 @@ func (k Kind[S]) spec() (*kindSpec, error) {
 		maxPayload:    orDefault(k.MaxPayload, 256<<10),
 		accept:        k.Accept,
 		window:        orDefault(k.Window, 256),
+		overflow:      k.Overflow,
 		maxBatch:      orDefault(k.MaxBatch, 64),
 		ackWait:       orDefault(k.AckWait, 30*time.Second),
 		maxDeliveries: orDefault(k.MaxDeliveries, 10),
@@ -158,6 +165,12 @@ func (k Kind[S]) spec() (*kindSpec, error) {
 		return nil, invalidf("kind %s: Retry backoffs must be positive and Multiplier at least 1", k.Name)
 	case s.maxPayload < 0, s.window < 1, s.maxBatch < 1, s.ackWait < time.Second, s.maxDeliveries < 1, s.timeout < 0:
 		return nil, invalidf("kind %s: MaxPayload must be >= 0, Window >= 1, MaxBatch >= 1, AckWait >= 1s, MaxDeliveries >= 1, Timeout >= 0", k.Name)
+	}
+	switch {
+	case s.overflow == 0:
+		s.overflow = max(s.window/2, 1)
+	case s.overflow < 0:
+		s.overflow = 0 // never
 	}
 	if len(s.accept) == 0 {
 		s.accept = []string{records.ContentMsgpack, records.ContentJSON}

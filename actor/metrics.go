@@ -47,6 +47,7 @@ type metrics struct {
 	activations  *prometheus.CounterVec
 	passivations *prometheus.CounterVec
 	handovers    *prometheus.CounterVec
+	overflows    *prometheus.CounterVec
 	nodes        prometheus.Gauge
 	node         *Node
 }
@@ -97,6 +98,10 @@ func newMetrics(reg prometheus.Registerer, n *Node) (*metrics, error) {
 			Name: "ea_handovers_total",
 			Help: "Mailbox partitions this node took over from another node (dead, or gone without freeing them), by kind.",
 		}, []string{"kind"}),
+		overflows: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "ea_overflows_total",
+			Help: "Effectors whose backlog grew past Kind.Overflow and that went on reading their own mailbox, by kind.",
+		}, []string{"kind"}),
 		nodes: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "ea_nodes_live",
 			Help: "Nodes this node sees alive (its own heartbeat included).",
@@ -106,7 +111,7 @@ func newMetrics(reg prometheus.Registerer, n *Node) (*metrics, error) {
 	if reg == nil {
 		return m, nil
 	}
-	for _, c := range []prometheus.Collector{m.processed, m.duration, m.redelivers, m.dead, m.conflicts, m.retries, m.active, m.activations, m.passivations, m.handovers, m.nodes, m} {
+	for _, c := range []prometheus.Collector{m.processed, m.duration, m.redelivers, m.dead, m.conflicts, m.retries, m.active, m.activations, m.passivations, m.handovers, m.overflows, m.nodes, m} {
 		if err := reg.Register(c); err != nil {
 			var are prometheus.AlreadyRegisteredError
 			if errors.As(err, &are) {

@@ -80,6 +80,12 @@ func (n *Node) openPartition(ctx context.Context, k *kindSpec, num int) (*partit
 		effectors: map[string]*effector{},
 		next:      next,
 	}
+	// Effectors that read their own mailbox when the partition's former
+	// reader stopped go on doing so, before the partition dispatches.
+	if err := p.recoverOverflows(ctx); err != nil {
+		p.stop(0)
+		return nil, err
+	}
 	cc, err := cons.Consume(p.deliver,
 		jetstream.PullMaxMessages(k.window),
 		jetstream.PullHeartbeat(2*time.Second), jetstream.PullExpiry(10*time.Second),
@@ -171,7 +177,15 @@ func (p *partition) deliver(msg jetstream.Msg) {
 		if e == nil {
 			return // stopping
 		}
-		if e.deliver(d) {
+		ok, overflow := e.deliver(d)
+		if overflow {
+			ctx, cancel := context.WithTimeout(n.runCtx, 10*time.Second)
+			if err := e.startOverflow(ctx); err != nil && ctx.Err() == nil {
+				p.log.Warn("could not give the effector a reading of its own; it keeps its records in the partition's window", "effector", ref.String(), "err", err)
+			}
+			cancel()
+		}
+		if ok {
 			return
 		}
 		p.forget(ref.ID, e) // passivated meanwhile: load it again
@@ -249,7 +263,7 @@ func (p *partition) passivate(now time.Time, idle time.Duration) {
 			continue
 		}
 		e.mu.Lock()
-		busy := e.running || len(e.held) > 0
+		busy := e.running || len(e.held) > 0 || e.ovf != nil
 		if !busy {
 			e.stopped = true
 		}
