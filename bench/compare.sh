@@ -34,6 +34,9 @@ for ((r = 1; r <= rounds; r++)); do
 	for impl in rawmin raw actor; do
 		one "^BenchmarkLatency\$/^$impl\$" "${latency}x"
 	done
+	for impl in alone beside-slow beside-slow-no-overflow; do
+		one "^BenchmarkNeighbours\$/^$impl\$" "5000x"
+	done
 done
 echo
 echo "medians over $rounds rounds:"
@@ -49,6 +52,10 @@ function median(list,   n, a, i, j, t) {
 		if ($(i + 1) == "records/s") tput[key] = tput[key] " " $i
 		if ($(i + 1) == "cpu-µs/record") cpu[key] = cpu[key] " " $i
 	}
+}
+/^BenchmarkNeighbours/ {
+	split($1, p, "/"); key = p[2]; sub(/-[0-9]+$/, "", key)
+	for (i = 2; i <= NF; i++) if ($(i + 1) == "records/s") hol[key] = hol[key] " " $i
 }
 /^BenchmarkLatency/ {
 	split($1, p, "/"); key = p[2]; sub(/-[0-9]+$/, "", key)
@@ -66,6 +73,8 @@ END {
 		o = median(tput["actor1/effectors=" n])
 		printf "batching, %3d effectors with a backlog: actor %7.0f rec/s  one record per state write %7.0f rec/s  ratio %.2f\n", n, a, o, a / o
 	}
+	al = median(hol["alone"]); bs = median(hol["beside-slow"]); bn = median(hol["beside-slow-no-overflow"])
+	printf "50 neighbours of a slow effector with 5,000 waiting: alone %.0f rec/s  beside it %.0f rec/s  ratio %.2f  (without overflow %.0f rec/s, ratio %.2f)\n", al, bs, bs / al, bn, bn / al
 	printf "latency p50: raw %s µs  actor %s µs  (rawmin %s)\n", median(p50["raw"]), median(p50["actor"]), median(p50["rawmin"])
 	printf "latency p99: raw %s µs  actor %s µs  actor/raw %.2f  (rawmin %s, actor/rawmin %.2f)\n", median(p99["raw"]), median(p99["actor"]), median(p99["actor"]) / median(p99["raw"]), median(p99["rawmin"]), median(p99["actor"]) / median(p99["rawmin"])
 }' "$out"
