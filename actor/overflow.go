@@ -41,9 +41,9 @@ import (
 type overflow struct {
 	name     string
 	cc       jetstream.ConsumeContext
-	next     uint64     // the consumer sequence of its next delivery
-	caughtUp bool       // the last delivery had nothing pending behind it
-	draining bool       // leaving: the partition's deliveries are parked
+	next     uint64 // the consumer sequence of its next delivery
+	caughtUp bool   // the last delivery had nothing pending behind it
+	draining bool   // leaving: the partition's deliveries are parked
 	// droppedMax is the highest sequence the partition acknowledged without
 	// the effector applying it (its own consumer delivers it): leaving waits
 	// until the document's seq reaches it.
