@@ -240,23 +240,32 @@ func (e *effector) leaveOverflow() {
 	e.logger().Info("caught up: back to its partition", "seq", e.doc.Seq, "parked", len(parked))
 }
 
-// recoverOverflows finds the own consumers of partition p (left by a node
-// that read it before) and makes their effectors read from them, from their
-// ack floors, before the partition dispatches anything.
-func (p *partition) recoverOverflows(ctx context.Context) error {
-	n := p.node
-	prefix := n.overflowPrefix(p.kind.name, p.num)
+// ownConsumers lists the own consumers on the mailbox stream (names with
+// "~o" after the partition), keyed by their partition consumer's name.
+func (n *Node) ownConsumers(ctx context.Context) (map[string][]*jetstream.ConsumerInfo, error) {
 	lister := n.stream.ListConsumers(ctx)
-	var infos []*jetstream.ConsumerInfo
+	out := map[string][]*jetstream.ConsumerInfo{}
 	for info := range lister.Info() {
-		if strings.HasPrefix(info.Name, prefix) {
-			infos = append(infos, info)
+		if part, _, ok := strings.Cut(info.Name, "~o"); ok {
+			out[part] = append(out[part], info)
 		}
 	}
 	if err := lister.Err(); err != nil {
-		return fmt.Errorf("list own consumers of partition %s: %w", p.name, err)
+		return nil, fmt.Errorf("list own consumers: %w", err)
 	}
+	return out, nil
+}
+
+// recoverOverflows makes the effectors whose own consumers are infos (left
+// by a node that read partition p before) read from them, from their ack
+// floors, before the partition dispatches anything.
+func (p *partition) recoverOverflows(ctx context.Context, infos []*jetstream.ConsumerInfo) error {
+	n := p.node
+	prefix := n.overflowPrefix(p.kind.name, p.num)
 	for _, info := range infos {
+		if !strings.HasPrefix(info.Name, prefix) {
+			continue
+		}
 		ref, err := records.ParseRef(info.Config.Metadata[metaEffector])
 		if err != nil || n.overflowName(ref) != info.Name {
 			p.log.Warn("consumer with an own-consumer name but no effector; leaving it", "consumer", info.Name)

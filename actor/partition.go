@@ -56,7 +56,10 @@ func (n *Node) consumerConfig(k *kindSpec, num int) jetstream.ConsumerConfig {
 // durable consumer exists, resets it to its ack floor (so whatever a
 // former reader held but did not acknowledge comes again, in order) and
 // starts consuming.
-func (n *Node) openPartition(ctx context.Context, k *kindSpec, num int) (*partition, error) {
+//
+// owns are the own consumers of effectors of the partition (see overflow.go),
+// listed after the former reader stopped or died.
+func (n *Node) openPartition(ctx context.Context, k *kindSpec, num int, owns []*jetstream.ConsumerInfo) (*partition, error) {
 	cfg := n.consumerConfig(k, num)
 	cons, err := n.stream.CreateOrUpdateConsumer(ctx, cfg)
 	if err != nil {
@@ -82,7 +85,7 @@ func (n *Node) openPartition(ctx context.Context, k *kindSpec, num int) (*partit
 	}
 	// Effectors that read their own mailbox when the partition's former
 	// reader stopped go on doing so, before the partition dispatches.
-	if err := p.recoverOverflows(ctx); err != nil {
+	if err := p.recoverOverflows(ctx, owns); err != nil {
 		p.stop(0)
 		return nil, err
 	}
