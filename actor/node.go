@@ -38,7 +38,8 @@ type Options struct {
 	// next record loads it again. Default 2m; negative: never passivate.
 	IdleTimeout time.Duration
 	// ClaimWorkers is how many partitions the node opens or closes in
-	// parallel when membership changes. Default 4.
+	// parallel when membership changes (each takes a few JetStream API
+	// calls). Default 16.
 	ClaimWorkers int
 	// ReplySubjects are the subjects besides mailboxes that records may be
 	// sent and replied to (EA-Reply), as NATS subject patterns. Nil means
@@ -64,7 +65,7 @@ func (o Options) withDefaults() (Options, error) {
 	o.Heartbeat = orDefault(o.Heartbeat, time.Second)
 	o.HeartbeatTTL = orDefault(o.HeartbeatTTL, 3*o.Heartbeat)
 	o.IdleTimeout = orDefault(o.IdleTimeout, 2*time.Minute)
-	o.ClaimWorkers = orDefault(o.ClaimWorkers, 4)
+	o.ClaimWorkers = orDefault(o.ClaimWorkers, 16)
 	if o.HeartbeatTTL <= o.Heartbeat {
 		return o, invalidf("NewNode: HeartbeatTTL %s must exceed Heartbeat %s (use about 3 beats)", o.HeartbeatTTL, o.Heartbeat)
 	}

