@@ -173,11 +173,7 @@ func (c *Client) Query(ctx context.Context, q Query) (Page, error) {
 			next[i] = pos[i]
 		}
 	}
-	var items []item
-	for i, r := range results {
-		items = append(items, r.items[:taken[i]]...)
-	}
-	sortItems(items, newest)
+	items := mergeItems(results, q.Limit, newest)
 	recs, err := c.load(ctx, sources, items)
 	if err != nil {
 		return Page{}, err
@@ -224,20 +220,32 @@ func merge(results []scanResult, limit int, newest bool) []int {
 	return taken
 }
 
-func sortItems(items []item, newest bool) {
-	slices.SortStableFunc(items, func(a, b item) int {
-		c := a.time.Compare(b.time)
-		if c == 0 {
-			c = a.src - b.src
+// mergeItems returns the items merge takes, in merged order.
+func mergeItems(results []scanResult, limit int, newest bool) []item {
+	var out []item
+	next := make([]int, len(results))
+	for len(out) < limit {
+		best := -1
+		for i, r := range results {
+			if next[i] == len(r.items) {
+				continue
+			}
+			if best < 0 {
+				best = i
+				continue
+			}
+			a, b := r.items[next[i]].time, results[best].items[next[best]].time
+			if (!newest && a.Before(b)) || (newest && a.After(b)) {
+				best = i
+			}
 		}
-		if c == 0 {
-			c = int(int64(a.seq) - int64(b.seq))
+		if best < 0 {
+			break
 		}
-		if newest {
-			return -c
-		}
-		return c
-	})
+		out = append(out, results[best].items[next[best]])
+		next[best]++
+	}
+	return out
 }
 
 // load turns items into records, reading the records index entries point
