@@ -61,7 +61,7 @@ func (c *Client) forward(ctx context.Context, src int, s source, pos uint64, lim
 	}
 	examined := 0
 	for len(res.items) < limit && examined < budget {
-		n := min(max(2*(limit-len(res.items)), 16), 1000, budget-examined)
+		n := min(max(2*min(limit-len(res.items), 500), 16), 1000, budget-examined)
 		got, pending, err := c.direct.batch(ctx, s.stream, s.filter, from, start, n)
 		if err != nil {
 			return res, err
