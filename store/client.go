@@ -88,7 +88,7 @@ func (c *Client) plan(q Query) []source {
 	}
 	switch {
 	case q.Process != "":
-		return []source{{stream: c.n.IndexStream(), filter: c.n.processIndex(q.Process), index: true, keep: keepEntry}}
+		return []source{{stream: c.n.IndexStream(indexProcess), filter: c.n.processIndex(q.Process), index: true, keep: keepEntry}}
 	case !q.Effector.IsZero():
 		var s []source
 		if inBox(mbox) {
@@ -99,7 +99,7 @@ func (c *Client) plan(q Query) []source {
 		}
 		return s
 	case q.Type != "":
-		return []source{{stream: c.n.IndexStream(), filter: c.n.typeIndex(q.Type), index: true, keep: keepEntry}}
+		return []source{{stream: c.n.IndexStream(indexType), filter: c.n.typeIndex(q.Type), index: true, keep: keepEntry}}
 	}
 	var s []source
 	if inBox(mbox) {
@@ -314,7 +314,7 @@ func (c *Client) Get(ctx context.Context, id string) (Record, error) {
 	if err := (records.Record{ID: id}).Validate(); err != nil || id == "" {
 		return Record{}, invalidf("record id %q: must be 1-256 printable ASCII characters without spaces", id)
 	}
-	stream, subject := c.n.IndexStream(), c.n.idIndex(id)
+	stream, subject := c.n.IndexStream(indexID), c.n.idIndex(id)
 	var refs []getRef
 	for from := uint64(1); ; {
 		got, pending, err := c.direct.batch(ctx, stream, subject, from, nil, 1000)

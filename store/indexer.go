@@ -51,19 +51,21 @@ func ensureIndex(ctx context.Context, conn *bus.Conn, n names) error {
 		return fmt.Errorf("%w: %w", ErrUnavailable, err)
 	}
 	mc := mbox.CachedInfo().Config
-	_, err = conn.JS.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
-		Name:        n.IndexStream(),
-		Description: "record store index: entries by process, type and record id pointing at mailbox and outbox records",
-		Subjects:    []string{n.indexAll()},
-		Retention:   jetstream.LimitsPolicy,
-		Storage:     jetstream.FileStorage,
-		Replicas:    mc.Replicas,
-		Duplicates:  2 * time.Minute,
-		MaxAge:      mc.MaxAge,
-		AllowDirect: true,
-	})
-	if err != nil {
-		return fmt.Errorf("provision stream %s: %w", n.IndexStream(), err)
+	for _, kind := range indexKinds {
+		_, err = conn.JS.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
+			Name:        n.IndexStream(kind),
+			Description: "record store index by " + kind + ": entries pointing at mailbox and outbox records",
+			Subjects:    []string{n.indexFilter(kind)},
+			Retention:   jetstream.LimitsPolicy,
+			Storage:     jetstream.FileStorage,
+			Replicas:    mc.Replicas,
+			Duplicates:  2 * time.Minute,
+			MaxAge:      mc.MaxAge,
+			AllowDirect: true,
+		})
+		if err != nil {
+			return fmt.Errorf("provision stream %s: %w", n.IndexStream(kind), err)
+		}
 	}
 	return nil
 }

@@ -2,29 +2,35 @@ package store
 
 import (
 	"encoding/base64"
-	"hash/fnv"
-	"strconv"
 	"strings"
 
 	"github.com/effectors/effectors/bus"
 )
-
-// idBuckets is how many subjects the record-id index spreads ids over: a
-// lookup reads the entries of one bucket, about log size / idBuckets.
-const idBuckets = 1 << 16
 
 // names are the store's own subjects and streams, derived from [bus.Names].
 type names struct {
 	bus.Names
 }
 
-// IndexStream is the index stream: <PREFIX>_IDX.
-func (n names) IndexStream() string {
-	return strings.TrimSuffix(n.MailboxStream(), "_MBOX") + "_IDX"
+// Index kinds: each has its own stream, so that reading one process's
+// entries walks only process entries.
+const (
+	indexProcess = "proc"
+	indexType    = "type"
+	indexID      = "id"
+)
+
+var indexKinds = []string{indexProcess, indexType, indexID}
+
+// IndexStream is the index stream of kind: <PREFIX>_IDX_PROC, _IDX_TYPE,
+// _IDX_ID.
+func (n names) IndexStream(kind string) string {
+	return strings.TrimSuffix(n.MailboxStream(), "_MBOX") + "_IDX_" + strings.ToUpper(kind)
 }
 
-// indexAll is the subject filter of the index stream: <prefix>.idx.>.
-func (n names) indexAll() string { return n.Prefix() + ".idx.>" }
+// indexFilter is the subject filter of the index stream of kind:
+// <prefix>.idx.<kind>.>.
+func (n names) indexFilter(kind string) string { return n.Prefix() + ".idx." + kind + ".>" }
 
 // processIndex is <prefix>.idx.proc.<token(process)>.
 func (n names) processIndex(process string) string {
@@ -34,13 +40,9 @@ func (n names) processIndex(process string) string {
 // typeIndex is <prefix>.idx.type.<token(type)>.
 func (n names) typeIndex(typ string) string { return n.Prefix() + ".idx.type." + token(typ) }
 
-// idIndex is <prefix>.idx.id.<bucket of id>, bucket a 4-digit hex FNV-1a hash.
-func (n names) idIndex(id string) string {
-	h := fnv.New32a()
-	_, _ = h.Write([]byte(id))
-	b := strconv.FormatUint(uint64(h.Sum32()%idBuckets), 16)
-	return n.Prefix() + ".idx.id." + strings.Repeat("0", 4-len(b)) + b
-}
+// idIndex is <prefix>.idx.id.<token(id)>: one subject per record id, so a
+// lookup is JetStream's per-subject index, whatever the size of the log.
+func (n names) idIndex(id string) string { return n.Prefix() + ".idx.id." + token(id) }
 
 // outboxes and mailboxes are the stored subject filters of every outbox and
 // every mailbox.
@@ -58,7 +60,7 @@ func (n names) service() string { return n.Prefix() + "_store" }
 // not start with '~'; otherwise '~' and s in unpadded base64url. Distinct
 // strings give distinct tokens.
 func token(s string) string {
-	plain := s != "" && s[0] != '~' && len(s) <= 200
+	plain := s != "" && s[0] != '~' && len(s) <= 256
 	for i := 0; plain && i < len(s); i++ {
 		c := s[i]
 		plain = c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-' || c == ':'
