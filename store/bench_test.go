@@ -63,7 +63,7 @@ func fill(b *testing.B, e *env, n int) {
 		m.Header.Set(records.HeaderType, "task")
 		m.Header.Set(records.HeaderProcess, process)
 		m.Data = payload
-		if _, err := js.PublishMsgAsync(m); err != nil {
+		if _, err := js.PublishMsgAsync(m, jetstream.WithStallWait(time.Minute)); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -214,7 +214,7 @@ func BenchmarkEffectors(b *testing.B) {
 	for i := range n {
 		id := fmt.Sprintf("e%06d", i)
 		v, _ := codec.Marshal(actor.Document{ID: id, Kind: "k", Status: actor.StatusIdle, Seq: uint64(i), Updated: time.Now().UTC()})
-		if _, err := js.PublishAsync("$KV.ea_state.k."+id, v); err != nil {
+		if _, err := js.PublishAsync("$KV.ea_state.k."+id, v, jetstream.WithStallWait(time.Minute)); err != nil {
 			b.Fatal(err)
 		}
 	}

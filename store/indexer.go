@@ -142,7 +142,7 @@ func (ix *indexer) step(ctx context.Context, cons jetstream.Consumer) error {
 		}
 		msgs = append(msgs, msg)
 		for _, e := range ix.entries(meta, msg) {
-			f, err := ix.js.PublishMsgAsync(e)
+			f, err := ix.js.PublishMsgAsync(e, jetstream.WithStallWait(30*time.Second))
 			if err != nil {
 				return err
 			}

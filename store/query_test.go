@@ -309,3 +309,34 @@ func sameOrder(t *testing.T, q store.Query, got, want []string) {
 		}
 	}
 }
+
+// Processes and types that are not subject tokens are indexed under an
+// encoded token, and found.
+func TestQueryOddNames(t *testing.T) {
+	e := newEnv(t)
+	publish(t, e.conn,
+		rec{subject: "ea.mbox.w.1", id: "a", typ: "x.y/z", process: "order.7>*"},
+		rec{subject: "ea.out.w.1", id: "b", typ: "x.y", process: "order.7"},
+		rec{subject: "ea.out.w.1", id: "id.with.dots", typ: "x.y/z", process: "~order"},
+	)
+	e.indexed(t)
+	for _, tt := range []struct {
+		q    store.Query
+		want []string
+	}{
+		{store.Query{Process: "order.7>*"}, []string{"a"}},
+		{store.Query{Process: "order.7"}, []string{"b"}},
+		{store.Query{Process: "~order"}, []string{"id.with.dots"}},
+		{store.Query{Type: "x.y/z"}, []string{"a", "id.with.dots"}},
+	} {
+		got := all(t, e.client, tt.q)
+		slices.Sort(got)
+		if !slices.Equal(got, tt.want) {
+			t.Errorf("%+v: got %v want %v", tt.q, got, tt.want)
+		}
+	}
+	r, err := e.client.Get(context.Background(), "id.with.dots")
+	if err != nil || r.Process != "~order" {
+		t.Fatalf("get: %+v %v", r, err)
+	}
+}

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nats.go/micro"
 
 	"github.com/effectors/effectors/bus"
@@ -59,7 +60,13 @@ func NewServer(ctx context.Context, conn *bus.Conn, opts ServerOptions) (*Server
 	if err != nil {
 		return nil, err
 	}
-	return &Server{client: c, ix: &indexer{js: conn.JS, n: c.n, log: opts.Logger}, opts: opts}, nil
+	// The indexer's own JetStream context: its asynchronous publishes do not
+	// share a pending window with the caller's.
+	js, err := jetstream.New(conn.NC, jetstream.WithPublishAsyncMaxPending(4096))
+	if err != nil {
+		return nil, fmt.Errorf("jetstream: %w", err)
+	}
+	return &Server{client: c, ix: &indexer{js: js, n: c.n, log: opts.Logger}, opts: opts}, nil
 }
 
 // Client returns the server's client.
