@@ -88,7 +88,8 @@ func (c *Client) plan(q Query) []source {
 	}
 	switch {
 	case q.Process != "":
-		return []source{{stream: c.n.IndexStream(indexProcess), filter: c.n.processIndex(q.Process), index: true, keep: keepEntry}}
+		stream, subject := c.n.processIndex(q.Process)
+		return []source{{stream: stream, filter: subject, index: true, keep: keepEntry}}
 	case !q.Effector.IsZero():
 		var s []source
 		if inBox(mbox) {

@@ -51,11 +51,19 @@ func ensureIndex(ctx context.Context, conn *bus.Conn, n names) error {
 		return fmt.Errorf("%w: %w", ErrUnavailable, err)
 	}
 	mc := mbox.CachedInfo().Config
-	for _, kind := range indexKinds {
+	type index struct{ stream, filter, what string }
+	indexes := []index{
+		{n.IndexStream(indexType), n.indexFilter(indexType), "type"},
+		{n.IndexStream(indexID), n.indexFilter(indexID), "record id"},
+	}
+	for shard := range processShards {
+		indexes = append(indexes, index{n.processStream(shard), n.processFilter(shard), fmt.Sprintf("process (shard %d of %d)", shard, processShards)})
+	}
+	for _, ix := range indexes {
 		_, err = conn.JS.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
-			Name:        n.IndexStream(kind),
-			Description: "record store index by " + kind + ": entries pointing at mailbox and outbox records",
-			Subjects:    []string{n.indexFilter(kind)},
+			Name:        ix.stream,
+			Description: "record store index by " + ix.what + ": entries pointing at mailbox and outbox records",
+			Subjects:    []string{ix.filter},
 			Retention:   jetstream.LimitsPolicy,
 			Storage:     jetstream.FileStorage,
 			Replicas:    mc.Replicas,
@@ -64,7 +72,7 @@ func ensureIndex(ctx context.Context, conn *bus.Conn, n names) error {
 			AllowDirect: true,
 		})
 		if err != nil {
-			return fmt.Errorf("provision stream %s: %w", n.IndexStream(kind), err)
+			return fmt.Errorf("provision stream %s: %w", ix.stream, err)
 		}
 	}
 	return nil
@@ -194,7 +202,8 @@ func (ix *indexer) entries(meta *jetstream.MsgMetadata, msg jetstream.Msg) []*je
 		newIndexMsg(ix.n.typeIndex(e.Type), base+"t", body),
 	}
 	if e.Process != "" {
-		out = append(out, newIndexMsg(ix.n.processIndex(e.Process), base+"p", body))
+		_, subject := ix.n.processIndex(e.Process)
+		out = append(out, newIndexMsg(subject, base+"p", body))
 	}
 	return out
 }

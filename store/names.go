@@ -2,6 +2,8 @@ package store
 
 import (
 	"encoding/base64"
+	"hash/fnv"
+	"strconv"
 	"strings"
 
 	"github.com/effectors/effectors/bus"
@@ -20,8 +22,6 @@ const (
 	indexID      = "id"
 )
 
-var indexKinds = []string{indexProcess, indexType, indexID}
-
 // IndexStream is the index stream of kind: <PREFIX>_IDX_PROC, _IDX_TYPE,
 // _IDX_ID.
 func (n names) IndexStream(kind string) string {
@@ -32,9 +32,33 @@ func (n names) IndexStream(kind string) string {
 // <prefix>.idx.<kind>.>.
 func (n names) indexFilter(kind string) string { return n.Prefix() + ".idx." + kind + ".>" }
 
-// processIndex is <prefix>.idx.proc.<token(process)>.
-func (n names) processIndex(process string) string {
-	return n.Prefix() + ".idx.proc." + token(process)
+// processShards is how many streams the process index is spread over, by
+// a hash of the process: reading one process walks the entries of its
+// shard only (see doc.go).
+const processShards = 16
+
+// processShard is the shard of process: FNV-1a modulo processShards.
+func processShard(process string) int {
+	h := fnv.New32a()
+	_, _ = h.Write([]byte(process))
+	return int(h.Sum32() % processShards)
+}
+
+// processStream is the stream of shard: <PREFIX>_IDX_PROC_<shard>.
+func (n names) processStream(shard int) string {
+	return n.IndexStream(indexProcess) + "_" + strconv.Itoa(shard)
+}
+
+// processIndex is <prefix>.idx.proc.<shard>.<token(process)>, in stream
+// processStream(shard).
+func (n names) processIndex(process string) (stream, subject string) {
+	shard := processShard(process)
+	return n.processStream(shard), n.Prefix() + ".idx.proc." + strconv.Itoa(shard) + "." + token(process)
+}
+
+// processFilter is the subject filter of shard: <prefix>.idx.proc.<shard>.>.
+func (n names) processFilter(shard int) string {
+	return n.Prefix() + ".idx.proc." + strconv.Itoa(shard) + ".>"
 }
 
 // typeIndex is <prefix>.idx.type.<token(type)>.
