@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"math"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -142,7 +141,7 @@ func (c *Client) Query(ctx context.Context, q Query) (Page, error) {
 			return Page{}, c.wrap(s.stream, err)
 		}
 	}
-	taken := merge(results, q.Limit, newest)
+	items, taken := merge(results, q.Limit, newest)
 	// New positions: after (before) the last item taken from each source,
 	// or as far as the scan got when everything it matched was taken.
 	next := make([]uint64, len(sources))
@@ -174,7 +173,6 @@ func (c *Client) Query(ctx context.Context, q Query) (Page, error) {
 			next[i] = pos[i]
 		}
 	}
-	items := mergeItems(results, q.Limit, newest)
 	recs, err := c.load(ctx, sources, items)
 	if err != nil {
 		return Page{}, err
@@ -194,35 +192,9 @@ func (c *Client) wrap(stream string, err error) error {
 }
 
 // merge takes up to limit items across results in time order (each
-// source's items are already in scan order) and returns how many it took
-// from each.
-func merge(results []scanResult, limit int, newest bool) []int {
-	taken := make([]int, len(results))
-	for n := 0; n < limit; n++ {
-		best := -1
-		for i, r := range results {
-			if taken[i] == len(r.items) {
-				continue
-			}
-			if best < 0 {
-				best = i
-				continue
-			}
-			a, b := r.items[taken[i]].time, results[best].items[taken[best]].time
-			if (!newest && a.Before(b)) || (newest && a.After(b)) {
-				best = i
-			}
-		}
-		if best < 0 {
-			break
-		}
-		taken[best]++
-	}
-	return taken
-}
-
-// mergeItems returns the items merge takes, in merged order.
-func mergeItems(results []scanResult, limit int, newest bool) []item {
+// source's items are already in scan order: a k-way merge of their heads),
+// and returns them with how many it took from each source.
+func merge(results []scanResult, limit int, newest bool) ([]item, []int) {
 	var out []item
 	next := make([]int, len(results))
 	for len(out) < limit {
@@ -246,7 +218,7 @@ func mergeItems(results []scanResult, limit int, newest bool) []item {
 		out = append(out, results[best].items[next[best]])
 		next[best]++
 	}
-	return out
+	return out, next
 }
 
 // load turns items into records, reading the records index entries point
@@ -427,5 +399,3 @@ func (c *Client) IndexLag(ctx context.Context) (uint64, error) {
 	}
 	return lag, nil
 }
-
-var _ = strings.Cut

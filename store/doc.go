@@ -11,11 +11,18 @@
 // A [Server] runs an indexer: one durable consumer ([IndexerName]) on each
 // of the mailbox and outbox streams, reading headers only, shared by every
 // server (JetStream hands each record to one of them). For every record it
-// writes small index entries to the index stream <PREFIX>_IDX:
+// writes small index entries to the index streams:
 //
-//	<prefix>.idx.proc.<process>   every record with that EA-Process
-//	<prefix>.idx.type.<type>      every record with that EA-Type
-//	<prefix>.idx.id.<bucket>      every record, by a 16-bit hash of its id
+//	<PREFIX>_IDX_PROC_<shard>  <prefix>.idx.proc.<shard>.<process>  every record with that EA-Process
+//	<PREFIX>_IDX_TYPE          <prefix>.idx.type.<type>             every record with that EA-Type
+//	<PREFIX>_IDX_ID            <prefix>.idx.id.<id>                 every record, by its id
+//
+// The process index is spread over 16 streams (shard: FNV-1a of the
+// process modulo 16). JetStream finds the next message of a subject by
+// walking the message block from the previous one, so a sparse process
+// costs a walk of the blocks it appears in; a shard holds a sixteenth of
+// the entries. A record id is its own subject: a lookup is JetStream's
+// per-subject index, constant in the size of the log.
 //
 // (a process or type that is not a plain subject token is written as '~'
 // and its base64url form). An entry names the record's stream and sequence

@@ -3,7 +3,6 @@ package store
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -317,8 +316,6 @@ func (c *Client) Watch(ctx context.Context, o WatchOptions) (*Watcher, error) {
 	}()
 	return w, nil
 }
-
-var _ = errors.New
 
 func actorStatus(s string) actor.Status { return actor.Status(s) }
 

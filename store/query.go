@@ -3,7 +3,6 @@ package store
 import (
 	"encoding/base64"
 	"encoding/json"
-	"errors"
 	"hash/fnv"
 	"strconv"
 	"time"
@@ -203,6 +202,3 @@ func decodeCursor(s string, fp uint32, sources int) ([]uint64, error) {
 	}
 	return c.P, nil
 }
-
-// errNotIndexed guards against misuse in the planner.
-var errNotIndexed = errors.New("no index")

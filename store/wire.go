@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"io"
 	"time"
 
@@ -150,5 +149,3 @@ func DecodeQueryRequest(data []byte) (Query, error) {
 	}
 	return q, nil
 }
-
-var _ = fmt.Sprint
