@@ -54,7 +54,8 @@
 // go on. Results from one stream are in stream order; mailbox and outbox
 // records are merged by the time their streams stored them, except in
 // process and type queries, which return records in the order the indexer
-// wrote them (each stream's records in stream order).
+// wrote them (with one server indexing, each stream's records in stream
+// order; with several, their batches may interleave).
 //
 // Index queries (process, type, id) see a record once the indexer has
 // indexed it, milliseconds after it is stored while a server runs;
