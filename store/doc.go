@@ -3,7 +3,8 @@
 // lists kinds and effectors, and watches state documents. It serves Go
 // callers through [Client] and every other language through a NATS micro
 // service of JSON request-reply endpoints, so a gateway, a CLI and a web view
-// ask the same thing the same way.
+// ask the same thing the same way ([Remote] is the Go client of that
+// service; [Client] and [Remote] are both a [Reader]).
 //
 // # What is indexed, and how
 //
