@@ -340,3 +340,58 @@ func TestQueryOddNames(t *testing.T) {
 		t.Fatalf("get: %+v %v", r, err)
 	}
 }
+
+// A filter that matches rarely gives short pages with More set, and the
+// cursor finds every match, in both orders.
+func TestQueryScanBudget(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	js := e.conn.JS
+	rare := map[int]bool{10: true, 24_990: true}
+	for i := range 25_000 {
+		typ := "noise"
+		if rare[i] {
+			typ = "rare"
+		}
+		x := records.Record{ID: fmt.Sprintf("n%05d", i), Type: typ}
+		if _, err := js.PublishMsgAsync(x.Msg("ea.mbox.w.1")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	select {
+	case <-js.PublishAsyncComplete():
+	case <-time.After(time.Minute):
+		t.Fatal("publish")
+	}
+	for _, order := range []store.Order{store.OldestFirst, store.NewestFirst} {
+		q := store.Query{Effector: records.Ref{Kind: "w", ID: "1"}, Type: "rare", Order: order, Limit: 10}
+		var got []string
+		short := 0
+		for pages := 0; ; pages++ {
+			if pages > 10 {
+				t.Fatal("too many pages")
+			}
+			p, err := e.client.Query(ctx, q)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(p.Records) < q.Limit && p.More {
+				short++
+			}
+			for _, r := range p.Records {
+				got = append(got, r.ID)
+			}
+			if !p.More {
+				break
+			}
+			q.Cursor = p.Cursor
+		}
+		want := []string{"n00010", "n24990"}
+		if order == store.NewestFirst {
+			want = reversed(want)
+		}
+		if !slices.Equal(got, want) || short == 0 {
+			t.Errorf("%q: got %v with %d short pages; want %v and a short page", order, got, short, want)
+		}
+	}
+}
