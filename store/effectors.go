@@ -16,12 +16,16 @@ import (
 	"github.com/effectors/effectors/records"
 )
 
-// Kind is a kind some node hosts, or some state document has.
+// Kind is a kind some node announces.
 type Kind struct {
 	Kind string `json:"kind"`
-	// Nodes are the ids of the nodes announcing it in placement, sorted;
-	// empty for a kind that only has state documents.
+	// Nodes are the ids of the nodes announcing it in placement, sorted.
 	Nodes []string `json:"nodes"`
+	// Beat is the latest heartbeat of those nodes. A node that stopped
+	// cleanly removes its announcement; one that crashed leaves it until
+	// placement clears it, so a Beat older than the nodes' heartbeat TTL (3s
+	// by default) means no node is alive to host the kind.
+	Beat time.Time `json:"beat"`
 }
 
 // memberDoc is a node's heartbeat in the placement bucket (key
@@ -45,6 +49,7 @@ func (c *Client) Kinds(ctx context.Context) ([]Kind, error) {
 		return nil, unavailable(c.n.PlaceBucket(), err)
 	}
 	hosts := map[string][]string{}
+	beats := map[string]time.Time{}
 	for key := range lister.Keys() {
 		e, err := bucket.Get(ctx, key)
 		if err != nil {
@@ -56,12 +61,15 @@ func (c *Client) Kinds(ctx context.Context) ([]Kind, error) {
 		}
 		for _, k := range m.Kinds {
 			hosts[k] = append(hosts[k], m.ID)
+			if m.Beat.After(beats[k]) {
+				beats[k] = m.Beat
+			}
 		}
 	}
 	out := make([]Kind, 0, len(hosts))
 	for k, nodes := range hosts {
 		slices.Sort(nodes)
-		out = append(out, Kind{Kind: k, Nodes: nodes})
+		out = append(out, Kind{Kind: k, Nodes: nodes, Beat: beats[k]})
 	}
 	slices.SortFunc(out, func(a, b Kind) int { return strings.Compare(a.Kind, b.Kind) })
 	return out, nil

@@ -121,10 +121,12 @@ func TestKinds(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	beat := time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
 	for _, m := range []struct {
-		ID    string   `json:"id"`
-		Kinds []string `json:"kinds"`
-	}{{"n1", []string{"b", "a"}}, {"n2", []string{"b"}}} {
+		ID    string    `json:"id"`
+		Kinds []string  `json:"kinds"`
+		Beat  time.Time `json:"beat"`
+	}{{"n1", []string{"b", "a"}, beat}, {"n2", []string{"b"}, beat.Add(time.Second)}} {
 		b, _ := codec.Marshal(m)
 		if _, err := place.Put(ctx, "node."+m.ID, b); err != nil {
 			t.Fatal(err)
@@ -137,7 +139,7 @@ func TestKinds(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []store.Kind{{Kind: "a", Nodes: []string{"n1"}}, {Kind: "b", Nodes: []string{"n1", "n2"}}}
+	want := []store.Kind{{Kind: "a", Nodes: []string{"n1"}, Beat: beat}, {Kind: "b", Nodes: []string{"n1", "n2"}, Beat: beat.Add(time.Second)}}
 	if fmt.Sprint(kinds) != fmt.Sprint(want) {
 		t.Fatalf("kinds %v, want %v", kinds, want)
 	}
