@@ -81,7 +81,7 @@
 //	<prefix>.store.get        {"id"}                        → record
 //	<prefix>.store.query      {"process","effector":"k/i","box","type","since","until","order","limit","cursor"} → {"records","cursor","more"}
 //	<prefix>.store.count      same as query                 → {"count"}
-//	<prefix>.store.kinds      {}                            → {"kinds":[{"kind","nodes"}]}
+//	<prefix>.store.kinds      {}                            → {"kinds":[{"kind","nodes","beat"}]}
 //	<prefix>.store.effectors  {"kind","status","limit","cursor"} → {"effectors","cursor","more"}
 //
 // Requests are decoded strictly (unknown fields and trailing data are
