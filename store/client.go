@@ -235,15 +235,23 @@ func (c *Client) load(ctx context.Context, sources []source, items []item) ([]Re
 		return nil, err
 	}
 	out := make([]Record, 0, len(items))
+	// A record indexed twice (redelivered to the indexer after the index
+	// stream's duplicate window) is returned once per page.
+	type at struct {
+		stream string
+		seq    uint64
+	}
+	seen := make(map[at]bool, len(items))
 	j := 0
 	for _, it := range items {
 		m := it.msg
 		if sources[it.src].index {
 			m = got[j]
 			j++
-			if m.seq == 0 {
+			if m.seq == 0 || seen[at{m.stream, m.seq}] {
 				continue
 			}
+			seen[at{m.stream, m.seq}] = true
 		}
 		out = append(out, c.record(m))
 	}
