@@ -86,3 +86,36 @@ func TestIndexerSurvivesRestart(t *testing.T) {
 		return nil
 	})
 }
+
+// An index entry written twice (a record redelivered to the indexer after
+// the duplicate window) gives the record once.
+func TestDuplicateEntryOnce(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	publish(t, e.conn, rec{subject: "ea.mbox.w.1", id: "one", process: "dup"})
+	e.indexed(t)
+	copied := false
+	for shard := range 16 {
+		s, err := e.conn.JS.Stream(ctx, fmt.Sprintf("EA_IDX_PROC_%d", shard))
+		if err != nil {
+			t.Fatal(err)
+		}
+		subject := fmt.Sprintf("ea.idx.proc.%d.dup", shard)
+		m, err := s.GetLastMsgForSubject(ctx, subject)
+		if err != nil {
+			continue
+		}
+		if _, err := e.conn.JS.Publish(ctx, subject, m.Data); err != nil {
+			t.Fatal(err)
+		}
+		copied = true
+	}
+	if !copied {
+		t.Fatal("no process entry found")
+	}
+	for _, order := range []store.Order{store.OldestFirst, store.NewestFirst} {
+		if got := all(t, e.client, store.Query{Process: "dup", Order: order}); !slices.Equal(got, []string{"one"}) {
+			t.Fatalf("%q: %v", order, got)
+		}
+	}
+}
