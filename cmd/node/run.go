@@ -78,7 +78,13 @@ func serve(ctx context.Context, cfg config, log *slog.Logger, stdout io.Writer) 
 	}
 	storeCtx, stopStore := context.WithCancel(ctx)
 	storeDone := make(chan error, 1)
-	go func() { storeDone <- storeSrv.Run(storeCtx) }()
+	go func() {
+		err := storeSrv.Run(storeCtx)
+		if err != nil {
+			log.Error("record store stopped", "err", err)
+		}
+		storeDone <- err
+	}()
 	defer func() { stopStore(); <-storeDone }()
 
 	node, err := actor.NewNode(conn, cfg.actorOptions(log, proc.Registry))
