@@ -23,6 +23,7 @@ type config struct {
 	Prefix        string
 	Partitions    int  // mailbox partitions (fixed at provisioning)
 	Migrate       bool // move a store of the previous layout to partitions first
+	RecordStore   bool // serve the record store (index and query service)
 	Replicas      int
 	Metrics       string // empty: no metrics server
 	LogLevel      slog.Level
@@ -116,6 +117,16 @@ func settings() []*cli.Setting[config] {
 					return "want true or false"
 				}
 				c.Migrate = b
+				return ""
+			}},
+		{name: "record-store", def: "true",
+			usage: "serve the record store: index the record log and answer <prefix>.store.* queries (docs/store.md)",
+			check: func(c *config, v string) string {
+				b, err := strconv.ParseBool(v)
+				if err != nil {
+					return "want true or false"
+				}
+				c.RecordStore = b
 				return ""
 			}},
 		{name: "prefix", arg: "NAME", def: bus.DefaultPrefix,

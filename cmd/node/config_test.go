@@ -24,7 +24,7 @@ func TestParseConfigDefaults(t *testing.T) {
 	}
 	want := config{
 		NATS: "", Listen: "127.0.0.1:4222", Store: "./data", SyncAlways: false, Prefix: "ea",
-		Partitions: 64, Replicas: 1, Metrics: "127.0.0.1:9464", LogLevel: slog.LevelInfo, LogFormat: "text",
+		Partitions: 64, RecordStore: true, Replicas: 1, Metrics: "127.0.0.1:9464", LogLevel: slog.LevelInfo, LogFormat: "text",
 		ShutdownGrace: 10 * time.Second, Heartbeat: time.Second, IdleTimeout: 2 * time.Minute,
 	}
 	if len(cfg.explicit) != 0 {
@@ -196,7 +196,7 @@ func TestEnvNames(t *testing.T) {
 		"prefix": "EA_PREFIX", "replicas": "EA_REPLICAS", "metrics": "EA_METRICS",
 		"log-level": "EA_LOG_LEVEL", "log-format": "EA_LOG_FORMAT", "shutdown-grace": "EA_SHUTDOWN_GRACE",
 		"node-id": "EA_NODE_ID", "heartbeat": "EA_HEARTBEAT", "heartbeat-ttl": "EA_HEARTBEAT_TTL", "idle": "EA_IDLE",
-		"reply-subjects": "EA_REPLY_SUBJECTS", "partitions": "EA_PARTITIONS", "migrate": "EA_MIGRATE",
+		"reply-subjects": "EA_REPLY_SUBJECTS", "partitions": "EA_PARTITIONS", "migrate": "EA_MIGRATE", "record-store": "EA_RECORD_STORE",
 	}
 	all := settings()
 	if len(all) != len(want) {

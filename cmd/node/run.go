@@ -13,6 +13,7 @@ import (
 	"github.com/effectors/effectors/internal/cli"
 	"github.com/effectors/effectors/kinds"
 	"github.com/effectors/effectors/records"
+	"github.com/effectors/effectors/store"
 )
 
 // serve runs ea-node with its configuration until ctx ends.
@@ -68,6 +69,24 @@ func serve(ctx context.Context, cfg config, log *slog.Logger, stdout io.Writer) 
 			return nil
 		}
 		return err
+	}
+
+	// The record store: index the log and answer <prefix>.store.* (see docs/store.md).
+	if cfg.RecordStore {
+		storeSrv, err := store.NewServer(ctx, conn, store.ServerOptions{Logger: log})
+		if err != nil {
+			return err
+		}
+		storeCtx, stopStore := context.WithCancel(ctx)
+		storeDone := make(chan error, 1)
+		go func() {
+			err := storeSrv.Run(storeCtx)
+			if err != nil {
+				log.Error("record store stopped", "err", err)
+			}
+			storeDone <- err
+		}()
+		defer func() { stopStore(); <-storeDone }()
 	}
 
 	node, err := actor.NewNode(conn, cfg.actorOptions(log, proc.Registry))

@@ -1,0 +1,354 @@
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/effectors/effectors/actor"
+	"github.com/effectors/effectors/internal/codec"
+	"github.com/effectors/effectors/records"
+)
+
+// Kind is a kind some node announces.
+type Kind struct {
+	Kind string `json:"kind"`
+	// Nodes are the ids of the nodes announcing it in placement, sorted.
+	Nodes []string `json:"nodes"`
+	// Beat is the latest heartbeat of those nodes. A node that stopped
+	// cleanly removes its announcement; one that crashed leaves it until
+	// placement clears it, so a Beat older than the nodes' heartbeat TTL (3s
+	// by default) means no node is alive to host the kind.
+	Beat time.Time `json:"beat"`
+}
+
+// memberDoc is a node's heartbeat in the placement bucket (key
+// node.<id>), as actor's placement writes it.
+type memberDoc struct {
+	ID    string    `json:"id"`
+	Kinds []string  `json:"kinds"`
+	Beat  time.Time `json:"beat"`
+}
+
+// Kinds lists the kinds the nodes announce in placement (heartbeats under
+// node.<id> in the placement bucket), with the nodes hosting each, sorted
+// by kind.
+func (c *Client) Kinds(ctx context.Context) ([]Kind, error) {
+	bucket, err := c.conn.JS.KeyValue(ctx, c.n.PlaceBucket())
+	if err != nil {
+		return nil, unavailable(c.n.PlaceBucket(), err)
+	}
+	lister, err := bucket.ListKeysFiltered(ctx, "node.*")
+	if err != nil {
+		return nil, unavailable(c.n.PlaceBucket(), err)
+	}
+	hosts := map[string][]string{}
+	beats := map[string]time.Time{}
+	for key := range lister.Keys() {
+		e, err := bucket.Get(ctx, key)
+		if err != nil {
+			continue // gone since listed
+		}
+		var m memberDoc
+		if codec.Unmarshal(e.Value(), &m) != nil {
+			continue
+		}
+		for _, k := range m.Kinds {
+			hosts[k] = append(hosts[k], m.ID)
+			if m.Beat.After(beats[k]) {
+				beats[k] = m.Beat
+			}
+		}
+	}
+	out := make([]Kind, 0, len(hosts))
+	for k, nodes := range hosts {
+		slices.Sort(nodes)
+		out = append(out, Kind{Kind: k, Nodes: nodes, Beat: beats[k]})
+	}
+	slices.SortFunc(out, func(a, b Kind) int { return strings.Compare(a.Kind, b.Kind) })
+	return out, nil
+}
+
+// EffectorQuery selects effectors of one kind.
+type EffectorQuery struct {
+	Kind string
+	// Status keeps only effectors with this status (empty: all).
+	Status actor.Status
+	// Limit is the page size: 0 means [DefaultLimit]; at most [MaxLimit].
+	Limit int
+	// Cursor continues a previous page ([EffectorPage.Cursor]).
+	Cursor string
+}
+
+// Effector is one effector's state document and its revision in the state
+// bucket (a resume point for [Client.Watch]).
+type Effector struct {
+	actor.Document
+	Revision uint64 `json:"revision"`
+}
+
+// EffectorPage is one page of effectors.
+type EffectorPage struct {
+	Effectors []Effector
+	// Cursor continues after this page; always set, so that a caller can
+	// later list effectors created or changed since.
+	Cursor string
+	// More reports whether the page ended before the end of the bucket.
+	More bool
+}
+
+func (q EffectorQuery) fingerprint() uint32 {
+	return Query{Type: q.Kind, Process: string(q.Status), Order: "effectors"}.fingerprint()
+}
+
+// Effectors lists the effectors of a kind from the state bucket, in the
+// order their documents were last written (a document written while a
+// caller pages appears again later: effectors are never missed, and may be
+// listed twice). A page costs reads proportional to its size, not to the
+// number of effectors. Errors: [ErrUnknownKind] for a kind no node
+// announces and no state document has, [ErrInvalid] for a bad status,
+// limit or cursor.
+func (c *Client) Effectors(ctx context.Context, q EffectorQuery) (EffectorPage, error) {
+	if err := records.ValidateKind(q.Kind); err != nil {
+		return EffectorPage{}, invalidf("kind: %v", err)
+	}
+	switch q.Status {
+	case "", actor.StatusIdle, actor.StatusProcessing, actor.StatusError, actor.StatusTerminated:
+	default:
+		return EffectorPage{}, invalidf("status %q: must be IDLE, PROCESSING, ERROR, TERMINATED or empty", q.Status)
+	}
+	pq := Query{Limit: q.Limit}
+	if _, err := pq.validate(0); err != nil {
+		return EffectorPage{}, err
+	}
+	limit := pq.Limit
+	var pos uint64
+	if q.Cursor != "" {
+		p, err := decodeCursor(q.Cursor, q.fingerprint(), 1)
+		if err != nil {
+			return EffectorPage{}, err
+		}
+		pos = p[0]
+	}
+	stream := "KV_" + c.n.StateBucket()
+	filter := "$KV." + c.n.StateBucket() + "." + q.Kind + ".*"
+	page := EffectorPage{}
+	examined := 0
+	for len(page.Effectors) < limit && examined < maxScan {
+		got, pending, err := c.direct.batch(ctx, stream, filter, pos+1, nil, min(1000, 2*(limit-len(page.Effectors))+8))
+		if err != nil {
+			return EffectorPage{}, c.wrap(stream, err)
+		}
+		if len(got) == 0 && pos == 0 && q.Cursor == "" {
+			if err := c.knownKind(ctx, q.Kind); err != nil {
+				return EffectorPage{}, err
+			}
+		}
+		// Keep the messages that are the current revision of their key.
+		refs := make([]getRef, len(got))
+		for i, m := range got {
+			refs[i] = getRef{stream: stream, last: m.subject}
+		}
+		latest, err := c.direct.get(ctx, refs)
+		if err != nil {
+			return EffectorPage{}, err
+		}
+		full := false
+		for i, m := range got {
+			examined++
+			if latest[i].seq != m.seq || m.header.Get("KV-Operation") != "" {
+				pos = m.seq
+				continue
+			}
+			var doc actor.Document
+			if codec.Unmarshal(m.data, &doc) != nil {
+				pos = m.seq
+				continue
+			}
+			if q.Status != "" && doc.Status != q.Status {
+				pos = m.seq
+				continue
+			}
+			page.Effectors = append(page.Effectors, Effector{Document: doc, Revision: m.seq})
+			pos = m.seq
+			if len(page.Effectors) == limit {
+				full = true
+				break
+			}
+		}
+		if full {
+			page.More = pending > 0 || len(got) > 0 && pos != got[len(got)-1].seq
+			break
+		}
+		if len(got) == 0 || pending == 0 {
+			break
+		}
+		if examined >= maxScan {
+			page.More = true
+		}
+	}
+	page.Cursor = encodeCursor(q.fingerprint(), []uint64{pos})
+	return page, nil
+}
+
+// knownKind fails with ErrUnknownKind unless a node announces kind.
+func (c *Client) knownKind(ctx context.Context, kind string) error {
+	kinds, err := c.Kinds(ctx)
+	if err != nil {
+		return err
+	}
+	for _, k := range kinds {
+		if k.Kind == kind {
+			return nil
+		}
+	}
+	return invalid(ErrUnknownKind, "kind %q: no node hosts it and no effector of it exists", kind)
+}
+
+// StateEvent is a change of one effector's state document.
+type StateEvent struct {
+	Effector records.Ref
+	// Revision is the document's revision in the state bucket: pass it + 1
+	// as From to resume after this event.
+	Revision uint64
+	// Document is the new document; zero when Deleted.
+	Document actor.Document
+	Deleted  bool
+}
+
+// WatchOptions selects what [Client.Watch] follows.
+type WatchOptions struct {
+	// Kind is required; ID narrows the watch to one effector.
+	Kind, ID string
+	// From resumes at this revision of the state bucket (every change at or
+	// after it is delivered, as long as the bucket keeps it). 0 starts with
+	// the current documents, then follows changes.
+	From uint64
+}
+
+// Watcher follows state documents; see [Client.Watch].
+type Watcher struct {
+	events chan StateEvent
+	stop   context.CancelFunc
+	done   chan struct{}
+	mu     sync.Mutex
+	err    error
+}
+
+// Events delivers the changes in order. It is closed when the watcher stops
+// (see [Watcher.Err]).
+func (w *Watcher) Events() <-chan StateEvent { return w.events }
+
+// Stop stops the watcher and waits for it to end.
+func (w *Watcher) Stop() {
+	w.stop()
+	<-w.done
+}
+
+// Err returns why the watcher ended early, or nil.
+func (w *Watcher) Err() error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.err
+}
+
+// Watch follows the state documents of one effector (Kind and ID) or of
+// every effector of a kind (Kind), from a resume point. It ends when ctx
+// ends or Stop is called.
+func (c *Client) Watch(ctx context.Context, o WatchOptions) (*Watcher, error) {
+	if err := records.ValidateKind(o.Kind); err != nil {
+		return nil, invalidf("kind: %v", err)
+	}
+	key := o.Kind + ".*"
+	if o.ID != "" {
+		if err := records.ValidateID(o.ID); err != nil {
+			return nil, invalidf("id: %v", err)
+		}
+		key = o.Kind + "." + o.ID
+	}
+	bucket, err := c.conn.JS.KeyValue(ctx, c.n.StateBucket())
+	if err != nil {
+		return nil, unavailable(c.n.StateBucket(), err)
+	}
+	wctx, cancel := context.WithCancel(ctx)
+	var opts []jetstream.WatchOpt
+	if o.From > 0 {
+		opts = append(opts, jetstream.ResumeFromRevision(o.From))
+	}
+	kw, err := bucket.Watch(wctx, key, opts...)
+	if err != nil {
+		cancel()
+		return nil, unavailable(c.n.StateBucket(), err)
+	}
+	w := &Watcher{events: make(chan StateEvent, 64), stop: cancel, done: make(chan struct{})}
+	go func() {
+		defer close(w.done)
+		defer close(w.events)
+		defer func() { _ = kw.Stop() }()
+		for {
+			var e jetstream.KeyValueEntry
+			var ok bool
+			select {
+			case <-wctx.Done():
+				return
+			case e, ok = <-kw.Updates():
+				if !ok {
+					return
+				}
+			}
+			if e == nil {
+				continue // end of the initial values
+			}
+			kind, id, _ := strings.Cut(e.Key(), ".")
+			ev := StateEvent{Effector: records.Ref{Kind: kind, ID: id}, Revision: e.Revision()}
+			if e.Operation() != jetstream.KeyValuePut {
+				ev.Deleted = true
+			} else if err := codec.Unmarshal(e.Value(), &ev.Document); err != nil {
+				w.mu.Lock()
+				w.err = fmt.Errorf("state document %s at revision %d: %w", e.Key(), e.Revision(), err)
+				w.mu.Unlock()
+				return
+			}
+			select {
+			case w.events <- ev:
+			case <-wctx.Done():
+				return
+			}
+		}
+	}()
+	return w, nil
+}
+
+func actorStatus(s string) actor.Status { return actor.Status(s) }
+
+// MarshalJSON renders the document as [actor.Document] does, with the
+// revision.
+func (e Effector) MarshalJSON() ([]byte, error) {
+	b, err := e.Document.MarshalJSON()
+	if err != nil {
+		return nil, err
+	}
+	rev, _ := json.Marshal(e.Revision)
+	return append(append(b[:len(b)-1:len(b)-1], `,"revision":`...), append(rev, '}')...), nil
+}
+
+// UnmarshalJSON reads what MarshalJSON writes.
+func (e *Effector) UnmarshalJSON(data []byte) error {
+	var rev struct {
+		Revision uint64 `json:"revision"`
+	}
+	if err := json.Unmarshal(data, &rev); err != nil {
+		return err
+	}
+	if err := e.Document.UnmarshalJSON(data); err != nil {
+		return err
+	}
+	e.Revision = rev.Revision
+	return nil
+}

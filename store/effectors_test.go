@@ -1,0 +1,206 @@
+package store_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/effectors/effectors/actor"
+	"github.com/effectors/effectors/internal/codec"
+	"github.com/effectors/effectors/records"
+	"github.com/effectors/effectors/store"
+)
+
+func errorsIsInvalid(err error) bool { return errors.Is(err, store.ErrInvalid) }
+
+func putDoc(t testing.TB, e *env, doc actor.Document) uint64 {
+	t.Helper()
+	ctx := context.Background()
+	kv, err := e.conn.StateBucket(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := codec.Marshal(doc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rev, err := kv.Put(ctx, doc.Kind+"."+doc.ID, b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rev
+}
+
+func TestEffectors(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	for i := range 25 {
+		st := actor.StatusIdle
+		if i%5 == 0 {
+			st = actor.StatusError
+		}
+		putDoc(t, e, actor.Document{ID: fmt.Sprintf("e%02d", i), Kind: "k", Status: st, Seq: uint64(i), Updated: time.Now().UTC()})
+	}
+	putDoc(t, e, actor.Document{ID: "other", Kind: "k2", Status: actor.StatusIdle})
+	// Rewrite e03 twice: it must be listed once, with its last document.
+	putDoc(t, e, actor.Document{ID: "e03", Kind: "k", Status: actor.StatusIdle, Seq: 100})
+	putDoc(t, e, actor.Document{ID: "e03", Kind: "k", Status: actor.StatusIdle, Seq: 101})
+
+	list := func(q store.EffectorQuery) []store.Effector {
+		var out []store.Effector
+		for pages := 0; pages < 100; pages++ {
+			p, err := e.client.Effectors(ctx, q)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(p.Effectors) > q.Limit && q.Limit > 0 {
+				t.Fatalf("page of %d", len(p.Effectors))
+			}
+			out = append(out, p.Effectors...)
+			if !p.More {
+				return out
+			}
+			q.Cursor = p.Cursor
+		}
+		t.Fatal("too many pages")
+		return nil
+	}
+	got := list(store.EffectorQuery{Kind: "k", Limit: 4})
+	var names []string
+	for _, ef := range got {
+		names = append(names, ef.ID)
+		if ef.ID == "e03" && ef.Seq != 101 {
+			t.Errorf("e03 listed with seq %d", ef.Seq)
+		}
+		if ef.Kind != "k" || ef.Revision == 0 {
+			t.Errorf("effector %+v", ef)
+		}
+	}
+	slices.Sort(names)
+	if len(names) != 25 || slices.Compact(slices.Clone(names))[24] != "e24" {
+		t.Fatalf("listed %v", names)
+	}
+	errs := list(store.EffectorQuery{Kind: "k", Status: actor.StatusError, Limit: 2})
+	if len(errs) != 5 {
+		t.Fatalf("%d in ERROR, want 5", len(errs))
+	}
+
+	// A cursor at the end picks up what changes later.
+	p, err := e.client.Effectors(ctx, store.EffectorQuery{Kind: "k", Limit: 1000})
+	if err != nil || p.More || len(p.Effectors) != 25 {
+		t.Fatalf("one page: %d %v %v", len(p.Effectors), p.More, err)
+	}
+	putDoc(t, e, actor.Document{ID: "e07", Kind: "k", Status: actor.StatusTerminated})
+	p, err = e.client.Effectors(ctx, store.EffectorQuery{Kind: "k", Cursor: p.Cursor})
+	if err != nil || len(p.Effectors) != 1 || p.Effectors[0].Status != actor.StatusTerminated {
+		t.Fatalf("after the end: %+v %v", p, err)
+	}
+
+	for _, tt := range []struct {
+		q    store.EffectorQuery
+		want []error
+	}{
+		{store.EffectorQuery{Kind: "ghost"}, []error{store.ErrInvalid, store.ErrUnknownKind}},
+		{store.EffectorQuery{Kind: "a.b"}, []error{store.ErrInvalid}},
+		{store.EffectorQuery{Kind: "k", Limit: 10_000}, []error{store.ErrPageTooLarge}},
+		{store.EffectorQuery{Kind: "k", Cursor: "x"}, []error{store.ErrBadCursor}},
+		{store.EffectorQuery{Kind: "k", Status: "NAPPING"}, []error{store.ErrInvalid}},
+	} {
+		_, err := e.client.Effectors(ctx, tt.q)
+		isErr(t, err, tt.want...)
+	}
+}
+
+func TestKinds(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	place, err := e.conn.JS.KeyValue(ctx, e.conn.Names().PlaceBucket())
+	if err != nil {
+		t.Fatal(err)
+	}
+	beat := time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
+	for _, m := range []struct {
+		ID    string    `json:"id"`
+		Kinds []string  `json:"kinds"`
+		Beat  time.Time `json:"beat"`
+	}{{"n1", []string{"b", "a"}, beat}, {"n2", []string{"b"}, beat.Add(time.Second)}} {
+		b, _ := codec.Marshal(m)
+		if _, err := place.Put(ctx, "node."+m.ID, b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := place.Put(ctx, "part.a.0", []byte("x")); err != nil {
+		t.Fatal(err)
+	}
+	kinds, err := e.client.Kinds(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []store.Kind{{Kind: "a", Nodes: []string{"n1"}, Beat: beat}, {Kind: "b", Nodes: []string{"n1", "n2"}, Beat: beat.Add(time.Second)}}
+	if fmt.Sprint(kinds) != fmt.Sprint(want) {
+		t.Fatalf("kinds %v, want %v", kinds, want)
+	}
+	// A hosted kind with no effectors lists empty, not unknown.
+	p, err := e.client.Effectors(ctx, store.EffectorQuery{Kind: "a"})
+	if err != nil || len(p.Effectors) != 0 {
+		t.Fatalf("%+v %v", p, err)
+	}
+}
+
+// A real node: effectors created through actor.Client are listed and
+// watched.
+func TestWatch(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	rev1 := putDoc(t, e, actor.Document{ID: "a", Kind: "k", Status: actor.StatusIdle, Seq: 1})
+	putDoc(t, e, actor.Document{ID: "b", Kind: "k", Status: actor.StatusIdle, Seq: 1})
+
+	w, err := e.client.Watch(ctx, store.WatchOptions{Kind: "k"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	next := func(w *store.Watcher) store.StateEvent {
+		t.Helper()
+		select {
+		case ev, ok := <-w.Events():
+			if !ok {
+				t.Fatalf("watcher closed: %v", w.Err())
+			}
+			return ev
+		case <-time.After(10 * time.Second):
+			t.Fatal("no event")
+		}
+		return store.StateEvent{}
+	}
+	for _, id := range []string{"a", "b"} {
+		if ev := next(w); ev.Effector.ID != id {
+			t.Fatalf("initial %+v", ev)
+		}
+	}
+	rev3 := putDoc(t, e, actor.Document{ID: "a", Kind: "k", Status: actor.StatusProcessing, Seq: 2})
+	if ev := next(w); ev.Effector != (records.Ref{Kind: "k", ID: "a"}) || ev.Document.Seq != 2 || ev.Revision != rev3 {
+		t.Fatalf("update %+v", ev)
+	}
+
+	// One effector, resumed from a revision: every change since, in order.
+	one, err := e.client.Watch(ctx, store.WatchOptions{Kind: "k", ID: "a", From: rev1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ev := next(one); ev.Revision != rev1 || ev.Document.Seq != 1 {
+		t.Fatalf("resume 1: %+v", ev)
+	}
+	if ev := next(one); ev.Revision != rev3 || ev.Document.Seq != 2 {
+		t.Fatalf("resume 2: %+v", ev)
+	}
+	one.Stop()
+	if _, ok := <-one.Events(); ok {
+		t.Fatal("events open after Stop")
+	}
+	_, err = e.client.Watch(ctx, store.WatchOptions{Kind: ""})
+	isErr(t, err, store.ErrInvalid)
+}

@@ -1,0 +1,209 @@
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/effectors/effectors/bus"
+	"github.com/effectors/effectors/records"
+)
+
+// IndexerName is the durable consumer the indexer reads the mailbox and
+// outbox streams with. Every server of the store shares it: JetStream hands
+// each record to one of them.
+const IndexerName = "ea_store_index"
+
+// entry is one index entry, the body of a message on an index subject. It
+// points at a record (stream and sequence) and repeats what queries filter
+// on, so a query reads records only for the entries it returns.
+type entry struct {
+	Stream  string `json:"st"`
+	Seq     uint64 `json:"sq"`
+	Subject string `json:"sj"`
+	ID      string `json:"id"`
+	Type    string `json:"ty"`
+	Process string `json:"pr,omitempty"`
+	Time    int64  `json:"ts"` // when the record's stream stored it, Unix ns
+}
+
+// recordID is the id of a record: its Nats-Msg-Id, or the one the runtime
+// derives from its sequence when it has none.
+func recordID(h map[string][]string, seq uint64) string {
+	if vs := h[records.HeaderID]; len(vs) > 0 && vs[0] != "" {
+		return vs[0]
+	}
+	return "s" + strconv.FormatUint(seq, 10)
+}
+
+// ensureIndex creates or updates the index stream, keeping index entries as
+// long as the mailbox stream keeps records.
+func ensureIndex(ctx context.Context, conn *bus.Conn, n names) error {
+	mbox, err := conn.MailboxStream(ctx)
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrUnavailable, err)
+	}
+	mc := mbox.CachedInfo().Config
+	type index struct{ stream, filter, what string }
+	indexes := []index{
+		{n.IndexStream(indexType), n.indexFilter(indexType), "type"},
+		{n.IndexStream(indexID), n.indexFilter(indexID), "record id"},
+	}
+	for shard := range processShards {
+		indexes = append(indexes, index{n.processStream(shard), n.processFilter(shard), fmt.Sprintf("process (shard %d of %d)", shard, processShards)})
+	}
+	for _, ix := range indexes {
+		_, err = conn.JS.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
+			Name:        ix.stream,
+			Description: "record store index by " + ix.what + ": entries pointing at mailbox and outbox records",
+			Subjects:    []string{ix.filter},
+			Retention:   jetstream.LimitsPolicy,
+			Storage:     jetstream.FileStorage,
+			Replicas:    mc.Replicas,
+			Duplicates:  2 * time.Minute,
+			MaxAge:      mc.MaxAge,
+			AllowDirect: true,
+		})
+		if err != nil {
+			return fmt.Errorf("provision stream %s: %w", ix.stream, err)
+		}
+	}
+	return nil
+}
+
+// indexer follows the mailbox and outbox streams (headers only) with the
+// durable consumer [IndexerName] and writes index entries: one on the
+// record's process subject (when it has a process), one on its type
+// subject, one on its id bucket. Each entry has the message id
+// <stream>.<seq>.<p|t|i>, so a record redelivered after a crash is
+// indexed once (within the index stream's duplicate window).
+type indexer struct {
+	js  jetstream.JetStream
+	n   names
+	log *slog.Logger
+}
+
+func (ix *indexer) run(ctx context.Context) error {
+	var wg sync.WaitGroup
+	errs := make(chan error, 2)
+	for _, stream := range []string{ix.n.MailboxStream(), ix.n.OutboxStream()} {
+		wg.Go(func() { errs <- ix.follow(ctx, stream) })
+	}
+	wg.Wait()
+	close(errs)
+	var all []error
+	for err := range errs {
+		if err != nil && ctx.Err() == nil {
+			all = append(all, err)
+		}
+	}
+	return errors.Join(all...)
+}
+
+func (ix *indexer) follow(ctx context.Context, stream string) error {
+	cons, err := ix.js.CreateOrUpdateConsumer(ctx, stream, jetstream.ConsumerConfig{
+		Durable:       IndexerName,
+		Description:   "record store indexer",
+		DeliverPolicy: jetstream.DeliverAllPolicy,
+		AckPolicy:     jetstream.AckExplicitPolicy,
+		AckWait:       time.Minute,
+		MaxAckPending: 10_000,
+		HeadersOnly:   true,
+	})
+	if err != nil {
+		return fmt.Errorf("indexer consumer on %s: %w", stream, err)
+	}
+	for ctx.Err() == nil {
+		if err := ix.step(ctx, cons); err != nil && ctx.Err() == nil {
+			ix.log.Warn("record store indexer", "stream", stream, "err", err)
+			select {
+			case <-ctx.Done():
+			case <-time.After(time.Second):
+			}
+		}
+	}
+	return nil
+}
+
+// step indexes one batch: publish every entry, wait for the acks, then ack
+// the records.
+func (ix *indexer) step(ctx context.Context, cons jetstream.Consumer) error {
+	fctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	batch, err := cons.Fetch(500, jetstream.FetchContext(fctx))
+	if err != nil {
+		return err
+	}
+	var msgs []jetstream.Msg
+	var futures []jetstream.PubAckFuture
+	for msg := range batch.Messages() {
+		meta, err := msg.Metadata()
+		if err != nil {
+			continue
+		}
+		msgs = append(msgs, msg)
+		for _, e := range ix.entries(meta, msg) {
+			f, err := ix.js.PublishMsgAsync(e, jetstream.WithStallWait(30*time.Second))
+			if err != nil {
+				return err
+			}
+			futures = append(futures, f)
+		}
+	}
+	if err := batch.Error(); err != nil && !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, jetstream.ErrNoMessages) {
+		return err
+	}
+	for _, f := range futures {
+		select {
+		case <-f.Ok():
+		case err := <-f.Err():
+			return fmt.Errorf("write index entry: %w", err)
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	for _, m := range msgs {
+		_ = m.Ack()
+	}
+	return nil
+}
+
+func (ix *indexer) entries(meta *jetstream.MsgMetadata, msg jetstream.Msg) []*jetstreamMsg {
+	h := msg.Headers()
+	first := func(k string) string {
+		if vs := h[k]; len(vs) > 0 {
+			return vs[0]
+		}
+		return ""
+	}
+	e := entry{
+		Stream:  meta.Stream,
+		Seq:     meta.Sequence.Stream,
+		Subject: msg.Subject(),
+		ID:      recordID(h, meta.Sequence.Stream),
+		Type:    first(records.HeaderType),
+		Process: first(records.HeaderProcess),
+		Time:    meta.Timestamp.UnixNano(),
+	}
+	if e.Type == "" {
+		e.Type = records.DefaultType
+	}
+	body, _ := json.Marshal(e)
+	base := e.Stream + "." + strconv.FormatUint(e.Seq, 10) + "."
+	out := []*jetstreamMsg{
+		newIndexMsg(ix.n.idIndex(e.ID), base+"i", body),
+		newIndexMsg(ix.n.typeIndex(e.Type), base+"t", body),
+	}
+	if e.Process != "" {
+		_, subject := ix.n.processIndex(e.Process)
+		out = append(out, newIndexMsg(subject, base+"p", body))
+	}
+	return out
+}

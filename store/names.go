@@ -1,0 +1,96 @@
+package store
+
+import (
+	"encoding/base64"
+	"hash/fnv"
+	"strconv"
+	"strings"
+
+	"github.com/effectors/effectors/bus"
+)
+
+// names are the store's own subjects and streams, derived from [bus.Names].
+type names struct {
+	bus.Names
+}
+
+// Index kinds: each has its own stream, so that reading one process's
+// entries walks only process entries.
+const (
+	indexProcess = "proc"
+	indexType    = "type"
+	indexID      = "id"
+)
+
+// IndexStream is the index stream of kind: <PREFIX>_IDX_PROC, _IDX_TYPE,
+// _IDX_ID.
+func (n names) IndexStream(kind string) string {
+	return strings.TrimSuffix(n.MailboxStream(), "_MBOX") + "_IDX_" + strings.ToUpper(kind)
+}
+
+// indexFilter is the subject filter of the index stream of kind:
+// <prefix>.idx.<kind>.>.
+func (n names) indexFilter(kind string) string { return n.Prefix() + ".idx." + kind + ".>" }
+
+// processShards is how many streams the process index is spread over, by
+// a hash of the process: reading one process walks the entries of its
+// shard only (see doc.go).
+const processShards = 16
+
+// processShard is the shard of process: FNV-1a modulo processShards.
+func processShard(process string) int {
+	h := fnv.New32a()
+	_, _ = h.Write([]byte(process))
+	return int(h.Sum32() % processShards)
+}
+
+// processStream is the stream of shard: <PREFIX>_IDX_PROC_<shard>.
+func (n names) processStream(shard int) string {
+	return n.IndexStream(indexProcess) + "_" + strconv.Itoa(shard)
+}
+
+// processIndex is <prefix>.idx.proc.<shard>.<token(process)>, in stream
+// processStream(shard).
+func (n names) processIndex(process string) (stream, subject string) {
+	shard := processShard(process)
+	return n.processStream(shard), n.Prefix() + ".idx.proc." + strconv.Itoa(shard) + "." + token(process)
+}
+
+// processFilter is the subject filter of shard: <prefix>.idx.proc.<shard>.>.
+func (n names) processFilter(shard int) string {
+	return n.Prefix() + ".idx.proc." + strconv.Itoa(shard) + ".>"
+}
+
+// typeIndex is <prefix>.idx.type.<token(type)>.
+func (n names) typeIndex(typ string) string { return n.Prefix() + ".idx.type." + token(typ) }
+
+// idIndex is <prefix>.idx.id.<token(id)>: one subject per record id, so a
+// lookup is JetStream's per-subject index, whatever the size of the log.
+func (n names) idIndex(id string) string { return n.Prefix() + ".idx.id." + token(id) }
+
+// outboxes and mailboxes are the stored subject filters of every outbox and
+// every mailbox.
+func (n names) outboxes() string  { return n.Prefix() + ".out.>" }
+func (n names) mailboxes() string { return n.Prefix() + ".mbox.>" }
+
+// subject is the service endpoint subject <prefix>.store.<op>.
+func (n names) subject(op string) string { return n.Prefix() + ".store." + op }
+
+// service is the micro service name: <prefix>_store.
+func (n names) service() string { return n.Prefix() + "_store" }
+
+// token makes s (printable ASCII, as record ids, process ids and types are)
+// one subject token: s itself when it is made of A-Z a-z 0-9 _ - : and does
+// not start with '~'; otherwise '~' and s in unpadded base64url. Distinct
+// strings give distinct tokens.
+func token(s string) string {
+	plain := s != "" && s[0] != '~' && len(s) <= 256
+	for i := 0; plain && i < len(s); i++ {
+		c := s[i]
+		plain = c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-' || c == ':'
+	}
+	if plain {
+		return s
+	}
+	return "~" + base64.RawURLEncoding.EncodeToString([]byte(s))
+}
