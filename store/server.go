@@ -6,9 +6,11 @@ import (
 	"fmt"
 	"log/slog"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nats.go/micro"
 
@@ -124,17 +126,20 @@ func (s *Server) Run(ctx context.Context) error {
 				rctx, rcancel := context.WithTimeout(ctx, 30*time.Second)
 				defer rcancel()
 				v, err := fn(rctx, req.Data())
+				// Answered on the request's reply subject directly: the micro
+				// library reads a request's error after its handler returns,
+				// so answering through it from this goroutine would race.
 				if err != nil {
 					code, kind := errorKind(err)
-					_ = req.Error(strconv.Itoa(code), err.Error(), nil, micro.WithHeaders(micro.Headers{"Ea-Store-Error": []string{kind}}))
+					s.answer(req.Reply(), nil, strconv.Itoa(code), err.Error(), kind)
 					return
 				}
 				body, err := json.Marshal(v)
 				if err != nil {
-					_ = req.Error("500", err.Error(), nil)
+					s.answer(req.Reply(), nil, "500", err.Error(), "internal")
 					return
 				}
-				_ = req.Respond(body)
+				s.answer(req.Reply(), body, "", "", "")
 			}()
 		})
 	}
@@ -244,4 +249,25 @@ func (s *Server) effectors(ctx context.Context, data []byte) (any, error) {
 		return nil, err
 	}
 	return EffectorsJSON{Effectors: p.Effectors, Cursor: p.Cursor, More: p.More}, nil
+}
+
+// answer replies to a request on its reply subject: body, or the error in
+// the NATS micro error headers (Nats-Service-Error, Nats-Service-Error-Code)
+// and Ea-Store-Error.
+func (s *Server) answer(reply string, body []byte, code, text, kind string) {
+	if reply == "" {
+		return
+	}
+	msg := nats.NewMsg(reply)
+	msg.Data = body
+	if code != "" {
+		text = strings.NewReplacer("\r", " ", "\n", " ").Replace(text)
+		if len(text) > 1024 {
+			text = text[:1024] + "…"
+		}
+		msg.Header.Set(micro.ErrorHeader, text)
+		msg.Header.Set(micro.ErrorCodeHeader, code)
+		msg.Header.Set("Ea-Store-Error", kind)
+	}
+	_ = s.client.conn.NC.PublishMsg(msg)
 }
