@@ -171,6 +171,8 @@ func (k Kind[S]) spec() (*kindSpec, error) {
 		s.overflow = max(s.window/2, 1)
 	case s.overflow < 0:
 		s.overflow = 0 // never
+	case s.overflow > s.window:
+		return nil, invalidf("kind %s: Overflow %d must not exceed Window %d (an effector never holds more than its partition's window)", k.Name, s.overflow, s.window)
 	}
 	if len(s.accept) == 0 {
 		s.accept = []string{records.ContentMsgpack, records.ContentJSON}
