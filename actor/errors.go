@@ -23,6 +23,8 @@ var (
 	ErrDuplicateKind = errors.New("kind already hosted")
 	// ErrRunning: the node is running; hosting must happen before Run.
 	ErrRunning = errors.New("node already running")
+	// ErrNotRunning: the node is not running (Run returned, or never ran).
+	ErrNotRunning = errors.New("node not running")
 	// ErrCancelled is the cause (context.Cause) of a logic context cancelled
 	// by a cancel record (type [TypeCancel]) of the same process.
 	ErrCancelled = errors.New("cancelled by a cancel record")

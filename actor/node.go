@@ -97,6 +97,8 @@ type Node struct {
 	kinds   map[string]*kindSpec
 	running bool
 	ready   atomic.Bool
+	readyCh chan struct{} // closed once ready (WaitReady)
+	doneCh  chan struct{} // closed when Run returns
 
 	// crash, when set (by tests only), is asked at each step of processing
 	// whether the node dies there; see crashPoint.
@@ -135,11 +137,13 @@ func NewNode(conn *bus.Conn, opts Options) (*Node, error) {
 		return nil, err
 	}
 	n := &Node{
-		conn:  conn,
-		names: conn.Names(),
-		log:   opts.Logger,
-		opts:  opts,
-		kinds: map[string]*kindSpec{},
+		conn:    conn,
+		names:   conn.Names(),
+		log:     opts.Logger,
+		opts:    opts,
+		kinds:   map[string]*kindSpec{},
+		readyCh: make(chan struct{}),
+		doneCh:  make(chan struct{}),
 	}
 	if n.routes, err = newRoutes(n.names, opts.ReplySubjects); err != nil {
 		return nil, err
@@ -207,6 +211,7 @@ func (n *Node) Run(ctx context.Context) error {
 	}
 	n.running = true
 	n.mu.Unlock()
+	defer close(n.doneCh)
 
 	js, err := jetstream.New(n.conn.NC, jetstream.WithPublishAsyncMaxPending(outputWindow))
 	if err != nil {
@@ -262,6 +267,7 @@ func (n *Node) Run(ctx context.Context) error {
 	watched := make(chan struct{})
 	go func() { defer close(watched); n.watch(watchCtx) }()
 	n.ready.Store(true)
+	close(n.readyCh)
 	n.log.Info("node ready", "node", n.opts.NodeID, "kinds", n.Kinds(), "partitions", len(n.partitions()))
 
 	<-ctx.Done()

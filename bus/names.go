@@ -138,6 +138,10 @@ func (n Names) Mailbox(r records.Ref) string { return n.prefix + ".mbox." + r.Ki
 // Outbox returns the subject r emits on: <prefix>.out.<kind>.<id>.
 func (n Names) Outbox(r records.Ref) string { return n.prefix + ".out." + r.Kind + "." + r.ID }
 
+// KindOutboxes is the subject filter of every outbox of kind:
+// <prefix>.out.<kind>.*.
+func (n Names) KindOutboxes(kind string) string { return n.prefix + ".out." + kind + ".*" }
+
 // Dead returns the subject of r's dead letters: <prefix>.dead.<kind>.<id>.
 func (n Names) Dead(r records.Ref) string { return n.prefix + ".dead." + r.Kind + "." + r.ID }
 
