@@ -9,3 +9,8 @@ var ErrInvalidConfig = errors.New("bus: invalid config")
 // another embedded server (see [LockFile]). Two servers on one store would
 // corrupt it.
 var ErrStoreLocked = errors.New("bus: store directory locked")
+
+// ErrAuth: the NATS server refused the connection's credentials
+// (authorization violation, expired or revoked). [Connect] returns it at
+// once instead of retrying until its timeout.
+var ErrAuth = errors.New("bus: nats refused the credentials")
