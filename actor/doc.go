@@ -97,8 +97,12 @@
 // # Control
 //
 // Nodes serve a NATS micro service (named after the prefix) with endpoints
-// <prefix>.ctl.create.<kind> and <prefix>.ctl.terminate.<kind>, taking JSON, so
-// any NATS client can create effectors; [Client.Create] and
-// [Client.Terminate] use them. A kind no running node hosts answers 503
+// <prefix>.ctl.create.<kind>, <prefix>.ctl.terminate.<kind> and
+// <prefix>.ctl.reset.<kind>, taking JSON, so any NATS client can create
+// effectors; [Client.Create], [Client.Terminate] and [Client.Reset] use them.
+// Reset writes a fresh, valid state document over a corrupt one
+// ([ErrCorruptState]), keeping the cursor when the old document decodes and
+// otherwise starting after the last record stored in the mailbox, so nothing
+// applied is applied again. A kind no running node hosts answers 503
 // ([ErrNoHost]).
 package actor
