@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/effectors/effectors/kv"
 	"github.com/effectors/effectors/records"
@@ -88,7 +89,7 @@ func (n *Node) serveControl() (*control, error) {
 				reply := nats.NewMsg(m.Reply)
 				reply.Data = body
 				if code != 0 {
-					reply.Header.Set(headerServiceError, text)
+					reply.Header.Set(headerServiceError, capText(text))
 					reply.Header.Set(headerServiceErrorCode, strconv.Itoa(code))
 				}
 				_ = m.RespondMsg(reply)
@@ -165,11 +166,31 @@ func (n *Node) servePublic(op string, req micro.Request) {
 }
 
 func respond(req micro.Request, body []byte, code int, text string) {
-	if code != 0 {
-		_ = req.Error(strconv.Itoa(code), text, nil)
-		return
+	if code == 0 {
+		if err := req.Respond(body); err == nil {
+			return
+		}
+		code, text = 500, "the reply does not fit in a NATS message"
 	}
-	_ = req.Respond(body)
+	if req.Error(strconv.Itoa(code), capText(text), nil) != nil {
+		_ = req.Error(strconv.Itoa(code), fmt.Sprintf("control request failed (code %d)", code), nil) // always reply
+	}
+}
+
+// maxControlErrorText bounds the error text of a control reply, so that it always
+// fits in a NATS header whatever a request echoes.
+const maxControlErrorText = 1024
+
+// capText cuts an error text to maxControlErrorText bytes, on a rune boundary.
+func capText(s string) string {
+	if len(s) <= maxControlErrorText {
+		return s
+	}
+	n := maxControlErrorText
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + "…"
 }
 
 // handleControl runs a control operation for a hosted kind and returns the
@@ -207,7 +228,7 @@ func decodeStrict(data []byte, v any) error {
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
-		return &ControlError{Code: 400, Message: fmt.Sprintf("bad request body: %v (want JSON like {\"id\": \"c1\"})", err)}
+		return &ControlError{Code: 400, Message: fmt.Sprintf("bad request body: %s (want JSON like {\"id\": \"c1\"})", cutText(err.Error()))}
 	}
 	return nil
 }

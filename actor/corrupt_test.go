@@ -158,3 +158,23 @@ func TestCorruptState(t *testing.T) {
 		t.Errorf("other counted %d, want 3", got)
 	}
 }
+
+// TestControlHugeRequest: a control request echoing a huge value still gets
+// a short 400 reply.
+func TestControlHugeRequest(t *testing.T) {
+	_, conn := server(t)
+	startNode(t, conn, nil, kinds.Counter())
+	long := strings.Repeat("x", 900_000)
+	for _, body := range []string{`{"` + long + `":1}`, `{"id":"` + long + `"}`} {
+		for _, op := range []string{"create", "terminate", "reset"} {
+			msg, err := conn.NC.Request(conn.Names().Control(op, "counter"), []byte(body), 10*time.Second)
+			if err != nil {
+				t.Fatalf("%s: no reply: %v", op, err)
+			}
+			text := msg.Header.Get("Nats-Service-Error")
+			if code := msg.Header.Get("Nats-Service-Error-Code"); code != "400" || len(text) > 1100 {
+				t.Errorf("%s: code %q, %d-byte text %.200q", op, code, len(text), text)
+			}
+		}
+	}
+}
