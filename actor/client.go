@@ -68,6 +68,29 @@ func (c *Client) Terminate(ctx context.Context, ref records.Ref) (Document, erro
 	return c.control(ctx, opTerminate, ref, TerminateRequest{ID: ref.ID})
 }
 
+// Reset replaces the state document of effector ref with a valid one,
+// IDLE with state (any value that encodes as JSON matching the kind's state
+// type; nil for the kind's Initial): the repair of a corrupt document
+// ([ErrCorruptState]). The cursor is kept when the old document decodes;
+// otherwise records already in ref's mailbox are taken as applied (those
+// refused meanwhile are in dead letters, reason corrupt_state). It fails with
+// ErrNotFound when ref was never created, ErrTerminated when it is
+// terminated, ErrNoHost and ErrInvalid as Create does.
+func (c *Client) Reset(ctx context.Context, ref records.Ref, state any) (Document, error) {
+	if err := ref.Validate(); err != nil {
+		return Document{}, fmt.Errorf("reset %s: %w: %w", ref, ErrInvalid, err)
+	}
+	req := ResetRequest{ID: ref.ID}
+	if state != nil {
+		b, err := json.Marshal(state)
+		if err != nil {
+			return Document{}, fmt.Errorf("reset %s: %w: state does not encode as JSON: %w", ref, ErrInvalid, err)
+		}
+		req.State = b
+	}
+	return c.control(ctx, opReset, ref, req)
+}
+
 func (c *Client) control(ctx context.Context, op string, ref records.Ref, req any) (Document, error) {
 	body, err := json.Marshal(req)
 	if err != nil {
@@ -201,7 +224,7 @@ type DeadLetter struct {
 	Record records.Record
 	// Reason is the short code: decode, content_type, oversize, rejected,
 	// failed, panic, redelivered, cancelled, no_effector, terminated,
-	// reply_forbidden, output_too_large or state_too_large.
+	// reply_forbidden, output_too_large, state_too_large or corrupt_state.
 	Reason string
 	// Error says what went wrong.
 	Error string

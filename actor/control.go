@@ -9,10 +9,12 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/effectors/effectors/kv"
 	"github.com/effectors/effectors/records"
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nats.go/micro"
 )
 
@@ -20,6 +22,7 @@ import (
 const (
 	opCreate    = "create"
 	opTerminate = "terminate"
+	opReset     = "reset"
 	// opRetire is not an endpoint: nodes hosting a kind are told on
 	// <prefix>.ctl.retire.<kind> that one of its effectors was terminated.
 	opRetire = "retire"
@@ -43,6 +46,14 @@ type TerminateRequest struct {
 	ID string `json:"id"`
 }
 
+// ResetRequest is the JSON body of a reset request: it replaces the state
+// document of an existing effector, corrupt or not, with a valid one.
+type ResetRequest struct {
+	ID string `json:"id"`
+	// State is the new state as JSON; empty for the kind's Initial.
+	State json.RawMessage `json:"state,omitempty"`
+}
+
 // control is the node's control plane: the public micro service endpoints
 // <prefix>.ctl.<op>.* answered by any node, and the internal subjects
 // <prefix>.ctl.host.<op>.<kind> answered by the nodes hosting <kind>. A public
@@ -62,6 +73,9 @@ func (c *control) stop() {
 	}
 }
 
+// controlOps are the public control operations.
+var controlOps = []string{opCreate, opTerminate, opReset}
+
 func (n *Node) hostSubject(op, kind string) string {
 	return n.names.Prefix() + ".ctl.host." + op + "." + kind
 }
@@ -69,13 +83,13 @@ func (n *Node) hostSubject(op, kind string) string {
 func (n *Node) serveControl() (*control, error) {
 	c := &control{}
 	for _, kind := range n.Kinds() {
-		for _, op := range []string{opCreate, opTerminate} {
+		for _, op := range controlOps {
 			sub, err := n.conn.NC.QueueSubscribe(n.hostSubject(op, kind), "ea-hosts", func(m *nats.Msg) {
 				body, code, text := n.handleControl(op, kind, m.Data)
 				reply := nats.NewMsg(m.Reply)
 				reply.Data = body
 				if code != 0 {
-					reply.Header.Set(headerServiceError, text)
+					reply.Header.Set(headerServiceError, capText(text))
 					reply.Header.Set(headerServiceErrorCode, strconv.Itoa(code))
 				}
 				_ = m.RespondMsg(reply)
@@ -96,14 +110,14 @@ func (n *Node) serveControl() (*control, error) {
 	svc, err := micro.AddService(n.conn.NC, micro.Config{
 		Name:        n.names.Service(),
 		Version:     "0.1.0",
-		Description: "effectors control: create and terminate effectors",
+		Description: "effectors control: create, terminate and reset effectors",
 	})
 	if err != nil {
 		c.stop()
 		return nil, fmt.Errorf("start control service: %w", err)
 	}
 	c.svc = svc
-	for _, op := range []string{opCreate, opTerminate} {
+	for _, op := range controlOps {
 		subject := n.names.Control(op, "*")
 		err := svc.AddEndpoint(op, micro.HandlerFunc(func(req micro.Request) { n.servePublic(op, req) }),
 			micro.WithEndpointSubject(subject),
@@ -152,11 +166,31 @@ func (n *Node) servePublic(op string, req micro.Request) {
 }
 
 func respond(req micro.Request, body []byte, code int, text string) {
-	if code != 0 {
-		_ = req.Error(strconv.Itoa(code), text, nil)
-		return
+	if code == 0 {
+		if err := req.Respond(body); err == nil {
+			return
+		}
+		code, text = 500, "the reply does not fit in a NATS message"
 	}
-	_ = req.Respond(body)
+	if req.Error(strconv.Itoa(code), capText(text), nil) != nil {
+		_ = req.Error(strconv.Itoa(code), fmt.Sprintf("control request failed (code %d)", code), nil) // always reply
+	}
+}
+
+// maxControlErrorText bounds the error text of a control reply, so that it always
+// fits in a NATS header whatever a request echoes.
+const maxControlErrorText = 1024
+
+// capText cuts an error text to maxControlErrorText bytes, on a rune boundary.
+func capText(s string) string {
+	if len(s) <= maxControlErrorText {
+		return s
+	}
+	n := maxControlErrorText
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + "…"
 }
 
 // handleControl runs a control operation for a hosted kind and returns the
@@ -171,6 +205,8 @@ func (n *Node) handleControl(op, kind string, data []byte) (body []byte, code in
 		doc, err = n.create(ctx, kind, data)
 	case opTerminate:
 		doc, err = n.terminate(ctx, kind, data)
+	case opReset:
+		doc, err = n.reset(ctx, kind, data)
 	default:
 		err = invalidf("unknown control operation %q", op)
 	}
@@ -192,7 +228,7 @@ func decodeStrict(data []byte, v any) error {
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
-		return &ControlError{Code: 400, Message: fmt.Sprintf("bad request body: %v (want JSON like {\"id\": \"c1\"})", err)}
+		return &ControlError{Code: 400, Message: fmt.Sprintf("bad request body: %s (want JSON like {\"id\": \"c1\"})", cutText(err.Error()))}
 	}
 	return nil
 }
@@ -222,8 +258,12 @@ func (n *Node) create(ctx context.Context, kind string, data []byte) (Document, 
 	rev, err := n.states.Create(ctx, n.names.StateKey(ref), doc)
 	if errors.Is(err, kv.ErrExists) {
 		msg := fmt.Sprintf("effector %s already exists", ref)
-		if cur, gerr := n.states.Get(ctx, n.names.StateKey(ref)); gerr == nil {
+		cur, gerr := n.states.Get(ctx, n.names.StateKey(ref))
+		switch {
+		case gerr == nil:
 			msg += fmt.Sprintf(" (status %s)", cur.Value.Status)
+		case errors.Is(gerr, ErrCorruptState):
+			msg += fmt.Sprintf(", but its %s: %s", cutText(gerr.Error()), n.repairHint(ref))
 		}
 		return Document{}, &ControlError{Code: 409, Message: msg}
 	}
@@ -260,6 +300,18 @@ func (n *Node) terminate(ctx context.Context, kind string, data []byte) (Documen
 	switch {
 	case errors.Is(err, kv.ErrNotFound):
 		return Document{}, &ControlError{Code: 404, Message: fmt.Sprintf("effector %s not found", ref)}
+	case errors.Is(err, ErrStateMismatch):
+		// Not this effector's document: never acted on, even to terminate.
+		return Document{}, &ControlError{Code: 409, Message: fmt.Sprintf("%s: %s", cutText(err.Error()), n.repairHint(ref))}
+	case errors.Is(err, ErrCorruptState):
+		// Undecodable: replaced by a valid TERMINATED document.
+		doc, err := n.rewrite(ctx, ref, StatusTerminated, nil, true)
+		if err != nil {
+			return Document{}, err
+		}
+		n.retireNotice(ref)
+		n.log.Warn("effector with a corrupt state document terminated", "effector", ref.String(), "seq", doc.Seq)
+		return doc, nil
 	case errors.Is(err, errAlreadyTerminated):
 		if ent, err = n.states.Get(ctx, key); err != nil {
 			return Document{}, fmt.Errorf("read state: %w", err)
@@ -289,4 +341,111 @@ func (n *Node) onRetire(kind string, id []byte) {
 	if e := n.loaded(ref); e != nil {
 		e.stale.Store(true)
 	}
+}
+
+// repairHint says how to repair the corrupt state document of ref.
+func (n *Node) repairHint(ref records.Ref) string {
+	return fmt.Sprintf(`reset it with nats req %s '{"id":"%s"}' (or actor.Client.Reset; add "state" to set one), or terminate it`,
+		n.names.Control(opReset, ref.Kind), ref.ID)
+}
+
+// reset replaces the state document of an existing effector with a valid
+// one: IDLE, with the given state or the kind's initial one. See rewrite for
+// the cursor it keeps. A terminated effector stays terminated (410).
+func (n *Node) reset(ctx context.Context, kind string, data []byte) (Document, error) {
+	var req ResetRequest
+	if err := decodeStrict(data, &req); err != nil {
+		return Document{}, err
+	}
+	ref := records.Ref{Kind: kind, ID: req.ID}
+	if err := ref.Validate(); err != nil {
+		return Document{}, &ControlError{Code: 400, Message: err.Error()}
+	}
+	k := n.kinds[kind]
+	var state []byte
+	var err error
+	if len(req.State) == 0 || string(req.State) == "null" {
+		state, err = k.initial()
+	} else {
+		state, err = k.fromJSON(req.State)
+	}
+	if err != nil {
+		return Document{}, &ControlError{Code: 400, Message: err.Error()}
+	}
+	doc, err := n.rewrite(ctx, ref, StatusIdle, state, false)
+	if err != nil {
+		return Document{}, err
+	}
+	n.retireNotice(ref) // the node that has it loaded reads it again
+	n.log.Warn("effector state reset", "effector", ref.String(), "seq", doc.Seq)
+	return doc, nil
+}
+
+// rewrite writes a fresh, valid document for ref with status and state (nil
+// for the kind's initial) over the one there, with compare-and-set, and
+// returns it. The cursor is kept so that no record already applied is
+// applied again: Seq and Ahead of a document that decodes are kept; a
+// corrupt one has no readable cursor, so Seq becomes the stream sequence of
+// the last record stored in ref's mailbox. Records stored before that are
+// taken as applied: those delivered while the document was corrupt are in
+// dead letters (reason corrupt_state), to be sent again if wanted. Replaying
+// the mailbox from 0 instead would apply its whole history again to the new
+// state and emit every output again. A terminated document is refused (410)
+// unless terminated is true (terminate keeps it as it is before this).
+func (n *Node) rewrite(ctx context.Context, ref records.Ref, status Status, state []byte, terminated bool) (Document, error) {
+	if state == nil {
+		var err error
+		if state, err = n.kinds[ref.Kind].initial(); err != nil {
+			return Document{}, err
+		}
+	}
+	key := n.names.StateKey(ref)
+	for {
+		doc := Document{ID: ref.ID, Kind: ref.Kind, Status: status, State: state}
+		var rev uint64
+		ent, err := n.states.Get(ctx, key)
+		var cs *CorruptStateError
+		switch {
+		case err == nil:
+			if ent.Value.Status == StatusTerminated && !terminated {
+				return Document{}, &ControlError{Code: 410, Message: fmt.Sprintf("effector %s is terminated: a terminated effector stays terminated; create another id", ref)}
+			}
+			doc.Seq, doc.Ahead, rev = ent.Value.Seq, ent.Value.Ahead, ent.Revision
+		case errors.Is(err, kv.ErrNotFound):
+			return Document{}, &ControlError{Code: 404, Message: fmt.Sprintf("effector %s not found: create it", ref)}
+		case errors.As(err, &cs):
+			seq, err := n.lastMailboxSeq(ctx, ref)
+			if err != nil {
+				return Document{}, fmt.Errorf("read the last record of %s: %w", ref, err)
+			}
+			doc.Seq, rev = seq, cs.Revision
+		default:
+			return Document{}, fmt.Errorf("read state: %w", err)
+		}
+		doc.Updated = time.Now().UTC()
+		_, err = n.states.Update(ctx, key, doc, rev)
+		if errors.Is(err, kv.ErrConflict) {
+			if ctx.Err() != nil {
+				return Document{}, fmt.Errorf("write state: %w", ctx.Err())
+			}
+			continue // written meanwhile: decide again on what is there
+		}
+		if err != nil {
+			return Document{}, fmt.Errorf("write state: %w", err)
+		}
+		return doc, nil
+	}
+}
+
+// lastMailboxSeq returns the stream sequence of the last record stored in
+// ref's mailbox, 0 when there is none.
+func (n *Node) lastMailboxSeq(ctx context.Context, ref records.Ref) (uint64, error) {
+	msg, err := n.stream.GetLastMsgForSubject(ctx, n.names.StoredMailbox(ref))
+	if errors.Is(err, jetstream.ErrMsgNotFound) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, err
+	}
+	return msg.Sequence, nil
 }

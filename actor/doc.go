@@ -41,8 +41,10 @@
 // Each dead letter carries EA-Dead-Reason, one of: decode, content_type,
 // oversize, rejected, failed, panic, redelivered, cancelled, no_effector,
 // terminated, reply_forbidden (its EA-Reply names a subject records may not
-// go to), output_too_large (its outputs exceed the server's limits) and
-// state_too_large (the new state document would); and
+// go to), output_too_large (its outputs exceed the server's limits),
+// state_too_large (the new state document would) and corrupt_state (the
+// effector's state document does not decode or names another effector:
+// [ErrCorruptState]; reset it with [Client.Reset] or terminate it); and
 // EA-Stream, EA-Seq and EA-Subject, where the original is. A dead letter is
 // written whatever the record's size: what does not fit the server's limits
 // is left out and EA-Truncated says so (see [DeadLetter]). A write that can
@@ -95,8 +97,12 @@
 // # Control
 //
 // Nodes serve a NATS micro service (named after the prefix) with endpoints
-// <prefix>.ctl.create.<kind> and <prefix>.ctl.terminate.<kind>, taking JSON, so
-// any NATS client can create effectors; [Client.Create] and
-// [Client.Terminate] use them. A kind no running node hosts answers 503
+// <prefix>.ctl.create.<kind>, <prefix>.ctl.terminate.<kind> and
+// <prefix>.ctl.reset.<kind>, taking JSON, so any NATS client can create
+// effectors; [Client.Create], [Client.Terminate] and [Client.Reset] use them.
+// Reset writes a fresh, valid state document over a corrupt one
+// ([ErrCorruptState]), keeping the cursor when the old document decodes and
+// otherwise starting after the last record stored in the mailbox, so nothing
+// applied is applied again. A kind no running node hosts answers 503
 // ([ErrNoHost]).
 package actor

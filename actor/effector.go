@@ -247,10 +247,15 @@ func (e *effector) load() bool {
 		return true
 	}
 	var ent kv.Entry[Document]
+	var corrupt error
 	err := e.retryIO(func() error {
 		var err error
 		ent, err = e.node.states.Get(e.ctx, e.key)
 		if errors.Is(err, kv.ErrNotFound) {
+			return nil
+		}
+		if errors.Is(err, ErrCorruptState) {
+			corrupt = err // retrying cannot fix it: an operator resets it
 			return nil
 		}
 		return err
@@ -258,6 +263,11 @@ func (e *effector) load() bool {
 	if err != nil {
 		e.abandonHeld()
 		return false
+	}
+	if corrupt != nil {
+		e.logger().Error("state document is corrupt; records go to dead letters until it is reset or terminated",
+			"err", corrupt, "reset", e.node.names.Control(opReset, e.ref.Kind))
+		return e.refuseHeld(reasonCorruptState, fmt.Errorf("effector %s: %w (reset it with %s)", e.ref, corrupt, e.node.names.Control(opReset, e.ref.Kind)), nil)
 	}
 	first := !e.loaded
 	e.docMu.Lock()
@@ -270,15 +280,24 @@ func (e *effector) load() bool {
 		return true
 	}
 	reason, why := reasonNoEffector, fmt.Errorf("effector %s was never created; create it before sending to it", e.ref)
+	applied := func(uint64) bool { return false }
 	if !e.absent {
 		reason, why = reasonTerminated, fmt.Errorf("effector %s is terminated", e.ref)
+		applied = e.doc.applied
 	}
+	return e.refuseHeld(reason, why, applied)
+}
+
+// refuseHeld sends the records held to dead letters with reason and why
+// (acknowledging those applied says were applied; nil for none) and reports
+// false, or abandons them when the effector stops meanwhile.
+func (e *effector) refuseHeld(reason string, why error, applied func(uint64) bool) bool {
 	e.mu.Lock()
 	held := e.held
 	e.held = nil
 	e.mu.Unlock()
 	for i, d := range held {
-		if !e.absent && e.doc.applied(d.seq) {
+		if applied != nil && applied(d.seq) {
 			_ = d.msg.Ack()
 			continue
 		}
@@ -613,8 +632,14 @@ func (e *effector) reload() bool {
 	if err := e.retryIO(func() error {
 		var err error
 		ent, err = e.node.states.Get(e.ctx, e.key)
+		if errors.Is(err, ErrCorruptState) {
+			e.docMu.Lock()
+			e.loaded = false // load reads it again and dead-letters the records
+			e.docMu.Unlock()
+			return nil
+		}
 		return err
-	}); err != nil {
+	}); err != nil || !e.loaded {
 		return false
 	}
 	e.docMu.Lock()

@@ -39,7 +39,35 @@ var (
 	// (<kind>.<id>) says. The runtime never writes such a document, and
 	// reading one is an error rather than a state to act on.
 	ErrStateMismatch = errors.New("state document does not match its key")
+	// ErrCorruptState: a state document cannot be used: it does not decode
+	// as a document, or names another effector ([ErrStateMismatch]). The
+	// effector's records go to dead letters (reason corrupt_state) until an
+	// operator resets it ([Client.Reset], <prefix>.ctl.reset.<kind>) or
+	// terminates it. The error is a [*CorruptStateError].
+	ErrCorruptState = errors.New("state document is corrupt")
 )
+
+// CorruptStateError is the error of reading a state document that cannot be
+// used. It matches [ErrCorruptState], and [ErrStateMismatch] when the
+// document names another effector; Err is the decoding error or the
+// mismatch.
+type CorruptStateError struct {
+	// Key is the state key, <kind>.<id>.
+	Key string
+	// Revision is the revision of the corrupt document (0 when unknown).
+	Revision uint64
+	Err      error
+}
+
+func (e *CorruptStateError) Error() string {
+	return fmt.Sprintf("state document %s (revision %d) is corrupt: %v", e.Key, e.Revision, e.Err)
+}
+
+// Unwrap returns the decoding error or the mismatch.
+func (e *CorruptStateError) Unwrap() error { return e.Err }
+
+// Is reports whether target is ErrCorruptState.
+func (e *CorruptStateError) Is(target error) bool { return target == ErrCorruptState }
 
 // TypeCancel is the record type that cancels running logic: a record of this
 // type arriving in an effector's mailbox with EA-Process P cancels the

@@ -32,6 +32,8 @@ const (
 	reasonOutputTooLarge = "output_too_large"
 	// the new state document would exceed the server's max_payload
 	reasonStateTooLarge = "state_too_large"
+	// the effector's state document is corrupt (ErrCorruptState) until reset
+	reasonCorruptState = "corrupt_state"
 )
 
 type metrics struct {

@@ -2,6 +2,7 @@ package actor
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/effectors/effectors/bus"
@@ -11,10 +12,11 @@ import (
 
 // states is the state bucket as the runtime uses it: a [kv.Store] of
 // documents that refuses to write a document whose kind and id are not those
-// of its key, and reports one it reads as an error matching
+// of its key, and reports one it reads as a [*CorruptStateError] matching
 // [ErrStateMismatch]. So a document that names another effector (written by
 // hand, or by a client with write access to the bucket) is never taken for
-// this one's, and the runtime never writes one.
+// this one's, and the runtime never writes one. A document that does not
+// decode is a [*CorruptStateError] too.
 type states struct {
 	kv    *kv.Store[Document]
 	names bus.Names
@@ -33,13 +35,33 @@ func (s *states) check(op, key string, doc Document) error {
 	return nil
 }
 
-// Get reads the document under key.
+// checkRead is check of a document read at revision rev: a mismatch is a
+// *CorruptStateError.
+func (s *states) checkRead(key string, rev uint64, doc Document) error {
+	if err := s.check("read", key, doc); err != nil {
+		return &CorruptStateError{Key: key, Revision: rev, Err: err}
+	}
+	return nil
+}
+
+// corrupt turns a decoding error of the document under key into a
+// *CorruptStateError; other errors are returned as they are.
+func corrupt(key string, err error) error {
+	var de *kv.DecodeError
+	if errors.As(err, &de) {
+		return &CorruptStateError{Key: key, Revision: de.Revision, Err: fmt.Errorf("does not decode as a state document: %w", de.Err)}
+	}
+	return err
+}
+
+// Get reads the document under key. A document that does not decode, or
+// names another effector, is a *CorruptStateError.
 func (s *states) Get(ctx context.Context, key string) (kv.Entry[Document], error) {
 	ent, err := s.kv.Get(ctx, key)
 	if err != nil {
-		return ent, err
+		return ent, corrupt(key, err)
 	}
-	if err := s.check("read", key, ent.Value); err != nil {
+	if err := s.checkRead(key, ent.Revision, ent.Value); err != nil {
 		return kv.Entry[Document]{}, err
 	}
 	return ent, nil
@@ -64,8 +86,8 @@ func (s *states) Update(ctx context.Context, key string, doc Document, rev uint6
 // Modify reads the document under key, applies fn and writes the result with
 // compare-and-set, as [kv.Store.Modify]; both documents are checked.
 func (s *states) Modify(ctx context.Context, key string, fn func(Document) (Document, error)) (kv.Entry[Document], error) {
-	return s.kv.Modify(ctx, key, func(cur Document) (Document, error) {
-		if err := s.check("read", key, cur); err != nil {
+	ent, err := s.kv.Modify(ctx, key, func(cur Document) (Document, error) {
+		if err := s.checkRead(key, 0, cur); err != nil {
 			return cur, err
 		}
 		next, err := fn(cur)
@@ -74,6 +96,7 @@ func (s *states) Modify(ctx context.Context, key string, fn func(Document) (Docu
 		}
 		return next, s.check("write", key, next)
 	})
+	return ent, corrupt(key, err)
 }
 
 // cutText shortens s for an error message.

@@ -190,7 +190,7 @@ func dial(ctx context.Context, url string, cfg Config) (*nats.Conn, error) {
 			}
 		}),
 		nats.ReconnectHandler(func(nc *nats.Conn) {
-			log.Info("nats reconnected", "url", nc.ConnectedUrlRedacted())
+			log.Info("nats reconnected", "url", RedactURL(nc.ConnectedUrl()))
 		}),
 		nats.ErrorHandler(func(_ *nats.Conn, sub *nats.Subscription, err error) {
 			if sub != nil {
@@ -203,15 +203,20 @@ func dial(ctx context.Context, url string, cfg Config) (*nats.Conn, error) {
 	ctx, cancel := context.WithTimeout(ctx, cfg.ConnectTimeout)
 	defer cancel()
 	wait := 100 * time.Millisecond
+	shown := RedactURL(url)
 	for {
 		nc, err := nats.Connect(url, opts...)
 		if err == nil {
 			return nc, nil
 		}
-		log.Warn("cannot reach nats yet", "url", url, "err", err)
+		if authFailed(err) {
+			// Retrying cannot fix wrong credentials: say so at once.
+			return nil, fmt.Errorf("%w: connect to nats at %s: %w (check the user and password or token in the URL)", ErrAuth, shown, err)
+		}
+		log.Warn("cannot reach nats yet", "url", shown, "err", err)
 		select {
 		case <-ctx.Done():
-			return nil, fmt.Errorf("connect to nats at %s: %w (is the server running? set --nats, or leave it empty to embed one)", url, err)
+			return nil, fmt.Errorf("connect to nats at %s: %w (is the server running? set --nats, or leave it empty to embed one)", shown, err)
 		case <-time.After(wait):
 		}
 		wait = min(2*wait, 2*time.Second)
@@ -230,12 +235,20 @@ func (c *Conn) Server() *Server { return c.server }
 // Connected reports whether the connection is up right now.
 func (c *Conn) Connected() bool { return c.NC != nil && c.NC.IsConnected() }
 
-// ClientURL returns the URL of the server this connection uses.
+// ClientURL returns the URL of the server this connection uses, its
+// password or token redacted (see [RedactURL]).
 func (c *Conn) ClientURL() string {
 	if c.server != nil {
 		return c.server.ClientURL()
 	}
-	return c.NC.ConnectedUrlRedacted()
+	return RedactURL(c.NC.ConnectedUrl())
+}
+
+// authFailed reports whether the server refused the connection's
+// credentials.
+func authFailed(err error) bool {
+	return errors.Is(err, nats.ErrAuthorization) || errors.Is(err, nats.ErrAuthExpired) ||
+		errors.Is(err, nats.ErrAuthRevoked) || errors.Is(err, nats.ErrAccountAuthExpired)
 }
 
 // Close drains the connection (pending publishes are flushed, subscriptions

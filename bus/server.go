@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
@@ -118,6 +119,9 @@ func parseRoute(route string) (*url.URL, error) {
 type Server struct {
 	srv *server.Server
 	cfg ServerConfig
+	// lock holds the store directory until Shutdown.
+	lock     *storeLock
+	lockOnce sync.Once
 }
 
 // StartServer starts an embedded nats-server with JetStream and waits until it
@@ -153,6 +157,10 @@ func StartServer(cfg ServerConfig) (*Server, error) {
 	if err := os.MkdirAll(store, 0o755); err != nil {
 		return nil, fmt.Errorf("create store dir: %w (set --store to a writable directory)", err)
 	}
+	lock, err := lockStore(store, cfg.Listen)
+	if err != nil {
+		return nil, err
+	}
 	opts := &server.Options{
 		ServerName: cfg.Name,
 		Host:       host,
@@ -177,6 +185,7 @@ func StartServer(cfg ServerConfig) (*Server, error) {
 	}
 	srv, err := server.NewServer(opts)
 	if err != nil {
+		lock.release()
 		return nil, fmt.Errorf("embedded nats-server: %w", err)
 	}
 	// The server reports startup failures (address in use, JetStream cannot
@@ -192,16 +201,19 @@ func StartServer(cfg ServerConfig) (*Server, error) {
 		case msg := <-fatal:
 			srv.Shutdown()
 			srv.WaitForShutdown()
+			lock.release()
 			return nil, fmt.Errorf("embedded nats-server on %s: %s (check --listen and --store)", cfg.Listen, msg)
 		default:
 		}
 		if time.Now().After(deadline) {
 			srv.Shutdown()
 			srv.WaitForShutdown()
+			lock.release()
 			return nil, fmt.Errorf("embedded nats-server did not accept clients on %s within %s (is the address in use? set --listen)", cfg.Listen, readyTimeout)
 		}
 	}
-	return &Server{srv: srv, cfg: cfg}, nil
+	lock.note(srv.Addr().String())
+	return &Server{srv: srv, cfg: cfg, lock: lock}, nil
 }
 
 // parseListen checks a listen address, host:port with port 0-65535.
@@ -294,10 +306,12 @@ func (s *Server) LeadsStream(stream string) bool {
 // StoreDir is the JetStream store directory in use.
 func (s *Server) StoreDir() string { return s.srv.StoreDir() }
 
-// Shutdown stops the server and waits for it to finish.
+// Shutdown stops the server, waits for it to finish and releases its store
+// directory (see [LockFile]).
 func (s *Server) Shutdown() {
 	s.srv.Shutdown()
 	s.srv.WaitForShutdown()
+	s.lockOnce.Do(s.lock.release)
 }
 
 // serverLog adapts slog to nats-server's logger; notices are logged at debug.

@@ -280,18 +280,26 @@ func (s *Supervisor) serve(op string, req micro.Request) {
 	ctx, cancel := context.WithTimeout(s.runCtx, s.opts.RequestTimeout)
 	defer cancel()
 	rep, err := s.handle(ctx, op, req.Data())
-	if err != nil {
-		code := codeOf(err)
-		if code == CodeInternal {
-			s.log.Error("orchestration request failed", "op", op, "err", err)
+	if err == nil {
+		if err = req.RespondJSON(rep); err == nil {
+			return
 		}
-		_ = req.Error(fmt.Sprint(code), err.Error(), nil)
-		return
+		err = fmt.Errorf("reply to %s: %w", op, err) // e.g. larger than the server takes
 	}
-	_ = req.RespondJSON(rep)
+	code := codeOf(err)
+	if code == CodeInternal {
+		s.log.Error("orchestration request failed", "op", op, "err", errorText(err))
+	}
+	if req.Error(fmt.Sprint(code), errorText(err), nil) != nil {
+		// Always reply, if only with the code.
+		_ = req.Error(fmt.Sprint(code), fmt.Sprintf("%s failed (code %d)", op, code), nil)
+	}
 }
 
 func (s *Supervisor) handle(ctx context.Context, op string, data []byte) (any, error) {
+	if err := checkSize(data); err != nil {
+		return nil, err
+	}
 	switch op {
 	case OpStart:
 		var r StartRequest
@@ -329,14 +337,14 @@ func (s *Supervisor) handle(ctx context.Context, op string, data []byte) (any, e
 		}
 		return OKReply{ID: r.ID, Status: StatusCancelled}, nil
 	}
-	return nil, invalidf("unknown operation %q", op)
+	return nil, invalidf("unknown operation %s", echo(op))
 }
 
 func decodeStrict(data []byte, v any, want string) error {
 	dec := json.NewDecoder(strings.NewReader(string(data)))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
-		return invalidf("bad request body: %v (want JSON like %s)", err, want)
+		return invalidf("bad request body: %s (want JSON like %s)", jsonErrorText(err), want)
 	}
 	return nil
 }
@@ -353,8 +361,11 @@ func validID(id string) error {
 	if id == "" {
 		return invalidf("empty orchestration id: pass the id Start returned")
 	}
+	if len(id) > MaxFieldLength {
+		return invalidf("orchestration id %s is %d bytes: an id is 1-%d of [A-Za-z0-9_-]; pass the id Start returned", echo(id), len(id), MaxFieldLength)
+	}
 	if err := records.ValidateID(id); err != nil {
-		return invalidf("orchestration id %q: %v", id, err)
+		return invalidf("orchestration id %s: %v", echo(id), err)
 	}
 	return nil
 }
@@ -366,11 +377,14 @@ func (s *Supervisor) Start(ctx context.Context, name string, input json.RawMessa
 	if err := s.checkStarted(); err != nil {
 		return "", err
 	}
+	if err := checkName(name); err != nil {
+		return "", err
+	}
 	s.mu.Lock()
 	def, ok := s.defs[name]
 	s.mu.Unlock()
 	if !ok {
-		return "", fmt.Errorf("%w %q: this supervisor runs %s", ErrUnknownName, name, strings.Join(s.Names(), ", "))
+		return "", fmt.Errorf("%w %s: this supervisor runs %s", ErrUnknownName, echo(name), strings.Join(s.Names(), ", "))
 	}
 	if len(input) == 0 {
 		input = json.RawMessage("null")

@@ -94,6 +94,10 @@ func TestParseErrors(t *testing.T) {
 		{testSettings(), []string{"--name"}, nil, `flag needs an argument: -name`},
 		{testSettings(), []string{"extra"}, nil, `unexpected argument "extra": prog takes flags only`},
 		{withBool(), []string{"--verbose-mode", "false"}, nil, `unexpected argument "false": prog takes flags only (a bool flag takes its value as --flag=false)`},
+		// A secret in a refused value is never echoed.
+		{testSettings(), []string{"--log-level", "nats://u:s3cret@h:4222"}, nil, `--log-level "nats://u:REDACTED@h:4222": want debug, info, warn or error`},
+		{testSettings(), nil, map[string]string{"EA_LOG_LEVEL": "nats://t0ken@h"}, `--log-level "nats://REDACTED@h" (from EA_LOG_LEVEL): want debug, info, warn or error`},
+		{testSettings(), []string{"nats://u:s3cret@h:4222"}, nil, `unexpected argument "nats://u:REDACTED@h:4222": prog takes flags only`},
 	} {
 		var cfg testConfig
 		_, err := Parse("prog", tc.settings, tc.args, envOf(tc.env), &cfg)

@@ -104,16 +104,16 @@ func Parse[C any](program string, settings []*Setting[C], args []string, getenv 
 		if hasBool {
 			hint = " (a bool flag takes its value as --flag=false)"
 		}
-		return nil, Usagef("unexpected argument %q: %s takes flags only%s", fs.Arg(0), program, hint)
+		return nil, Usagef("unexpected argument %q: %s takes flags only%s", bus.RedactURL(fs.Arg(0)), program, hint)
 	}
 	explicit = map[string]bool{}
 	for i, s := range settings {
 		v := values[i]
 		if want := s.Check(cfg, v.text); want != "" {
 			if v.from == "env" {
-				return nil, Usagef("--%s %q (from %s): %s", s.Name, v.text, s.Env(), want)
+				return nil, Usagef("--%s %q (from %s): %s", s.Name, bus.RedactURL(v.text), s.Env(), want)
 			}
-			return nil, Usagef("--%s %q: %s", s.Name, v.text, want)
+			return nil, Usagef("--%s %q: %s", s.Name, bus.RedactURL(v.text), want)
 		}
 		if v.from != "" {
 			explicit[s.Name] = true
