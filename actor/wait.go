@@ -19,7 +19,12 @@ func (n *Node) WaitReady(ctx context.Context) error {
 	case <-n.readyCh:
 		return nil
 	case <-n.doneCh:
-		return fmt.Errorf("%w: the node stopped before it was ready", ErrNotRunning)
+		select {
+		case <-n.readyCh: // both closed: it was ready
+			return nil
+		default:
+			return fmt.Errorf("%w: the node stopped before it was ready", ErrNotRunning)
+		}
 	case <-ctx.Done():
 		return ctx.Err()
 	}
