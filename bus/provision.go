@@ -37,6 +37,9 @@ func (c *Conn) Provision(ctx context.Context) error {
 		return err
 	}
 	for _, sc := range streams {
+		if c.streamInPlace(ctx, sc) {
+			continue
+		}
 		if err := retry(ctx, func() error {
 			_, err := c.JS.CreateOrUpdateStream(ctx, sc)
 			return err
@@ -50,6 +53,9 @@ func (c *Conn) Provision(ctx context.Context) error {
 		{Bucket: n.PlaceBucket(), Description: "placement: node heartbeats and partition leases", History: 1, Storage: jetstream.FileStorage, Replicas: cfg.Replicas},
 	}
 	for _, kc := range buckets {
+		if c.bucketInPlace(ctx, kc) {
+			continue
+		}
 		if err := retry(ctx, func() error {
 			_, err := c.JS.CreateOrUpdateKeyValue(ctx, kc)
 			return err
@@ -58,6 +64,43 @@ func (c *Conn) Provision(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// streamInPlace reports whether stream sc exists with the settings
+// provisioning sets. Then it is left alone: an update with the same settings
+// still rewrites the stream's configuration on the server, which every node
+// start would otherwise do while other nodes create consumers.
+func (c *Conn) streamInPlace(ctx context.Context, sc jetstream.StreamConfig) bool {
+	s, err := c.JS.Stream(ctx, sc.Name)
+	if err != nil {
+		return false
+	}
+	have := s.CachedInfo().Config
+	sameTransform := (have.SubjectTransform == nil) == (sc.SubjectTransform == nil) &&
+		(sc.SubjectTransform == nil || *have.SubjectTransform == *sc.SubjectTransform)
+	return sameTransform && slices.Equal(have.Subjects, sc.Subjects) && have.Description == sc.Description &&
+		have.Replicas == sc.Replicas && have.Duplicates == sc.Duplicates && have.MaxAge == sc.MaxAge &&
+		have.MaxConsumers == sc.MaxConsumers && have.Retention == sc.Retention && have.Storage == sc.Storage &&
+		have.AllowDirect == sc.AllowDirect
+}
+
+// bucketInPlace reports whether bucket kc exists with the settings
+// provisioning sets (see streamInPlace).
+func (c *Conn) bucketInPlace(ctx context.Context, kc jetstream.KeyValueConfig) bool {
+	kv, err := c.JS.KeyValue(ctx, kc.Bucket)
+	if err != nil {
+		return false
+	}
+	st, err := kv.Status(ctx)
+	if err != nil {
+		return false
+	}
+	info, ok := st.(*jetstream.KeyValueBucketStatus)
+	if !ok {
+		return false
+	}
+	have := info.StreamInfo().Config
+	return st.History() == int64(kc.History) && have.Replicas == kc.Replicas && have.Description == kc.Description && have.Storage == kc.Storage
 }
 
 // mailboxConfig is the mailbox stream's configuration: it listens on
