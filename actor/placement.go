@@ -468,7 +468,12 @@ func (p *placement) reconcile(ctx context.Context) {
 		sem <- struct{}{}
 		wg.Go(func() {
 			defer func() { <-sem }()
-			if err := p.act(ctx, s, a, reading[s], leases[s], owns); err != nil && ctx.Err() == nil {
+			err := p.act(ctx, s, a, reading[s], leases[s], owns)
+			switch {
+			case err == nil || ctx.Err() != nil:
+			case errors.Is(err, errLeaseHeld): // a hand-over in progress: its reader frees it
+				p.n.log.Debug("placement: waiting for the lease", "partition", s.String(), "err", err)
+			default:
 				p.n.log.Warn("placement: retrying at the next pass", "partition", s.String(), "err", err)
 			}
 		})
@@ -543,7 +548,7 @@ func (p *placement) take(ctx context.Context, s slot) error {
 			return nil
 		}
 		if ok && p.heldByLive(l, p.liveNodes()) {
-			return fmt.Errorf("lease of %s is held by live node %s", s, l.node)
+			return fmt.Errorf("%w: lease of %s is held by live node %s", errLeaseHeld, s, l.node)
 		}
 		var rev uint64
 		if ok {
@@ -614,6 +619,10 @@ func (p *placement) liveNodes() []string {
 	defer p.mu.Unlock()
 	return slices.Clone(p.live)
 }
+
+// errLeaseHeld: the partition's lease names another live node; the owner
+// waits for that node to free it.
+var errLeaseHeld = errors.New("lease held")
 
 // isConflict reports whether err is a lost compare-and-set on a KV key:
 // JetStream error 10071 (wrong last sequence) on one replica, 10164 on
