@@ -398,7 +398,6 @@ const (
 	actDrop                     // stop reading it: another node took the lease
 	actFree                     // free a lease this node holds but does not use
 	actReopen                   // stop reading and read again (consumer reset)
-	actLease                    // take the lease of a partition read without one
 )
 
 // reconcile compares what this node reads with what it owns and the leases
@@ -437,8 +436,6 @@ func (p *placement) reconcile(ctx context.Context) {
 				todo[s] = actClose
 			case part != nil && part.failed():
 				todo[s] = actReopen
-			case part != nil && !leased:
-				todo[s] = actLease // its lease vanished: take it again, or stop
 			case part == nil && mine && (!leased || l.node == p.id || !p.heldByLive(l, live)):
 				todo[s] = actOpen
 			case part == nil && !mine && leased && l.node == p.id:
@@ -497,13 +494,6 @@ func (p *placement) act(ctx context.Context, s slot, a action, part *partition, 
 		return p.free(ctx, s)
 	case actFree:
 		return p.free(ctx, s)
-	case actLease:
-		if err := p.take(ctx, s); err != nil {
-			p.unread(s, part)
-			part.stop(p.n.opts.ShutdownGrace)
-			return err
-		}
-		return nil
 	case actReopen:
 		p.unread(s, part)
 		part.stop(p.n.opts.ShutdownGrace)
