@@ -205,6 +205,13 @@ func (c *Client) Subscribe(ctx context.Context, ref records.Ref, opts ...Subscri
 	if err != nil {
 		return nil, fmt.Errorf("subscribe to %s: %w", ref, err)
 	}
+	return recordsOf(msgs), nil
+}
+
+// recordsOf turns followed messages into records: a message that does not
+// decode is yielded with its error and the stream goes on; a failure of the
+// stream itself is yielded once and ends it.
+func recordsOf(msgs iter.Seq2[jetstream.Msg, error]) iter.Seq2[records.Record, error] {
 	return func(yield func(records.Record, error) bool) {
 		for msg, err := range msgs {
 			if err != nil {
@@ -216,7 +223,7 @@ func (c *Client) Subscribe(ctx context.Context, ref records.Ref, opts ...Subscri
 				return
 			}
 		}
-	}, nil
+	}
 }
 
 // DeadLetter is a record an effector could not process.

@@ -233,6 +233,24 @@ func decodeStrict(data []byte, v any) error {
 	return nil
 }
 
+// requestedState is the msgpack of the state a create or reset request
+// gives as JSON, or of the kind's initial state when it gives none; a state
+// that does not fit the kind is a 400.
+func (n *Node) requestedState(kind string, raw json.RawMessage) ([]byte, error) {
+	k := n.kinds[kind]
+	var state []byte
+	var err error
+	if len(raw) == 0 || string(raw) == "null" {
+		state, err = k.initial()
+	} else {
+		state, err = k.fromJSON(raw)
+	}
+	if err != nil {
+		return nil, &ControlError{Code: 400, Message: err.Error()}
+	}
+	return state, nil
+}
+
 // create writes a new state document and starts driving the effector.
 func (n *Node) create(ctx context.Context, kind string, data []byte) (Document, error) {
 	var req CreateRequest
@@ -243,16 +261,9 @@ func (n *Node) create(ctx context.Context, kind string, data []byte) (Document, 
 	if err := ref.Validate(); err != nil {
 		return Document{}, &ControlError{Code: 400, Message: err.Error()}
 	}
-	k := n.kinds[kind]
-	var state []byte
-	var err error
-	if len(req.State) == 0 || string(req.State) == "null" {
-		state, err = k.initial()
-	} else {
-		state, err = k.fromJSON(req.State)
-	}
+	state, err := n.requestedState(kind, req.State)
 	if err != nil {
-		return Document{}, &ControlError{Code: 400, Message: err.Error()}
+		return Document{}, err
 	}
 	doc := Document{ID: ref.ID, Kind: ref.Kind, Status: StatusIdle, State: state, Updated: time.Now().UTC()}
 	rev, err := n.states.Create(ctx, n.names.StateKey(ref), doc)
@@ -361,16 +372,9 @@ func (n *Node) reset(ctx context.Context, kind string, data []byte) (Document, e
 	if err := ref.Validate(); err != nil {
 		return Document{}, &ControlError{Code: 400, Message: err.Error()}
 	}
-	k := n.kinds[kind]
-	var state []byte
-	var err error
-	if len(req.State) == 0 || string(req.State) == "null" {
-		state, err = k.initial()
-	} else {
-		state, err = k.fromJSON(req.State)
-	}
+	state, err := n.requestedState(kind, req.State)
 	if err != nil {
-		return Document{}, &ControlError{Code: 400, Message: err.Error()}
+		return Document{}, err
 	}
 	doc, err := n.rewrite(ctx, ref, StatusIdle, state, false)
 	if err != nil {

@@ -76,16 +76,5 @@ func (c *Client) SubscribeKind(ctx context.Context, kind string, opts ...Subscri
 	if err != nil {
 		return nil, fmt.Errorf("subscribe to kind %s: %w", kind, err)
 	}
-	return func(yield func(records.Record, error) bool) {
-		for msg, err := range msgs {
-			if err != nil {
-				yield(records.Record{}, err)
-				return
-			}
-			rec, err := recordOf(msg)
-			if !yield(rec, err) {
-				return
-			}
-		}
-	}, nil
+	return recordsOf(msgs), nil
 }
