@@ -1,0 +1,224 @@
+package web
+
+import (
+	"encoding/json"
+	"time"
+
+	"github.com/effectors/effectors/store"
+)
+
+// ProtocolVersion is the version of the frame protocol, announced in the
+// welcome frame.
+const ProtocolVersion = 1
+
+// Frame types a client sends.
+const (
+	TypeAuth        = "auth"
+	TypeSend        = "send"
+	TypeSubscribe   = "subscribe"
+	TypeUnsubscribe = "unsubscribe"
+	TypeState       = "state"     // request: one state document; also the type of state events
+	TypeKinds       = "kinds"     // request: the kinds nodes host
+	TypeEffectors   = "effectors" // request: a page of effectors of a kind
+	TypeQuery       = "query"     // request: a page of records from the record store
+	TypeGet         = "get"       // request: one record by id
+	TypeCreate      = "create"
+	TypeTerminate   = "terminate"
+	TypeOrchStart   = "orch.start"
+	TypeOrchStatus  = "orch.status"
+	TypeOrchInput   = "orch.input"
+	TypeOrchCancel  = "orch.cancel"
+	TypePing        = "ping"
+)
+
+// Frame types the gateway sends.
+const (
+	TypeWelcome       = "welcome"
+	TypeAck           = "ack"
+	TypeResult        = "result"
+	TypeError         = "error"
+	TypeSubscribed    = "subscribed"
+	TypeUnsubscribed  = "unsubscribed"
+	TypeRecord        = "record"        // outbox and mailbox subscriptions
+	TypeRecords       = "records"       // records subscriptions: a page with its cursor
+	TypeDead          = "dead"          // dead-letter subscriptions
+	TypeOrchestration = "orchestration" // orchestration subscriptions
+	TypePong          = "pong"
+)
+
+// Topics of a subscribe frame.
+const (
+	TopicOutbox        = "outbox"        // what an effector (or every effector of a kind) emits, from a stream sequence
+	TopicMailbox       = "mailbox"       // what an effector receives, from a stream sequence
+	TopicState         = "state"         // state documents of an effector or a kind, from a revision
+	TopicRecords       = "records"       // the log of a process or an effector (both boxes), history then live, from a cursor
+	TopicDead          = "dead"          // dead letters of an effector or of all, from a stream sequence
+	TopicOrchestration = "orchestration" // an orchestration's record (or all), from a revision
+)
+
+// head is what every client frame has.
+type head struct {
+	Type string `json:"type"`
+	Req  string `json:"req,omitempty"`
+	Sub  string `json:"sub,omitempty"`
+}
+
+// OutRecord is the record a send frame carries.
+type OutRecord struct {
+	// ID is the record id (Nats-Msg-Id). Set it so that a re-send after a
+	// reconnect is stored once; empty: the gateway makes one.
+	ID   string `json:"id,omitempty"`
+	Type string `json:"type,omitempty"`
+	// Payload is any JSON value, sent as application/json.
+	Payload  json.RawMessage `json:"payload,omitempty"`
+	Process  string          `json:"process,omitempty"`
+	Cause    string          `json:"cause,omitempty"`
+	Priority string          `json:"priority,omitempty"`
+	// Time is the sender's time (EA-Time); empty: when the gateway got it.
+	Time *time.Time `json:"time,omitempty"`
+}
+
+// SendFrame is {"type":"send"}.
+type SendFrame struct {
+	Type   string    `json:"type"`
+	Req    string    `json:"req"`
+	To     string    `json:"to"` // "<kind>/<id>"
+	Record OutRecord `json:"record"`
+}
+
+// SubscribeFrame is {"type":"subscribe"}.
+type SubscribeFrame struct {
+	Type  string `json:"type"`
+	Sub   string `json:"sub"`
+	Topic string `json:"topic"`
+	// Effector "<kind>/<id>" (outbox, mailbox, state, records, dead).
+	Effector string `json:"effector,omitempty"`
+	// Kind: every effector of it (outbox, state).
+	Kind string `json:"kind,omitempty"`
+	// Process (records).
+	Process string `json:"process,omitempty"`
+	// ID of an orchestration (orchestration; empty: all).
+	ID string `json:"id,omitempty"`
+	// From is the stream sequence (outbox, mailbox, dead) or revision
+	// (state, orchestration) to start at, inclusive. 0 or absent: from now
+	// (outbox, mailbox, dead) or the current values then changes (state,
+	// orchestration).
+	From uint64 `json:"from,omitempty"`
+	// Cursor resumes a records subscription (the cursor of the last
+	// records frame received); empty: from the beginning of the log.
+	Cursor string `json:"cursor,omitempty"`
+}
+
+// ErrorFrame is {"type":"error"}.
+type ErrorFrame struct {
+	Type  string `json:"type"`
+	Req   string `json:"req,omitempty"`
+	Sub   string `json:"sub,omitempty"`
+	Code  string `json:"code"`
+	Error string `json:"error"`
+}
+
+// AckFrame is {"type":"ack"}: the record is stored in the mailbox stream.
+type AckFrame struct {
+	Type   string `json:"type"`
+	Req    string `json:"req"`
+	ID     string `json:"id"`
+	Stream string `json:"stream"`
+	Seq    uint64 `json:"seq"`
+	// Duplicate: the record was stored before (a re-send), Seq is where.
+	Duplicate bool `json:"duplicate,omitempty"`
+}
+
+// RecordFrame is {"type":"record"} of outbox and mailbox subscriptions.
+type RecordFrame struct {
+	Type   string           `json:"type"`
+	Sub    string           `json:"sub"`
+	Seq    uint64           `json:"seq"`
+	Record store.RecordJSON `json:"record"`
+}
+
+// RecordsFrame is {"type":"records"} of records subscriptions: one page of
+// the log. Cursor resumes after it; Live is set once the subscription has
+// caught up with the log (history delivered).
+type RecordsFrame struct {
+	Type    string             `json:"type"`
+	Sub     string             `json:"sub"`
+	Records []store.RecordJSON `json:"records"`
+	Cursor  string             `json:"cursor"`
+	Live    bool               `json:"live"`
+}
+
+// DeadFrame is {"type":"dead"}.
+type DeadFrame struct {
+	Type string `json:"type"`
+	Sub  string `json:"sub"`
+	// Seq is the dead letter's sequence in the dead-letter stream (resume
+	// with from: seq+1).
+	Seq      uint64 `json:"seq"`
+	Effector string `json:"effector"`
+	Reason   string `json:"reason"`
+	Error    string `json:"error"`
+	// MailboxSeq and MailboxStream: where the original record is.
+	MailboxSeq    uint64           `json:"mailbox_seq,omitempty"`
+	MailboxStream string           `json:"mailbox_stream,omitempty"`
+	Truncated     string           `json:"truncated,omitempty"`
+	Stored        time.Time        `json:"stored"`
+	Record        store.RecordJSON `json:"record"`
+}
+
+// StateFrame is {"type":"state"} of state subscriptions.
+type StateFrame struct {
+	Type     string          `json:"type"`
+	Sub      string          `json:"sub"`
+	Revision uint64          `json:"revision"`
+	Effector string          `json:"effector"`
+	Deleted  bool            `json:"deleted,omitempty"`
+	Document json.RawMessage `json:"document,omitempty"`
+}
+
+// OrchestrationFrame is {"type":"orchestration"}.
+type OrchestrationFrame struct {
+	Type          string        `json:"type"`
+	Sub           string        `json:"sub"`
+	Revision      uint64        `json:"revision"`
+	ID            string        `json:"id"`
+	Deleted       bool          `json:"deleted,omitempty"`
+	Orchestration *Orchestration `json:"orchestration,omitempty"`
+}
+
+// Orchestration is an orchestration as its record in the orchestration
+// bucket holds it (the fields of the orchestration API's status reply).
+type Orchestration struct {
+	ID         string          `json:"id"`
+	Name       string          `json:"name"`
+	Status     string          `json:"status"`
+	Step       string          `json:"step"`
+	WaitingFor string          `json:"waiting_for,omitempty"`
+	Prompt     json.RawMessage `json:"prompt,omitempty"`
+	Results    json.RawMessage `json:"results,omitempty"`
+	Error      string          `json:"error,omitempty"`
+	Tasks      []OrchTask      `json:"tasks,omitempty"`
+	Steps      int             `json:"steps"`
+	Created    time.Time       `json:"created"`
+	Updated    time.Time       `json:"updated"`
+}
+
+// OrchTask is a task an orchestration has out with a worker.
+type OrchTask struct {
+	ID     string    `json:"id"`
+	Step   string    `json:"step"`
+	Worker string    `json:"worker"`
+	Type   string    `json:"type"`
+	Sent   time.Time `json:"sent"`
+}
+
+// WelcomeFrame is the first frame the gateway sends once the client is
+// authorized.
+type WelcomeFrame struct {
+	Type             string `json:"type"`
+	Version          int    `json:"version"`
+	Prefix           string `json:"prefix"`
+	MaxFrame         int64  `json:"max_frame"`
+	MaxSubscriptions int    `json:"max_subscriptions"`
+	SendBuffer       int    `json:"send_buffer"`
+}

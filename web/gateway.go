@@ -1,0 +1,166 @@
+package web
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/effectors/effectors/actor"
+	"github.com/effectors/effectors/bus"
+	"github.com/effectors/effectors/store"
+	"github.com/effectors/effectors/supervisor"
+)
+
+// Gateway serves the WebSocket endpoint (/ws) and the live record view (/)
+// over one provisioned NATS connection. Create it with [New]; serve it with
+// [Gateway.Run], or mount [Gateway.Handler] in your own server and call
+// [Gateway.Close] at the end. It is safe for concurrent use.
+type Gateway struct {
+	cfg     Config
+	conn    *bus.Conn
+	names   bus.Names
+	actors  *actor.Client
+	store   *store.Client
+	orch    *supervisor.Client
+	metrics *metrics
+	handler http.Handler
+
+	base context.Context // parent of every session; cancelled by Close
+	stop context.CancelFunc
+
+	mu       sync.Mutex // guards sessions, closed and addr
+	sessions map[*session]struct{}
+	closed   bool
+	addr     net.Addr
+	ready    chan struct{} // closed once Run listens
+	wg       sync.WaitGroup // one per session
+}
+
+// New returns a gateway on conn, which must be connected and provisioned.
+// cfg is validated ([Config.Validate]); zero fields take their defaults.
+func New(ctx context.Context, conn *bus.Conn, cfg Config) (*Gateway, error) {
+	if conn == nil || conn.NC == nil {
+		return nil, invalidf("conn is nil: pass a connected, provisioned *bus.Conn")
+	}
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg = cfg.withDefaults()
+	actors, err := actor.NewClient(ctx, conn)
+	if err != nil {
+		return nil, fmt.Errorf("gateway: %w", err)
+	}
+	sc, err := store.NewClient(ctx, conn)
+	if err != nil {
+		return nil, fmt.Errorf("gateway: %w", err)
+	}
+	oc, err := supervisor.NewClient(conn)
+	if err != nil {
+		return nil, fmt.Errorf("gateway: %w", err)
+	}
+	m, err := newMetrics(cfg.Registerer)
+	if err != nil {
+		return nil, err
+	}
+	base, stop := context.WithCancel(context.WithoutCancel(ctx))
+	g := &Gateway{
+		cfg: cfg, conn: conn, names: conn.Names(), actors: actors, store: sc, orch: oc, metrics: m,
+		base: base, stop: stop, sessions: map[*session]struct{}{}, ready: make(chan struct{}),
+	}
+	sub, err := fs.Sub(assets, "assets")
+	if err != nil {
+		return nil, err
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /ws", g.serveWS)
+	mux.Handle("GET /assets/", http.StripPrefix("/assets/", http.FileServerFS(sub)))
+	mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Security-Policy", "default-src 'self'; connect-src 'self' ws: wss:; img-src 'self' data:")
+		w.Header().Set("X-Content-Type-Options", "nosniff")
+		http.ServeFileFS(w, r, sub, "index.html")
+	})
+	g.handler = mux
+	return g, nil
+}
+
+// Handler returns the gateway's HTTP handler: GET / (the live view),
+// GET /assets/… and GET /ws (the WebSocket endpoint).
+func (g *Gateway) Handler() http.Handler { return g.handler }
+
+// Run listens on Config.Addr and serves until ctx ends, then closes every
+// connection (status 1001) and returns nil. It returns an error when the
+// address cannot be listened on.
+func (g *Gateway) Run(ctx context.Context) error {
+	ln, err := net.Listen("tcp", g.cfg.Addr)
+	if err != nil {
+		return fmt.Errorf("gateway: listen on %s: %w", g.cfg.Addr, err)
+	}
+	g.mu.Lock()
+	g.addr = ln.Addr()
+	close(g.ready)
+	g.mu.Unlock()
+	srv := &http.Server{Handler: g.handler, ReadHeaderTimeout: 10 * time.Second, ErrorLog: nil}
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(ln) }()
+	select {
+	case <-ctx.Done():
+	case err = <-done:
+		g.Close()
+		return fmt.Errorf("gateway: serve: %w", err)
+	}
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	_ = srv.Shutdown(sctx) // hijacked WebSockets are closed by Close
+	g.Close()
+	if err := <-done; err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return fmt.Errorf("gateway: serve: %w", err)
+	}
+	return nil
+}
+
+// Addr returns the address Run listens on (useful with port 0), waiting
+// until it listens or ctx ends.
+func (g *Gateway) Addr(ctx context.Context) (net.Addr, error) {
+	select {
+	case <-g.ready:
+		g.mu.Lock()
+		defer g.mu.Unlock()
+		return g.addr, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// Close closes every connection (status 1001, "gateway stopping") and
+// waits for their goroutines. Connections arriving afterwards are refused.
+func (g *Gateway) Close() {
+	g.mu.Lock()
+	g.closed = true
+	g.mu.Unlock()
+	g.stop()
+	g.wg.Wait()
+}
+
+// add registers s; false once the gateway is closed.
+func (g *Gateway) add(s *session) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.closed {
+		return false
+	}
+	g.sessions[s] = struct{}{}
+	g.wg.Add(1)
+	return true
+}
+
+func (g *Gateway) remove(s *session) {
+	g.mu.Lock()
+	delete(g.sessions, s)
+	g.mu.Unlock()
+	g.wg.Done()
+}

@@ -1,0 +1,255 @@
+package web_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/coder/websocket"
+	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/goleak"
+
+	"github.com/effectors/effectors/actor"
+	"github.com/effectors/effectors/actor/actortest"
+	"github.com/effectors/effectors/bus"
+	"github.com/effectors/effectors/bus/bustest"
+	"github.com/effectors/effectors/kinds"
+	"github.com/effectors/effectors/store"
+	"github.com/effectors/effectors/supervisor"
+	"github.com/effectors/effectors/web"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+var quiet = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+
+// env is a real JetStream server with a node hosting the example kinds,
+// the record store, a supervisor with the demo, and a gateway on an
+// httptest server.
+type env struct {
+	srv    *bustest.Server
+	conn   *bus.Conn
+	actors *actor.Client
+	gw     *web.Gateway
+	http   *httptest.Server
+	reg    *prometheus.Registry
+	url    string // ws://…/ws
+}
+
+type envOpts struct {
+	cfg        web.Config
+	supervisor bool
+}
+
+// background runs run(ctx) until the test ends, waiting for ready.
+func background(t testing.TB, what string, run func(context.Context) error, ready func() bool) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("%s: %v", what, err)
+			}
+		case <-time.After(20 * time.Second):
+			t.Errorf("%s did not stop", what)
+		}
+	})
+	if ready != nil {
+		actortest.Eventually(t, 15*time.Second, what+" ready", ready)
+	}
+}
+
+func newEnv(t testing.TB, o envOpts) *env {
+	t.Helper()
+	srv := bustest.NewServer(t)
+	conn := srv.Connect(t)
+	actortest.StartNode(t, conn, actor.Options{Logger: quiet}, kinds.Counter(), kinds.TaskA(), kinds.TaskB())
+	ctx := context.Background()
+	ss, err := store.NewServer(ctx, conn, store.ServerOptions{Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	background(t, "store server", ss.Run, nil)
+	if o.supervisor {
+		sup, err := supervisor.New(conn, supervisor.Options{Logger: quiet, AckWait: 5 * time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		demo, err := supervisor.Demo()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := sup.Register(demo); err != nil {
+			t.Fatal(err)
+		}
+		background(t, "supervisor", sup.Run, sup.Ready)
+	}
+	reg := prometheus.NewRegistry()
+	cfg := o.cfg
+	cfg.Logger, cfg.Registerer = quiet, reg
+	gw, err := web.New(ctx, conn, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := httptest.NewServer(gw.Handler())
+	t.Cleanup(func() {
+		gw.Close()
+		hs.Close()
+	})
+	actors, err := actor.NewClient(ctx, conn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &env{srv: srv, conn: conn, actors: actors, gw: gw, http: hs, reg: reg,
+		url: "ws" + strings.TrimPrefix(hs.URL, "http") + "/ws"}
+}
+
+// client is a test WebSocket client reading frames in the background.
+type client struct {
+	t      testing.TB
+	ws     *websocket.Conn
+	frames chan map[string]any
+	done   chan struct{}
+	mu     sync.Mutex
+	err    error // why reading ended
+}
+
+func (e *env) dial(t testing.TB, hdr http.Header) *client {
+	t.Helper()
+	c := e.dialNoRead(t, hdr)
+	c.startReading()
+	return c
+}
+
+func (e *env) dialNoRead(t testing.TB, hdr http.Header) *client {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	ws, resp, err := websocket.Dial(ctx, e.url, &websocket.DialOptions{HTTPHeader: hdr})
+	if err != nil {
+		t.Fatalf("dial: %v", err)
+	}
+	if resp.Body != nil {
+		_ = resp.Body.Close()
+	}
+	ws.SetReadLimit(16 << 20)
+	c := &client{t: t, ws: ws, frames: make(chan map[string]any, 100_000), done: make(chan struct{})}
+	t.Cleanup(func() {
+		_ = ws.CloseNow()
+		<-c.done
+	})
+	return c
+}
+
+func (c *client) startReading() {
+	go func() {
+		defer close(c.done)
+		for {
+			_, b, err := c.ws.Read(context.Background())
+			if err != nil {
+				c.mu.Lock()
+				c.err = err
+				c.mu.Unlock()
+				return
+			}
+			var f map[string]any
+			if err := json.Unmarshal(b, &f); err != nil {
+				c.t.Errorf("gateway sent a frame that is not JSON: %q", b)
+				continue
+			}
+			c.frames <- f
+		}
+	}()
+}
+
+// write sends v as a text frame.
+func (c *client) write(v any) {
+	c.t.Helper()
+	b, ok := v.([]byte)
+	if !ok {
+		var err error
+		if b, err = json.Marshal(v); err != nil {
+			c.t.Fatal(err)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := c.ws.Write(ctx, websocket.MessageText, b); err != nil {
+		c.t.Fatalf("write: %v", err)
+	}
+}
+
+// next returns the next frame matching keep, failing after 15s.
+func (c *client) next(what string, keep func(map[string]any) bool) map[string]any {
+	c.t.Helper()
+	deadline := time.After(15 * time.Second)
+	for {
+		select {
+		case f := <-c.frames:
+			if keep == nil || keep(f) {
+				return f
+			}
+		case <-deadline:
+			c.t.Fatalf("no %s within 15s", what)
+		case <-c.done:
+			// drain what was read before the end
+			select {
+			case f := <-c.frames:
+				if keep == nil || keep(f) {
+					return f
+				}
+				continue
+			default:
+			}
+			c.t.Fatalf("connection ended before %s: %v", what, c.readErr())
+		}
+	}
+}
+
+// reply returns the next frame answering request req.
+func (c *client) reply(req string) map[string]any {
+	c.t.Helper()
+	return c.next("reply to "+req, func(f map[string]any) bool { return f["req"] == req })
+}
+
+func (c *client) readErr() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.err
+}
+
+// closed waits for the connection to end and returns the close error.
+func (c *client) closed() websocket.CloseError {
+	c.t.Helper()
+	select {
+	case <-c.done:
+	case <-time.After(20 * time.Second):
+		c.t.Fatal("connection not closed within 20s")
+	}
+	var ce websocket.CloseError
+	if !errors.As(c.readErr(), &ce) {
+		c.t.Fatalf("connection ended without a close frame: %v", c.readErr())
+	}
+	return ce
+}
+
+func isType(typ string) func(map[string]any) bool {
+	return func(f map[string]any) bool { return f["type"] == typ }
+}
+
+func num(v any) uint64 {
+	f, _ := v.(float64)
+	return uint64(f)
+}

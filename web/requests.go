@@ -1,0 +1,294 @@
+package web
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/effectors/effectors/actor"
+	"github.com/effectors/effectors/records"
+	"github.com/effectors/effectors/store"
+)
+
+// handleSend stores a record in a mailbox and acknowledges it once
+// JetStream has (PubAck). A record id stored before in the same mailbox is
+// acknowledged as a duplicate without publishing again: within the
+// duplicate window JetStream drops the re-publish itself; past it the
+// record store's id index finds it (see docs/gateway.md).
+func (s *session) handleSend(h head, f SendFrame) {
+	ctx, cancel := context.WithTimeout(s.ctx, s.g.cfg.RequestTimeout)
+	defer cancel()
+	refuse := func(code, msg string) {
+		s.g.metrics.sends.WithLabelValues("refused").Inc()
+		s.errorFrame(h, code, msg)
+	}
+	ref, err := records.ParseRef(f.To)
+	if err != nil {
+		refuse(CodeBadRequest, fmt.Sprintf("to: %v (want \"<kind>/<id>\", each [A-Za-z0-9_-]{1,128})", err))
+		return
+	}
+	in := f.Record
+	rec := records.Record{
+		ID: in.ID, Type: in.Type, Process: in.Process, Cause: in.Cause,
+		Priority: records.Priority(in.Priority), ContentType: records.ContentJSON,
+	}
+	if len(in.Payload) > 0 && string(in.Payload) != "null" {
+		rec.Payload = in.Payload
+	}
+	if in.Time != nil {
+		rec.Time = *in.Time
+	} else {
+		rec.Time = time.Now().UTC()
+	}
+	given := rec.ID != ""
+	if !given {
+		rec.ID = records.NewID()
+	}
+	if rec.Type == "" {
+		rec.Type = records.DefaultType
+	}
+	if err := rec.Validate(); err != nil {
+		refuse(CodeBadRequest, fmt.Sprintf("record: %v", err))
+		return
+	}
+	doc, err := s.g.actors.State(ctx, ref)
+	if err != nil {
+		refuse(codeOf(err), err.Error())
+		return
+	}
+	if doc.Status == actor.StatusTerminated {
+		refuse(CodeTerminated, fmt.Sprintf("send to %s: %v", ref, actor.ErrTerminated))
+		return
+	}
+	if given {
+		prev, err := s.g.store.Get(ctx, rec.ID)
+		switch {
+		case err == nil && prev.Box == store.BoxMailbox && prev.Effector == ref:
+			s.g.metrics.sends.WithLabelValues("duplicate").Inc()
+			_ = s.send(TypeAck, AckFrame{Type: TypeAck, Req: h.Req, ID: rec.ID, Stream: prev.Stream, Seq: prev.Seq, Duplicate: true})
+			return
+		case err == nil:
+			refuse(CodeConflict, fmt.Sprintf("record id %q is already used by a record of %s (%s): choose another id", rec.ID, prev.Effector, prev.Box))
+			return
+		case errors.Is(err, store.ErrNotFound):
+		default:
+			// Without the store's answer the duplicate window still
+			// protects a re-send made within it.
+			s.log.Warn("gateway: record store unavailable, relying on the duplicate window", "id", rec.ID, "err", err)
+		}
+	}
+	ack, err := s.g.conn.JS.PublishMsg(ctx, rec.Msg(s.g.names.Mailbox(ref)))
+	if err != nil {
+		s.g.metrics.sends.WithLabelValues("failed").Inc()
+		s.errorFrame(h, CodeUnavailable, fmt.Sprintf("send to %s: not stored: %v (send it again with the same id)", ref, err))
+		return
+	}
+	outcome := "stored"
+	if ack.Duplicate {
+		outcome = "duplicate"
+	}
+	s.g.metrics.sends.WithLabelValues(outcome).Inc()
+	_ = s.send(TypeAck, AckFrame{Type: TypeAck, Req: h.Req, ID: rec.ID, Stream: ack.Stream, Seq: ack.Sequence, Duplicate: ack.Duplicate})
+}
+
+// Request frames' bodies.
+type (
+	effectorRequest struct {
+		Type     string          `json:"type"`
+		Req      string          `json:"req"`
+		Effector string          `json:"effector"`
+		State    json.RawMessage `json:"state,omitempty"` // create only
+	}
+	effectorsRequest struct {
+		Type   string `json:"type"`
+		Req    string `json:"req"`
+		Kind   string `json:"kind"`
+		Status string `json:"status,omitempty"`
+		Limit  int    `json:"limit,omitempty"`
+		Cursor string `json:"cursor,omitempty"`
+	}
+	queryRequest struct {
+		Type  string             `json:"type"`
+		Req   string             `json:"req"`
+		Query store.QueryRequest `json:"query"`
+	}
+	idRequest struct {
+		Type string `json:"type"`
+		Req  string `json:"req"`
+		ID   string `json:"id"`
+	}
+	orchRequest struct {
+		Type  string          `json:"type"`
+		Req   string          `json:"req"`
+		ID    string          `json:"id,omitempty"`
+		Name  string          `json:"name,omitempty"`
+		Input json.RawMessage `json:"input,omitempty"`
+	}
+)
+
+// request answers a request frame with a result or an error frame.
+func (s *session) request(h head, data []byte) {
+	ctx, cancel := context.WithTimeout(s.ctx, s.g.cfg.RequestTimeout)
+	defer cancel()
+	result, code, err := s.answer(ctx, h, data)
+	if err != nil {
+		if code == "" {
+			code = codeOf(err)
+		}
+		s.errorFrame(h, code, err.Error())
+		return
+	}
+	_ = s.send(TypeResult, resultFrame{Type: TypeResult, Req: h.Req, Result: result})
+}
+
+func (s *session) answer(ctx context.Context, h head, data []byte) (any, string, error) {
+	g := s.g
+	strict := func(v any) error {
+		if err := decodeStrict(data, v); err != nil {
+			return fmt.Errorf("%s frame: %w", h.Type, err)
+		}
+		return nil
+	}
+	ref := func(text string) (records.Ref, error) {
+		r, err := records.ParseRef(text)
+		if err != nil {
+			return r, fmt.Errorf("effector: %w (want \"<kind>/<id>\")", err)
+		}
+		return r, nil
+	}
+	switch h.Type {
+	case TypeState, TypeCreate, TypeTerminate:
+		var f effectorRequest
+		if err := strict(&f); err != nil {
+			return nil, CodeBadRequest, err
+		}
+		r, err := ref(f.Effector)
+		if err != nil {
+			return nil, CodeBadRequest, err
+		}
+		if h.Type != TypeCreate && len(f.State) > 0 {
+			return nil, CodeBadRequest, fmt.Errorf("%s frame: \"state\" is for create only", h.Type)
+		}
+		var doc actor.Document
+		switch h.Type {
+		case TypeState:
+			doc, err = g.actors.State(ctx, r)
+		case TypeCreate:
+			var state any
+			if len(f.State) > 0 {
+				state = f.State
+			}
+			doc, err = g.actors.Create(ctx, r, state)
+		default:
+			doc, err = g.actors.Terminate(ctx, r)
+		}
+		if err != nil {
+			return nil, "", err
+		}
+		return doc, "", nil
+	case TypeKinds:
+		var f struct {
+			Type string `json:"type"`
+			Req  string `json:"req"`
+		}
+		if err := strict(&f); err != nil {
+			return nil, CodeBadRequest, err
+		}
+		kinds, err := g.store.Kinds(ctx)
+		if err != nil {
+			return nil, "", err
+		}
+		return map[string]any{"kinds": kinds}, "", nil
+	case TypeEffectors:
+		var f effectorsRequest
+		if err := strict(&f); err != nil {
+			return nil, CodeBadRequest, err
+		}
+		page, err := g.store.Effectors(ctx, store.EffectorQuery{Kind: f.Kind, Status: actor.Status(f.Status), Limit: f.Limit, Cursor: f.Cursor})
+		if err != nil {
+			return nil, "", err
+		}
+		effs := page.Effectors
+		if effs == nil {
+			effs = []store.Effector{}
+		}
+		return map[string]any{"effectors": effs, "cursor": page.Cursor, "more": page.More}, "", nil
+	case TypeQuery:
+		var f queryRequest
+		if err := strict(&f); err != nil {
+			return nil, CodeBadRequest, err
+		}
+		q, err := f.Query.Query()
+		if err != nil {
+			return nil, "", err
+		}
+		page, err := g.store.Query(ctx, q)
+		if err != nil {
+			return nil, "", err
+		}
+		out := store.PageJSON{Records: make([]store.RecordJSON, 0, len(page.Records)), Cursor: page.Cursor, More: page.More}
+		for _, r := range page.Records {
+			out.Records = append(out.Records, r.JSON())
+		}
+		return out, "", nil
+	case TypeGet:
+		var f idRequest
+		if err := strict(&f); err != nil {
+			return nil, CodeBadRequest, err
+		}
+		if f.ID == "" {
+			return nil, CodeBadRequest, errors.New("get frame: missing \"id\" of the record")
+		}
+		rec, err := g.store.Get(ctx, f.ID)
+		if err != nil {
+			return nil, "", err
+		}
+		return rec.JSON(), "", nil
+	case TypeOrchStart, TypeOrchStatus, TypeOrchInput, TypeOrchCancel:
+		var f orchRequest
+		if err := strict(&f); err != nil {
+			return nil, CodeBadRequest, err
+		}
+		if h.Type != TypeOrchStart && f.ID == "" {
+			return nil, CodeBadRequest, fmt.Errorf("%s frame: missing \"id\" of the orchestration", h.Type)
+		}
+		if h.Type == TypeOrchStart && f.ID != "" {
+			return nil, CodeBadRequest, errors.New("orch.start frame: \"id\" is chosen by the supervisor; leave it out")
+		}
+		var input any
+		if len(f.Input) > 0 {
+			input = f.Input
+		}
+		switch h.Type {
+		case TypeOrchStart:
+			id, err := g.orch.Start(ctx, f.Name, input)
+			if err != nil {
+				return nil, "", err
+			}
+			return map[string]string{"id": id}, "", nil
+		case TypeOrchStatus:
+			o, err := g.orch.Status(ctx, f.ID)
+			if err != nil {
+				return nil, "", err
+			}
+			return o, "", nil
+		case TypeOrchInput:
+			if input == nil {
+				return nil, CodeBadRequest, errors.New("orch.input frame: missing \"input\" (any JSON value)")
+			}
+			st, err := g.orch.Input(ctx, f.ID, input)
+			if err != nil {
+				return nil, "", err
+			}
+			return map[string]string{"id": f.ID, "status": string(st)}, "", nil
+		default:
+			if err := g.orch.Cancel(ctx, f.ID); err != nil {
+				return nil, "", err
+			}
+			return map[string]string{"id": f.ID, "status": "CANCELLED"}, "", nil
+		}
+	}
+	return nil, CodeUnknownType, fmt.Errorf("unknown frame type %q", h.Type)
+}

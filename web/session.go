@@ -1,0 +1,335 @@
+package web
+
+import (
+	"bytes"
+	"context"
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/coder/websocket"
+)
+
+// session is one WebSocket connection.
+//
+// Goroutines: the handler's (reads frames and answers requests in order),
+// the writer (writes queued frames), one per subscription. All are awaited
+// before the handler returns.
+type session struct {
+	g   *Gateway
+	ws  *websocket.Conn
+	log *slog.Logger
+	q   *sendQueue
+
+	ctx    context.Context // ends when the session fails or the gateway closes
+	cancel context.CancelFunc
+
+	failOnce sync.Once
+	closed   chan struct{} // closed once the close frame went out (or failed)
+
+	authorized bool // read and written by the handler's goroutine only
+
+	mu   sync.Mutex // guards subs
+	subs map[string]context.CancelFunc
+	wg   sync.WaitGroup // subscriptions and the writer
+}
+
+func (g *Gateway) serveWS(w http.ResponseWriter, r *http.Request) {
+	ws, err := websocket.Accept(w, r, &websocket.AcceptOptions{OriginPatterns: g.cfg.Origins})
+	if err != nil {
+		// Accept answered already (403 for a foreign origin, 400 for a bad
+		// handshake), saying why.
+		g.cfg.Logger.Debug("gateway: upgrade refused", "remote", r.RemoteAddr, "origin", r.Header.Get("Origin"), "err", err)
+		return
+	}
+	ctx, cancel := context.WithCancel(g.base)
+	s := &session{
+		g: g, ws: ws, q: newSendQueue(g.cfg.SendBuffer), ctx: ctx, cancel: cancel,
+		closed: make(chan struct{}), subs: map[string]context.CancelFunc{},
+		log: g.cfg.Logger.With("remote", r.RemoteAddr),
+	}
+	if !g.add(s) {
+		cancel()
+		_ = ws.Close(websocket.StatusGoingAway, "gateway stopping")
+		return
+	}
+	defer g.remove(s)
+	g.metrics.connections.Inc()
+	defer g.metrics.connections.Dec()
+	s.run(r)
+}
+
+// run serves the connection until it ends.
+func (s *session) run(r *http.Request) {
+	cfg := s.g.cfg
+	s.ws.SetReadLimit(cfg.MaxFrame)
+	stopOnClose := context.AfterFunc(s.ctx, func() { s.fail(websocket.StatusGoingAway, "gateway stopping", "stopping") })
+	defer stopOnClose()
+
+	s.wg.Add(1)
+	go s.writer()
+
+	if cfg.Token == "" {
+		s.authorized = true
+	} else if h := r.Header.Get("Authorization"); h != "" {
+		tok, ok := strings.CutPrefix(h, "Bearer ")
+		if !ok || !tokenEqual(tok, cfg.Token) {
+			s.fail(CloseUnauthorized, "unauthorized: wrong bearer token", "unauthorized")
+		} else {
+			s.authorized = true
+		}
+	} else {
+		t := time.AfterFunc(cfg.AuthTimeout, func() {
+			s.fail(CloseUnauthorized, fmt.Sprintf("unauthorized: no auth frame within %s", cfg.AuthTimeout), "unauthorized")
+		})
+		defer t.Stop()
+	}
+	if s.authorized {
+		s.welcome()
+	}
+
+	// Reads are not tied to s.ctx: a failing session closes the WebSocket
+	// with its reason, which ends the read.
+	readCtx := context.WithoutCancel(s.ctx)
+	for {
+		typ, data, err := s.ws.Read(readCtx)
+		if err != nil {
+			s.readFailed(err)
+			break
+		}
+		s.g.metrics.frames.WithLabelValues("in", "any").Inc()
+		if typ != websocket.MessageText {
+			s.errorFrame(head{}, CodeBadFrame, "binary frames are not accepted: send JSON text frames")
+			continue
+		}
+		s.handle(data)
+	}
+	s.cancel()
+	s.q.close()
+	s.wg.Wait()
+	s.mu.Lock()
+	s.g.metrics.subscriptions.Sub(float64(len(s.subs)))
+	s.subs = nil
+	s.mu.Unlock()
+	_, peak := s.q.stats()
+	s.g.metrics.queued.Observe(float64(peak))
+	<-s.closed
+}
+
+// readFailed records why reading ended.
+func (s *session) readFailed(err error) {
+	var ce websocket.CloseError
+	switch {
+	case errors.As(err, &ce) && ce.Code == websocket.StatusMessageTooBig:
+		s.fail(websocket.StatusMessageTooBig, "", "frame_too_large")
+	case errors.As(err, &ce):
+		s.fail(websocket.StatusNormalClosure, "", "client")
+	case errors.Is(err, io.EOF):
+		s.fail(websocket.StatusNormalClosure, "", "client")
+	default:
+		s.fail(websocket.StatusInternalError, "", "error")
+		s.log.Debug("gateway: read", "err", err)
+	}
+}
+
+// fail ends the session once: subscriptions stop, queued frames are
+// dropped, and the WebSocket is closed with code and reason (when it is
+// still open). reason is the metric label.
+func (s *session) fail(code websocket.StatusCode, text, reason string) {
+	s.failOnce.Do(func() {
+		s.g.metrics.disconnects.WithLabelValues(reason).Inc()
+		if reason != "client" && reason != "stopping" {
+			s.log.Info("gateway: connection closed", "code", int(code), "reason", text)
+		}
+		s.cancel()
+		s.q.close()
+		go func() {
+			defer close(s.closed)
+			if text == "" {
+				_ = s.ws.CloseNow()
+				return
+			}
+			_ = s.ws.Close(code, text)
+		}()
+	})
+}
+
+// writer writes queued frames until the session ends. A write that takes
+// longer than SlowReader fails the session.
+func (s *session) writer() {
+	defer s.wg.Done()
+	for {
+		b, err := s.q.pop(s.ctx)
+		if err != nil {
+			return
+		}
+		wctx, cancel := context.WithTimeout(context.WithoutCancel(s.ctx), s.g.cfg.SlowReader)
+		err = s.ws.Write(wctx, websocket.MessageText, b)
+		cancel()
+		s.q.done(b)
+		if err != nil {
+			if errors.Is(err, context.DeadlineExceeded) {
+				s.fail(CloseSlowReader, slowReason(s.g.cfg.SlowReader), "slow_reader")
+			} else {
+				s.fail(websocket.StatusInternalError, "", "error")
+			}
+			return
+		}
+	}
+}
+
+func slowReason(d time.Duration) string {
+	return fmt.Sprintf("slow reader: frames waited over %s for the client to read", d)
+}
+
+// send queues frame v for the client, waiting up to SlowReader for room;
+// a client too slow is disconnected, and send returns an error.
+func (s *session) send(typ string, v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		s.log.Error("gateway: encode frame", "type", typ, "err", err)
+		return err
+	}
+	err = s.q.push(s.ctx, b, s.g.cfg.SlowReader)
+	if errors.Is(err, errSlowReader) {
+		s.fail(CloseSlowReader, slowReason(s.g.cfg.SlowReader), "slow_reader")
+	}
+	if err == nil {
+		s.g.metrics.frames.WithLabelValues("out", typ).Inc()
+	}
+	return err
+}
+
+func (s *session) errorFrame(h head, code, msg string) {
+	_ = s.send(TypeError, ErrorFrame{Type: TypeError, Req: h.Req, Sub: h.Sub, Code: code, Error: msg})
+}
+
+func (s *session) welcome() {
+	c := s.g.cfg
+	_ = s.send(TypeWelcome, WelcomeFrame{
+		Type: TypeWelcome, Version: ProtocolVersion, Prefix: s.g.names.Prefix(),
+		MaxFrame: c.MaxFrame, MaxSubscriptions: c.MaxSubscriptions, SendBuffer: c.SendBuffer,
+	})
+}
+
+func tokenEqual(got, want string) bool {
+	return subtle.ConstantTimeCompare([]byte(got), []byte(want)) == 1
+}
+
+// maxName bounds req and sub names.
+const maxName = 128
+
+// handle answers one text frame.
+func (s *session) handle(data []byte) {
+	var h head
+	if err := json.Unmarshal(data, &h); err != nil {
+		if !s.authorized {
+			s.fail(CloseUnauthorized, "unauthorized: the first frame must be {\"type\":\"auth\",\"token\":\"…\"}", "unauthorized")
+			return
+		}
+		s.errorFrame(head{}, CodeBadFrame, fmt.Sprintf("not a JSON object with a string \"type\": %v", err))
+		return
+	}
+	if len(h.Req) > maxName || len(h.Sub) > maxName {
+		s.errorFrame(head{}, CodeBadRequest, fmt.Sprintf("req and sub are at most %d bytes", maxName))
+		return
+	}
+	if !s.authorized {
+		if h.Type != TypeAuth {
+			s.fail(CloseUnauthorized, "unauthorized: the first frame must be {\"type\":\"auth\",\"token\":\"…\"}", "unauthorized")
+			return
+		}
+		var a struct {
+			Type, Req, Token string
+		}
+		if err := json.Unmarshal(data, &a); err != nil || !tokenEqual(a.Token, s.g.cfg.Token) {
+			s.fail(CloseUnauthorized, "unauthorized: wrong token", "unauthorized")
+			return
+		}
+		s.authorized = true
+		s.welcome()
+		return
+	}
+	s.g.metrics.frames.WithLabelValues("in", frameLabel(h.Type)).Inc()
+	switch h.Type {
+	case TypeAuth:
+		_ = s.send(TypeResult, resultFrame{Type: TypeResult, Req: h.Req, Result: map[string]bool{"authorized": true}})
+	case TypePing:
+		_ = s.send(TypePong, head{Type: TypePong, Req: h.Req})
+	case TypeSend:
+		var f SendFrame
+		if s.decode(h, data, &f) {
+			s.handleSend(h, f)
+		}
+	case TypeSubscribe:
+		var f SubscribeFrame
+		if s.decode(h, data, &f) {
+			s.subscribe(h, f)
+		}
+	case TypeUnsubscribe:
+		var f struct {
+			Type string `json:"type"`
+			Sub  string `json:"sub"`
+		}
+		if s.decode(h, data, &f) {
+			s.unsubscribe(h)
+		}
+	case TypeState, TypeKinds, TypeEffectors, TypeQuery, TypeGet, TypeCreate, TypeTerminate,
+		TypeOrchStart, TypeOrchStatus, TypeOrchInput, TypeOrchCancel:
+		s.request(h, data)
+	case "":
+		s.errorFrame(h, CodeBadFrame, "missing \"type\": say what the frame is (send, subscribe, unsubscribe, state, query, orch.start, …)")
+	default:
+		s.errorFrame(h, CodeUnknownType, fmt.Sprintf("unknown frame type %q: see docs/gateway.md for the frame types", truncate(h.Type, 64)))
+	}
+}
+
+// frameLabel bounds the metric's type label to known frame types.
+func frameLabel(t string) string {
+	switch t {
+	case TypeAuth, TypePing, TypeSend, TypeSubscribe, TypeUnsubscribe, TypeState, TypeKinds, TypeEffectors,
+		TypeQuery, TypeGet, TypeCreate, TypeTerminate, TypeOrchStart, TypeOrchStatus, TypeOrchInput, TypeOrchCancel:
+		return t
+	}
+	return "unknown"
+}
+
+// decode decodes data into v strictly (unknown fields are an error),
+// answering a bad_request error frame when it fails.
+func (s *session) decode(h head, data []byte, v any) bool {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		s.errorFrame(h, CodeBadRequest, fmt.Sprintf("%s frame: %v", h.Type, err))
+		return false
+	}
+	return true
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
+}
+
+// resultFrame answers a request.
+type resultFrame struct {
+	Type   string `json:"type"`
+	Req    string `json:"req,omitempty"`
+	Result any    `json:"result"`
+}
+
+// decodeStrict decodes one JSON object, refusing unknown fields.
+func decodeStrict(data []byte, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	return dec.Decode(v)
+}

@@ -1,0 +1,478 @@
+package web
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/effectors/effectors/internal/codec"
+	"github.com/effectors/effectors/records"
+	"github.com/effectors/effectors/store"
+)
+
+// emit is how a subscription hands a frame to its connection; an error
+// means the connection is ending.
+type emit func(typ string, v any) error
+
+// topicRun runs one subscription until ctx ends (nil) or it fails.
+type topicRun func(ctx context.Context, out emit) error
+
+// subscribe starts a subscription after validating it, answering
+// "subscribed" (or an error frame).
+func (s *session) subscribe(h head, f SubscribeFrame) {
+	if f.Sub == "" {
+		s.errorFrame(h, CodeBadRequest, "subscribe frame: missing \"sub\": name the subscription (unsubscribe and its frames use the name)")
+		return
+	}
+	run, err := s.topic(f)
+	if err != nil {
+		s.errorFrame(h, CodeBadRequest, err.Error())
+		return
+	}
+	s.mu.Lock()
+	if _, dup := s.subs[f.Sub]; dup {
+		s.mu.Unlock()
+		s.errorFrame(h, CodeDuplicateSub, fmt.Sprintf("subscription %q exists: unsubscribe it first or use another name", f.Sub))
+		return
+	}
+	if len(s.subs) >= s.g.cfg.MaxSubscriptions {
+		s.mu.Unlock()
+		s.errorFrame(h, CodeTooManySubs, fmt.Sprintf("at most %d subscriptions per connection: unsubscribe one first", s.g.cfg.MaxSubscriptions))
+		return
+	}
+	ctx, cancel := context.WithCancel(s.ctx)
+	s.subs[f.Sub] = cancel
+	s.g.metrics.subscriptions.Inc()
+	s.wg.Add(1)
+	s.mu.Unlock()
+	// "subscribed" goes out before the subscription's first frame.
+	if s.send(TypeSubscribed, head{Type: TypeSubscribed, Req: h.Req, Sub: f.Sub}) != nil {
+		cancel()
+		s.wg.Done()
+		return
+	}
+	go func() {
+		defer s.wg.Done()
+		out := func(typ string, v any) error { return s.send(typ, v) }
+		err := run(ctx, out)
+		ended := ctx.Err() != nil
+		cancel()
+		s.mu.Lock()
+		mine := s.subs != nil && !ended
+		if mine {
+			delete(s.subs, f.Sub)
+			s.g.metrics.subscriptions.Dec()
+		}
+		s.mu.Unlock()
+		if mine && s.ctx.Err() == nil {
+			msg := "subscription ended"
+			if err != nil {
+				msg = err.Error()
+			}
+			s.errorFrame(head{Sub: f.Sub}, CodeSubscriptionEnd, msg)
+			_ = s.send(TypeUnsubscribed, unsubscribedFrame{Type: TypeUnsubscribed, Sub: f.Sub, Reason: msg})
+		}
+	}()
+}
+
+type unsubscribedFrame struct {
+	Type   string `json:"type"`
+	Req    string `json:"req,omitempty"`
+	Sub    string `json:"sub"`
+	Reason string `json:"reason,omitempty"`
+}
+
+func (s *session) unsubscribe(h head) {
+	s.mu.Lock()
+	cancel, ok := s.subs[h.Sub]
+	if ok {
+		delete(s.subs, h.Sub)
+		s.g.metrics.subscriptions.Dec()
+	}
+	s.mu.Unlock()
+	if !ok {
+		s.errorFrame(h, CodeUnknownSub, fmt.Sprintf("no subscription %q on this connection", h.Sub))
+		return
+	}
+	cancel()
+	_ = s.send(TypeUnsubscribed, unsubscribedFrame{Type: TypeUnsubscribed, Req: h.Req, Sub: h.Sub})
+}
+
+// topic validates f and returns what runs it.
+func (s *session) topic(f SubscribeFrame) (topicRun, error) {
+	g := s.g
+	n := g.names
+	var ref records.Ref
+	if f.Effector != "" {
+		r, err := records.ParseRef(f.Effector)
+		if err != nil {
+			return nil, fmt.Errorf("effector: %w (want \"<kind>/<id>\")", err)
+		}
+		ref = r
+	}
+	if f.Kind != "" {
+		if err := records.ValidateKind(f.Kind); err != nil {
+			return nil, fmt.Errorf("kind: %w", err)
+		}
+	}
+	only := func(allowed ...string) error {
+		set := map[string]bool{"effector": f.Effector != "", "kind": f.Kind != "", "process": f.Process != "",
+			"id": f.ID != "", "from": f.From != 0, "cursor": f.Cursor != ""}
+		for _, a := range allowed {
+			delete(set, a)
+		}
+		for k, v := range set {
+			if v {
+				return fmt.Errorf("topic %s does not take %q (it takes %s)", f.Topic, k, strings.Join(allowed, ", "))
+			}
+		}
+		return nil
+	}
+	sub := f.Sub
+	switch f.Topic {
+	case TopicOutbox, TopicMailbox:
+		if f.Topic == TopicMailbox {
+			if err := only("effector", "from"); err != nil {
+				return nil, err
+			}
+			if ref.IsZero() {
+				return nil, errors.New("topic mailbox needs \"effector\": \"<kind>/<id>\"")
+			}
+			return s.follow(sub, n.MailboxStream(), n.StoredMailbox(ref), f.From, store.BoxMailbox), nil
+		}
+		if err := only("effector", "kind", "from"); err != nil {
+			return nil, err
+		}
+		switch {
+		case !ref.IsZero() && f.Kind != "":
+			return nil, errors.New("topic outbox: give \"effector\" or \"kind\", not both")
+		case !ref.IsZero():
+			return s.follow(sub, n.OutboxStream(), n.Outbox(ref), f.From, store.BoxOutbox), nil
+		case f.Kind != "":
+			return s.follow(sub, n.OutboxStream(), n.KindOutboxes(f.Kind), f.From, store.BoxOutbox), nil
+		}
+		return nil, errors.New("topic outbox needs \"effector\": \"<kind>/<id>\" or \"kind\"")
+	case TopicDead:
+		if err := only("effector", "from"); err != nil {
+			return nil, err
+		}
+		filter := ""
+		if !ref.IsZero() {
+			filter = n.Dead(ref)
+		}
+		return s.followDead(sub, filter, f.From), nil
+	case TopicState:
+		if err := only("effector", "kind", "from"); err != nil {
+			return nil, err
+		}
+		o := store.WatchOptions{Kind: f.Kind, From: f.From}
+		switch {
+		case !ref.IsZero() && f.Kind != "":
+			return nil, errors.New("topic state: give \"effector\" or \"kind\", not both")
+		case !ref.IsZero():
+			o.Kind, o.ID = ref.Kind, ref.ID
+		case f.Kind == "":
+			return nil, errors.New("topic state needs \"effector\": \"<kind>/<id>\" or \"kind\"")
+		}
+		return s.watchState(sub, o), nil
+	case TopicRecords:
+		if err := only("effector", "process", "cursor"); err != nil {
+			return nil, err
+		}
+		q := store.Query{Effector: ref, Process: f.Process, Cursor: f.Cursor, Limit: 100}
+		if ref.IsZero() == (f.Process == "") {
+			return nil, errors.New("topic records needs \"effector\": \"<kind>/<id>\" or \"process\" (one of them)")
+		}
+		return s.pollRecords(sub, q), nil
+	case TopicOrchestration:
+		if err := only("id", "from"); err != nil {
+			return nil, err
+		}
+		key := "*"
+		if f.ID != "" {
+			if err := records.ValidateID(f.ID); err != nil {
+				return nil, fmt.Errorf("id: %w", err)
+			}
+			key = f.ID
+		}
+		return s.watchOrch(sub, key, f.From), nil
+	case "":
+		return nil, errors.New("subscribe frame: missing \"topic\": outbox, mailbox, state, records, dead or orchestration")
+	}
+	return nil, fmt.Errorf("unknown topic %q: outbox, mailbox, state, records, dead or orchestration", truncate(f.Topic, 64))
+}
+
+// consume runs an ordered consumer on stream (filtered on filter, all of
+// it when empty) from sequence from (0: new messages only), handing each
+// message to fn, until ctx ends or fn fails.
+func (g *Gateway) consume(ctx context.Context, stream, filter string, from uint64, fn func(jetstream.Msg) error) error {
+	cfg := jetstream.OrderedConsumerConfig{DeliverPolicy: jetstream.DeliverNewPolicy}
+	if filter != "" {
+		cfg.FilterSubjects = []string{filter}
+	}
+	if from > 0 {
+		cfg.DeliverPolicy, cfg.OptStartSeq = jetstream.DeliverByStartSequencePolicy, from
+	}
+	cons, err := g.conn.JS.OrderedConsumer(ctx, stream, cfg)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil
+		}
+		return fmt.Errorf("follow %s: %w", stream, err)
+	}
+	it, err := cons.Messages()
+	if err != nil {
+		return fmt.Errorf("follow %s: %w", stream, err)
+	}
+	defer it.Stop()
+	stop := context.AfterFunc(ctx, it.Stop)
+	defer stop()
+	for {
+		msg, err := it.Next(jetstream.NextContext(ctx))
+		if err != nil {
+			if ctx.Err() != nil || errors.Is(err, jetstream.ErrMsgIteratorClosed) {
+				return nil
+			}
+			return fmt.Errorf("follow %s: %w", stream, err)
+		}
+		if err := fn(msg); err != nil {
+			return nil // the connection is ending
+		}
+	}
+}
+
+// recordJSON renders a mailbox or outbox message as the record store does.
+func (g *Gateway) recordJSON(msg jetstream.Msg, box store.Box) (store.RecordJSON, uint64) {
+	r := store.Record{Stream: msg.Headers().Get("Nats-Stream"), Box: box}
+	var seq uint64
+	if meta, err := msg.Metadata(); err == nil {
+		seq, r.Stored, r.Stream = meta.Sequence.Stream, meta.Timestamp, meta.Stream
+	}
+	subject := msg.Subject()
+	ref, _ := g.names.RefOf(subject)
+	if box == store.BoxMailbox && !ref.IsZero() {
+		subject = g.names.Mailbox(ref)
+	}
+	rec, err := records.FromMsg(subject, msg.Headers(), msg.Data())
+	if err != nil {
+		rec = records.Record{ID: msg.Headers().Get(records.HeaderID), Payload: msg.Data()}
+		r.Invalid = err.Error()
+	}
+	rec.Subject, rec.Seq = subject, seq
+	r.Record, r.Effector = rec, ref
+	return r.JSON(), seq
+}
+
+func (s *session) follow(sub, stream, filter string, from uint64, box store.Box) topicRun {
+	return func(ctx context.Context, out emit) error {
+		return s.g.consume(ctx, stream, filter, from, func(msg jetstream.Msg) error {
+			rec, seq := s.g.recordJSON(msg, box)
+			return out(TypeRecord, RecordFrame{Type: TypeRecord, Sub: sub, Seq: seq, Record: rec})
+		})
+	}
+}
+
+func (s *session) followDead(sub, filter string, from uint64) topicRun {
+	return func(ctx context.Context, out emit) error {
+		return s.g.consume(ctx, s.g.names.DeadStream(), filter, from, func(msg jetstream.Msg) error {
+			h := msg.Headers()
+			f := DeadFrame{
+				Type: TypeDead, Sub: sub, Reason: h.Get(records.HeaderDeadReason), Error: h.Get(records.HeaderError),
+				MailboxStream: h.Get(records.HeaderStream), Truncated: h.Get(records.HeaderTruncated),
+			}
+			f.MailboxSeq, _ = strconv.ParseUint(h.Get(records.HeaderSeq), 10, 64)
+			if meta, err := msg.Metadata(); err == nil {
+				f.Seq, f.Stored = meta.Sequence.Stream, meta.Timestamp
+			}
+			if ref, ok := s.g.names.RefOf(msg.Subject()); ok {
+				f.Effector = ref.String()
+			}
+			subject := h.Get(records.HeaderSubject)
+			var rec records.Record
+			var err error
+			if strings.Contains(f.Truncated, records.TruncatedPayload) {
+				rec, err = records.FromMsg(subject, h, nil)
+				rec.Payload = msg.Data()
+			} else {
+				rec, err = records.FromMsg(subject, h, msg.Data())
+			}
+			r := store.Record{Record: rec, Stream: f.MailboxStream, Box: store.BoxMailbox, Stored: f.Stored}
+			if err != nil {
+				r.Record = records.Record{ID: h.Get(records.HeaderID), Payload: msg.Data()}
+				r.Invalid = err.Error()
+			}
+			r.Subject, r.Seq = subject, f.MailboxSeq
+			if ref, ok := s.g.names.RefOf(msg.Subject()); ok {
+				r.Effector = ref
+			}
+			f.Record = r.JSON()
+			return out(TypeDead, f)
+		})
+	}
+}
+
+func (s *session) watchState(sub string, o store.WatchOptions) topicRun {
+	return func(ctx context.Context, out emit) error {
+		w, err := s.g.store.Watch(ctx, o)
+		if err != nil {
+			return err
+		}
+		defer w.Stop()
+		for ev := range w.Events() {
+			f := StateFrame{Type: TypeState, Sub: sub, Revision: ev.Revision, Effector: ev.Effector.String(), Deleted: ev.Deleted}
+			if !ev.Deleted {
+				doc, err := json.Marshal(ev.Document)
+				if err != nil {
+					return fmt.Errorf("state of %s at revision %d: %w", ev.Effector, ev.Revision, err)
+				}
+				f.Document = doc
+			}
+			if out(TypeState, f) != nil {
+				return nil
+			}
+		}
+		if ctx.Err() != nil {
+			return nil
+		}
+		if err := w.Err(); err != nil {
+			return err
+		}
+		return errors.New("state watch ended")
+	}
+}
+
+// pollRecords pages through a store query (history first), then polls it
+// every PollInterval; each page goes out as one frame with the cursor
+// after it, so a client resuming with that cursor misses nothing and gets
+// nothing twice.
+func (s *session) pollRecords(sub string, q store.Query) topicRun {
+	return func(ctx context.Context, out emit) error {
+		live := false
+		for {
+			page, err := s.g.store.Query(ctx, q)
+			if err != nil {
+				if ctx.Err() != nil {
+					return nil
+				}
+				if errors.Is(err, store.ErrBadCursor) || errors.Is(err, store.ErrInvalid) {
+					return err
+				}
+				s.log.Warn("gateway: records query", "err", err)
+			} else {
+				caughtUp := !page.More
+				if len(page.Records) > 0 || (caughtUp && !live) {
+					f := RecordsFrame{Type: TypeRecords, Sub: sub, Records: make([]store.RecordJSON, 0, len(page.Records)), Cursor: page.Cursor, Live: caughtUp}
+					for _, r := range page.Records {
+						f.Records = append(f.Records, r.JSON())
+					}
+					if out(TypeRecords, f) != nil {
+						return nil
+					}
+				}
+				live = live || caughtUp
+				if page.Cursor != "" {
+					q.Cursor = page.Cursor
+				}
+				if page.More {
+					continue
+				}
+			}
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-time.After(s.g.cfg.PollInterval):
+			}
+		}
+	}
+}
+
+// orchRecord is the part of an orchestration's record (bucket
+// <prefix>_orch, key <id>, msgpack map) the gateway shows.
+type orchRecord struct {
+	ID         string     `json:"id"`
+	Name       string     `json:"name"`
+	Status     string     `json:"status"`
+	Step       string     `json:"step"`
+	WaitingFor string     `json:"waiting_for"`
+	Prompt     string     `json:"prompt"`
+	Results    string     `json:"results"`
+	Error      string     `json:"error"`
+	Tasks      []OrchTask `json:"tasks"`
+	Steps      int        `json:"steps"`
+	Created    time.Time  `json:"created"`
+	Updated    time.Time  `json:"updated"`
+}
+
+func (r orchRecord) view() *Orchestration {
+	o := &Orchestration{
+		ID: r.ID, Name: r.Name, Status: r.Status, Step: r.Step, WaitingFor: r.WaitingFor, Error: r.Error,
+		Tasks: r.Tasks, Steps: r.Steps, Created: r.Created, Updated: r.Updated,
+	}
+	if json.Valid([]byte(r.Prompt)) {
+		o.Prompt = json.RawMessage(r.Prompt)
+	}
+	if json.Valid([]byte(r.Results)) {
+		o.Results = json.RawMessage(r.Results)
+	}
+	return o
+}
+
+func (s *session) watchOrch(sub, key string, from uint64) topicRun {
+	return func(ctx context.Context, out emit) error {
+		bucket, err := s.g.conn.JS.KeyValue(ctx, s.g.names.OrchBucket())
+		if err != nil {
+			return fmt.Errorf("%s: %w", s.g.names.OrchBucket(), err)
+		}
+		var opts []jetstream.WatchOpt
+		if from > 0 {
+			opts = append(opts, jetstream.ResumeFromRevision(from))
+		}
+		w, err := bucket.Watch(ctx, key, opts...)
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return fmt.Errorf("watch %s: %w", s.g.names.OrchBucket(), err)
+		}
+		defer func() { _ = w.Stop() }()
+		for {
+			var e jetstream.KeyValueEntry
+			select {
+			case <-ctx.Done():
+				return nil
+			case entry, ok := <-w.Updates():
+				if !ok {
+					if ctx.Err() != nil {
+						return nil
+					}
+					return errors.New("orchestration watch ended")
+				}
+				e = entry
+			}
+			if e == nil {
+				continue // the current values are delivered
+			}
+			f := OrchestrationFrame{Type: TypeOrchestration, Sub: sub, Revision: e.Revision(), ID: e.Key()}
+			if e.Operation() != jetstream.KeyValuePut {
+				f.Deleted = true
+			} else {
+				var r orchRecord
+				if err := codec.Unmarshal(e.Value(), &r); err != nil || r.Status == "" {
+					s.log.Debug("gateway: not an orchestration record", "key", e.Key(), "err", err)
+					continue
+				}
+				f.Orchestration = r.view()
+			}
+			if out(TypeOrchestration, f) != nil {
+				return nil
+			}
+		}
+	}
+}
+
