@@ -89,6 +89,7 @@ type SendFrame struct {
 // SubscribeFrame is {"type":"subscribe"}.
 type SubscribeFrame struct {
 	Type  string `json:"type"`
+	Req   string `json:"req,omitempty"`
 	Sub   string `json:"sub"`
 	Topic string `json:"topic"`
 	// Effector "<kind>/<id>" (outbox, mailbox, state, records, dead).
@@ -154,7 +155,10 @@ type DeadFrame struct {
 	Sub  string `json:"sub"`
 	// Seq is the dead letter's sequence in the dead-letter stream (resume
 	// with from: seq+1).
-	Seq      uint64 `json:"seq"`
+	Seq uint64 `json:"seq"`
+	// ID is the dead letter's own id, "dead:<record id>"; Record.ID is the
+	// record's.
+	ID       string `json:"id"`
 	Effector string `json:"effector"`
 	Reason   string `json:"reason"`
 	Error    string `json:"error"`
@@ -178,11 +182,11 @@ type StateFrame struct {
 
 // OrchestrationFrame is {"type":"orchestration"}.
 type OrchestrationFrame struct {
-	Type          string        `json:"type"`
-	Sub           string        `json:"sub"`
-	Revision      uint64        `json:"revision"`
-	ID            string        `json:"id"`
-	Deleted       bool          `json:"deleted,omitempty"`
+	Type          string         `json:"type"`
+	Sub           string         `json:"sub"`
+	Revision      uint64         `json:"revision"`
+	ID            string         `json:"id"`
+	Deleted       bool           `json:"deleted,omitempty"`
 	Orchestration *Orchestration `json:"orchestration,omitempty"`
 }
 

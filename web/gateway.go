@@ -37,7 +37,7 @@ type Gateway struct {
 	sessions map[*session]struct{}
 	closed   bool
 	addr     net.Addr
-	ready    chan struct{} // closed once Run listens
+	ready    chan struct{}  // closed once Run listens
 	wg       sync.WaitGroup // one per session
 }
 

@@ -5,11 +5,13 @@ import (
 	"encoding/json"
 	"errors"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -29,7 +31,7 @@ import (
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
-var quiet = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+var quiet = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))
 
 // env is a real JetStream server with a node hosting the example kinds,
 // the record store, a supervisor with the demo, and a gateway on an
@@ -96,10 +98,21 @@ func newEnv(t testing.TB, o envOpts) *env {
 		}
 		background(t, "supervisor", sup.Run, sup.Ready)
 	}
+	actors, err := actor.NewClient(ctx, conn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := &env{srv: srv, conn: conn, actors: actors}
+	return e.withGateway(t, o.cfg)
+}
+
+// withGateway returns a copy of e with a new gateway configured by cfg
+// (and its own metrics registry) on the same NATS, node and store.
+func (e *env) withGateway(t testing.TB, cfg web.Config) *env {
+	t.Helper()
 	reg := prometheus.NewRegistry()
-	cfg := o.cfg
 	cfg.Logger, cfg.Registerer = quiet, reg
-	gw, err := web.New(ctx, conn, cfg)
+	gw, err := web.New(context.Background(), e.conn, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -108,22 +121,20 @@ func newEnv(t testing.TB, o envOpts) *env {
 		gw.Close()
 		hs.Close()
 	})
-	actors, err := actor.NewClient(ctx, conn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return &env{srv: srv, conn: conn, actors: actors, gw: gw, http: hs, reg: reg,
-		url: "ws" + strings.TrimPrefix(hs.URL, "http") + "/ws"}
+	c := *e
+	c.gw, c.http, c.reg, c.url = gw, hs, reg, "ws"+strings.TrimPrefix(hs.URL, "http")+"/ws"
+	return &c
 }
 
 // client is a test WebSocket client reading frames in the background.
 type client struct {
-	t      testing.TB
-	ws     *websocket.Conn
-	frames chan map[string]any
-	done   chan struct{}
-	mu     sync.Mutex
-	err    error // why reading ended
+	t       testing.TB
+	ws      *websocket.Conn
+	frames  chan map[string]any
+	done    chan struct{}
+	mu      sync.Mutex
+	err     error // why reading ended
+	reading bool  // startReading was called
 }
 
 func (e *env) dial(t testing.TB, hdr http.Header) *client {
@@ -135,9 +146,14 @@ func (e *env) dial(t testing.TB, hdr http.Header) *client {
 
 func (e *env) dialNoRead(t testing.TB, hdr http.Header) *client {
 	t.Helper()
+	return e.dialWith(t, &websocket.DialOptions{HTTPHeader: hdr})
+}
+
+func (e *env) dialWith(t testing.TB, opts *websocket.DialOptions) *client {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	ws, resp, err := websocket.Dial(ctx, e.url, &websocket.DialOptions{HTTPHeader: hdr})
+	ws, resp, err := websocket.Dial(ctx, e.url, opts)
 	if err != nil {
 		t.Fatalf("dial: %v", err)
 	}
@@ -148,12 +164,34 @@ func (e *env) dialNoRead(t testing.TB, hdr http.Header) *client {
 	c := &client{t: t, ws: ws, frames: make(chan map[string]any, 100_000), done: make(chan struct{})}
 	t.Cleanup(func() {
 		_ = ws.CloseNow()
-		<-c.done
+		c.mu.Lock()
+		reading := c.reading
+		c.mu.Unlock()
+		if reading {
+			<-c.done
+		}
 	})
 	return c
 }
 
+// dialSmallBuffer dials with a 4 KiB socket receive buffer and does not
+// read: a client that never reads, whose kernel holds little for it.
+func (e *env) dialSmallBuffer(t testing.TB) *client {
+	t.Helper()
+	d := &net.Dialer{Control: func(_, _ string, rc syscall.RawConn) error {
+		var serr error
+		err := rc.Control(func(fd uintptr) { serr = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 4096) })
+		return errors.Join(err, serr)
+	}}
+	hc := &http.Client{Transport: &http.Transport{DialContext: d.DialContext}}
+	t.Cleanup(hc.CloseIdleConnections)
+	return e.dialWith(t, &websocket.DialOptions{HTTPClient: hc})
+}
+
 func (c *client) startReading() {
+	c.mu.Lock()
+	c.reading = true
+	c.mu.Unlock()
 	go func() {
 		defer close(c.done)
 		for {

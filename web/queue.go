@@ -102,8 +102,10 @@ func (q *sendQueue) pop(ctx context.Context) ([]byte, error) {
 func (q *sendQueue) done(b []byte) {
 	q.mu.Lock()
 	q.bytes -= len(b)
-	close(q.room)
-	q.room = make(chan struct{})
+	if !q.closed {
+		close(q.room)
+		q.room = make(chan struct{})
+	}
 	q.mu.Unlock()
 }
 

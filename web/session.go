@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/coder/websocket"
@@ -35,6 +36,8 @@ type session struct {
 	closed   chan struct{} // closed once the close frame went out (or failed)
 
 	authorized bool // read and written by the handler's goroutine only
+
+	writing atomic.Int64 // when the write in progress started (unix ns), 0 when none
 
 	mu   sync.Mutex // guards subs
 	subs map[string]context.CancelFunc
@@ -126,7 +129,12 @@ func (s *session) run(r *http.Request) {
 // readFailed records why reading ended.
 func (s *session) readFailed(err error) {
 	var ce websocket.CloseError
+	started := s.writing.Load()
 	switch {
+	case started != 0 && time.Since(time.Unix(0, started)) >= s.g.cfg.SlowReader:
+		// The WebSocket closes itself when a write times out; the reader
+		// may see that first.
+		s.fail(CloseSlowReader, slowReason(s.g.cfg.SlowReader), "slow_reader")
 	case errors.As(err, &ce) && ce.Code == websocket.StatusMessageTooBig:
 		s.fail(websocket.StatusMessageTooBig, "", "frame_too_large")
 	case errors.As(err, &ce):
@@ -171,11 +179,14 @@ func (s *session) writer() {
 			return
 		}
 		wctx, cancel := context.WithTimeout(context.WithoutCancel(s.ctx), s.g.cfg.SlowReader)
+		s.writing.Store(time.Now().UnixNano())
 		err = s.ws.Write(wctx, websocket.MessageText, b)
+		s.writing.Store(0)
+		timedOut := wctx.Err() != nil
 		cancel()
 		s.q.done(b)
 		if err != nil {
-			if errors.Is(err, context.DeadlineExceeded) {
+			if timedOut {
 				s.fail(CloseSlowReader, slowReason(s.g.cfg.SlowReader), "slow_reader")
 			} else {
 				s.fail(websocket.StatusInternalError, "", "error")
@@ -276,6 +287,7 @@ func (s *session) handle(data []byte) {
 	case TypeUnsubscribe:
 		var f struct {
 			Type string `json:"type"`
+			Req  string `json:"req"`
 			Sub  string `json:"sub"`
 		}
 		if s.decode(h, data, &f) {

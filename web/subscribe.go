@@ -307,6 +307,11 @@ func (s *session) followDead(sub, filter string, from uint64) topicRun {
 				r.Record = records.Record{ID: h.Get(records.HeaderID), Payload: msg.Data()}
 				r.Invalid = err.Error()
 			}
+			// The dead letter's id is records.DeadID of the record's.
+			f.ID = r.ID
+			if orig, ok := strings.CutPrefix(r.ID, "dead:"); ok && records.DeadID(orig) == r.ID {
+				r.ID = orig
+			}
 			r.Subject, r.Seq = subject, f.MailboxSeq
 			if ref, ok := s.g.names.RefOf(msg.Subject()); ok {
 				r.Effector = ref
@@ -475,4 +480,3 @@ func (s *session) watchOrch(sub, key string, from uint64) topicRun {
 		}
 	}
 }
-
