@@ -33,9 +33,10 @@ type Gateway struct {
 	base context.Context // parent of every session; cancelled by Close
 	stop context.CancelFunc
 
-	mu       sync.Mutex // guards sessions, closed and addr
+	mu       sync.Mutex // guards sessions, closed, ln and addr
 	sessions map[*session]struct{}
 	closed   bool
+	ln       net.Listener
 	addr     net.Addr
 	ready    chan struct{}  // closed once Run listens
 	wg       sync.WaitGroup // one per session
@@ -92,21 +93,37 @@ func New(ctx context.Context, conn *bus.Conn, cfg Config) (*Gateway, error) {
 // GET /assets/… and GET /ws (the WebSocket endpoint).
 func (g *Gateway) Handler() http.Handler { return g.handler }
 
-// Run listens on Config.Addr and serves until ctx ends, then closes every
-// connection (status 1001) and returns nil. It returns an error when the
-// address cannot be listened on.
-func (g *Gateway) Run(ctx context.Context) error {
+// Listen binds Config.Addr now (Run then serves on it), so that a caller
+// learns at once whether the address is free, and which port 0 chose.
+func (g *Gateway) Listen() (net.Addr, error) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.ln != nil {
+		return g.ln.Addr(), nil
+	}
 	ln, err := net.Listen("tcp", g.cfg.Addr)
 	if err != nil {
-		return fmt.Errorf("gateway: listen on %s: %w", g.cfg.Addr, err)
+		return nil, fmt.Errorf("gateway: listen on %s: %w", g.cfg.Addr, err)
+	}
+	g.ln, g.addr = ln, ln.Addr()
+	close(g.ready)
+	return g.addr, nil
+}
+
+// Run serves on Config.Addr (bound by [Gateway.Listen] if it was called)
+// until ctx ends, then closes every connection (status 1001) and returns
+// nil. It returns an error when the address cannot be listened on.
+func (g *Gateway) Run(ctx context.Context) error {
+	if _, err := g.Listen(); err != nil {
+		return err
 	}
 	g.mu.Lock()
-	g.addr = ln.Addr()
-	close(g.ready)
+	ln := g.ln
 	g.mu.Unlock()
-	srv := &http.Server{Handler: g.handler, ReadHeaderTimeout: 10 * time.Second, ErrorLog: nil}
+	srv := &http.Server{Handler: g.handler, ReadHeaderTimeout: 10 * time.Second}
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve(ln) }()
+	var err error
 	select {
 	case <-ctx.Done():
 	case err = <-done:

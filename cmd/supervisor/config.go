@@ -2,11 +2,14 @@ package main
 
 import (
 	"log/slog"
+	"net"
+	"os"
 	"strings"
 	"time"
 
 	"github.com/effectors/effectors/bus"
 	"github.com/effectors/effectors/internal/cli"
+	"github.com/effectors/effectors/web"
 )
 
 // config is the supervisor's configuration, read from flags and the
@@ -18,6 +21,12 @@ type config struct {
 	LogLevel       slog.Level
 	LogFormat      string // "text" or "json"
 	ConnectTimeout time.Duration
+	// Gateway is the address of the WebSocket gateway and live view (empty:
+	// off); GatewayToken its bearer token (from --gateway-token-file or
+	// EA_GATEWAY_TOKEN); GatewayOrigins other origins allowed, comma-separated.
+	Gateway        string
+	GatewayToken   string
+	GatewayOrigins string
 }
 
 // Logging is how the supervisor logs; see cli.Run.
@@ -51,7 +60,63 @@ func settings() []*cli.Setting[config] {
 			Check: func(c *config, v string) string {
 				return cli.PositiveDuration(v, &c.ConnectTimeout, "want a positive duration such as 60s or 2m")
 			}},
+		{Name: "gateway", Arg: "HOST:PORT", Def: web.DefaultAddr,
+			Usage: `address of the WebSocket gateway (/ws) and the live record view (/); "off" (or empty) disables it; an address beyond loopback needs a token`,
+			Check: func(c *config, v string) string {
+				v = strings.TrimSpace(v)
+				if v == "" || v == "off" {
+					c.Gateway = ""
+					return ""
+				}
+				if _, _, err := net.SplitHostPort(v); err != nil {
+					return `want host:port, e.g. ` + web.DefaultAddr + `, or "off" to disable`
+				}
+				c.Gateway = v
+				return ""
+			}},
+		{Name: "gateway-token-file", Arg: "FILE", Def: "",
+			Usage: "file holding the gateway's bearer token (or set EA_GATEWAY_TOKEN); clients send Authorization: Bearer <token> or an auth frame",
+			Check: func(c *config, v string) string {
+				if v == "" {
+					return ""
+				}
+				b, err := os.ReadFile(v)
+				if err != nil {
+					return "want a readable file holding the token: " + err.Error()
+				}
+				tok := strings.TrimRight(string(b), "\r\n")
+				if tok == "" || strings.ContainsAny(tok, " \t\r\n") {
+					return "want a file holding one token (no spaces; a trailing newline is removed)"
+				}
+				c.GatewayToken = tok
+				return ""
+			}},
+		{Name: "gateway-origins", Arg: "HOSTS", Def: "",
+			Usage: "comma-separated host patterns (e.g. app.example.com,*.example.com) of other web origins allowed to open the gateway; its own is always allowed",
+			Check: func(c *config, v string) string {
+				var keep []string
+				for _, o := range strings.Split(v, ",") {
+					if o = strings.TrimSpace(o); o == "" {
+						continue
+					}
+					if strings.Contains(o, "://") || strings.Contains(o, "/") {
+						return "want host patterns without scheme or path, e.g. app.example.com,*.example.com"
+					}
+					keep = append(keep, o)
+				}
+				c.GatewayOrigins = strings.Join(keep, ",")
+				return ""
+			}},
 	}
+}
+
+// gatewayConfig is the gateway's configuration (Addr empty when off).
+func (c config) gatewayConfig() web.Config {
+	g := web.Config{Addr: c.Gateway, Token: c.GatewayToken}
+	if c.GatewayOrigins != "" {
+		g.Origins = strings.Split(c.GatewayOrigins, ",")
+	}
+	return g
 }
 
 // parseConfig reads the configuration from args and, for settings no flag
@@ -62,6 +127,14 @@ func parseConfig(args []string, getenv func(string) string) (config, error) {
 	var cfg config
 	if _, err := cli.Parse("ea-supervisor", settings(), args, getenv, &cfg); err != nil {
 		return config{}, err
+	}
+	if cfg.GatewayToken == "" {
+		cfg.GatewayToken = strings.TrimSpace(getenv("EA_GATEWAY_TOKEN"))
+	}
+	if cfg.Gateway != "" {
+		if err := cfg.gatewayConfig().Validate(); err != nil {
+			return config{}, cli.Usagef("--gateway %q: %v", cfg.Gateway, strings.TrimPrefix(err.Error(), web.ErrInvalid.Error()+": "))
+		}
 	}
 	return cfg, nil
 }

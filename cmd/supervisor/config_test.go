@@ -22,13 +22,16 @@ func TestParseConfig(t *testing.T) {
 		env  map[string]string
 		want config
 	}{
-		{"defaults", nil, nil, config{NATS: DefaultNATS, Prefix: "ea", Metrics: "127.0.0.1:9465", LogLevel: slog.LevelInfo, LogFormat: "text", ConnectTimeout: time.Minute}},
+		{"defaults", nil, nil, config{NATS: DefaultNATS, Prefix: "ea", Metrics: "127.0.0.1:9465", LogLevel: slog.LevelInfo, LogFormat: "text", ConnectTimeout: time.Minute, Gateway: "127.0.0.1:9466"}},
+		{"gateway beyond loopback with a token", []string{"--gateway", ":9466", "--gateway-origins", " app.example.com, *.example.com "}, map[string]string{"EA_GATEWAY_TOKEN": "t0k"},
+			config{NATS: DefaultNATS, Prefix: "ea", Metrics: "127.0.0.1:9465", LogLevel: slog.LevelInfo, LogFormat: "text", ConnectTimeout: time.Minute,
+				Gateway: ":9466", GatewayToken: "t0k", GatewayOrigins: "app.example.com,*.example.com"}},
 		{"env", nil, map[string]string{"EA_NATS": "nats://a:4222,nats://b:4222", "EA_PREFIX": "dev-1", "EA_METRICS": "off",
 			"EA_LOG_LEVEL": "debug", "EA_LOG_FORMAT": "json", "EA_CONNECT_TIMEOUT": "5s"},
-			config{NATS: "nats://a:4222,nats://b:4222", Prefix: "dev-1", Metrics: "", LogLevel: slog.LevelDebug, LogFormat: "json", ConnectTimeout: 5 * time.Second}},
+			config{NATS: "nats://a:4222,nats://b:4222", Prefix: "dev-1", Metrics: "", LogLevel: slog.LevelDebug, LogFormat: "json", ConnectTimeout: 5 * time.Second, Gateway: "127.0.0.1:9466"}},
 		{"flags win", []string{"--nats", "nats://f:1", "--prefix=p", "--metrics", ":1", "--log-level", "WARN", "--log-format", "text", "--connect-timeout", "1m30s"},
 			map[string]string{"EA_NATS": "nats://e:1", "EA_PREFIX": "e", "EA_LOG_LEVEL": "debug"},
-			config{NATS: "nats://f:1", Prefix: "p", Metrics: ":1", LogLevel: slog.LevelWarn, LogFormat: "text", ConnectTimeout: 90 * time.Second}},
+			config{NATS: "nats://f:1", Prefix: "p", Metrics: ":1", LogLevel: slog.LevelWarn, LogFormat: "text", ConnectTimeout: 90 * time.Second, Gateway: "127.0.0.1:9466"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got, err := parseConfig(tc.args, envOf(tc.env))
@@ -56,6 +59,10 @@ func TestParseConfigErrors(t *testing.T) {
 		{[]string{"--connect-timeout", "0s"}, nil, `--connect-timeout "0s": want a positive duration such as 60s or 2m`},
 		{[]string{"--store", "x"}, nil, `flag provided but not defined: -store`},
 		{[]string{"extra"}, nil, `unexpected argument "extra": ea-supervisor takes flags only`},
+		{[]string{"--gateway", "0.0.0.0:9466"}, nil, `--gateway "0.0.0.0:9466": addr "0.0.0.0:9466" is not a loopback address: set a token (--gateway-token-file or EA_GATEWAY_TOKEN) before serving the gateway beyond this machine`},
+		{[]string{"--gateway", "9466"}, nil, `--gateway "9466": want host:port, e.g. 127.0.0.1:9466, or "off" to disable`},
+		{[]string{"--gateway-token-file", "/nonexistent/token"}, nil, `--gateway-token-file "/nonexistent/token": want a readable file holding the token: open /nonexistent/token: no such file or directory`},
+		{[]string{"--gateway-origins", "https://app.example.com"}, nil, `--gateway-origins "https://app.example.com": want host patterns without scheme or path, e.g. app.example.com,*.example.com`},
 	} {
 		_, err := parseConfig(tc.args, envOf(tc.env))
 		var ue *cli.UsageError
@@ -77,7 +84,7 @@ func TestParseConfigErrors(t *testing.T) {
 func TestUsageListsEveryFlag(t *testing.T) {
 	u := usage()
 	for _, s := range settings() {
-		for _, want := range []string{"--" + s.Name, "env " + s.Env() + `; default "` + s.Def + `"`} {
+		for _, want := range []string{"--" + s.Name, "env " + s.Env() + "; default " + s.DefaultText()} {
 			if !strings.Contains(u, want) {
 				t.Errorf("usage lacks %q", want)
 			}

@@ -182,7 +182,7 @@ type process struct {
 func startSupervisor(t testing.TB, name, url string) *process {
 	t.Helper()
 	metrics := proctest.FreeAddr(t)
-	return startProcess(t, name, metrics, "--nats", url, "--metrics", metrics)
+	return startProcess(t, name, metrics, "--nats", url, "--metrics", metrics, "--gateway", proctest.FreeAddr(t))
 }
 
 // startProcess starts the ea-supervisor binary with args and no inherited

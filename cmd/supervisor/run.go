@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -10,6 +11,7 @@ import (
 	"github.com/effectors/effectors/bus"
 	"github.com/effectors/effectors/internal/cli"
 	"github.com/effectors/effectors/supervisor"
+	"github.com/effectors/effectors/web"
 )
 
 // serve runs ea-supervisor with its configuration until ctx ends.
@@ -57,10 +59,14 @@ func serve(ctx context.Context, cfg config, log *slog.Logger, stdout io.Writer) 
 	if err := sup.Register(demo); err != nil {
 		return err
 	}
+	run, gwURL, err := withGateway(ctx, cfg, conn, log, proc, sup.Run)
+	if err != nil {
+		return err
+	}
 	state.Attach(conn, sup, "starting the orchestration service")
 
-	err = cli.RunAnnounced(ctx, sup.Run, sup.Ready, func() {
-		_, _ = io.WriteString(stdout, hint(conn, metrics))
+	err = cli.RunAnnounced(ctx, run, sup.Ready, func() {
+		_, _ = io.WriteString(stdout, hint(conn, metrics, gwURL))
 	})
 	state.Set(cli.ShuttingDown)
 	return err
@@ -68,7 +74,7 @@ func serve(ctx context.Context, cfg config, log *slog.Logger, stdout io.Writer) 
 
 // hint is what ea-supervisor prints once ready: how to start and watch the
 // demo, with the real URL and prefix.
-func hint(conn *bus.Conn, metrics *cli.MetricsServer) string {
+func hint(conn *bus.Conn, metrics *cli.MetricsServer, gateway string) string {
 	n := conn.Names()
 	p := n.Prefix()
 	var b strings.Builder
@@ -76,6 +82,9 @@ func hint(conn *bus.Conn, metrics *cli.MetricsServer) string {
 	fmt.Fprintf(&b, "  NATS     %s\n", conn.ClientURL())
 	if metrics != nil {
 		fmt.Fprintf(&b, "  metrics  http://%s/metrics (and /healthz, /readyz)\n", cli.Reachable(metrics.Addr()))
+	}
+	if gateway != "" {
+		fmt.Fprintf(&b, "  live view  %s  (WebSocket gateway at /ws, docs/gateway.md)\n", gateway)
 	}
 	b.WriteString("\nRun the demo with the nats CLI (https://github.com/nats-io/natscli); it needs\nan ea-node hosting task-a and task-b on the same NATS (make run starts both):\n")
 	fmt.Fprintf(&b, "  export NATS_URL=%s\n", conn.ClientURL())
@@ -91,4 +100,45 @@ func hint(conn *bus.Conn, metrics *cli.MetricsServer) string {
 	}
 	b.WriteString("\n")
 	return b.String()
+}
+
+// withGateway binds the gateway when cfg enables it and returns run, which
+// runs the gateway beside next until ctx ends (either failing stops both),
+// and the live view's URL (with a placeholder for the token, which the
+// page reads from the fragment: browsers do not send it to servers). Off,
+// it returns next as it is.
+func withGateway(ctx context.Context, cfg config, conn *bus.Conn, log *slog.Logger, proc *cli.Process, next func(context.Context) error) (func(context.Context) error, string, error) {
+	if cfg.Gateway == "" {
+		return next, "", nil
+	}
+	gc := cfg.gatewayConfig()
+	gc.Logger, gc.Registerer = log, proc.Registry
+	gw, err := web.New(ctx, conn, gc)
+	if err != nil {
+		return nil, "", err
+	}
+	addr, err := gw.Listen()
+	if err != nil {
+		gw.Close()
+		return nil, "", fmt.Errorf("%w (choose another --gateway address, or --gateway off)", err)
+	}
+	url := "http://" + cli.Reachable(addr.String()) + "/"
+	if gc.Token != "" {
+		url += "#token=<the gateway token>" // never printed
+	}
+	return func(ctx context.Context) error {
+		ctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		gerr := make(chan error, 1)
+		go func() {
+			err := gw.Run(ctx)
+			if err != nil {
+				cancel()
+			}
+			gerr <- err
+		}()
+		err := next(ctx)
+		cancel()
+		return errors.Join(err, <-gerr)
+	}, url, nil
 }

@@ -14,14 +14,20 @@ import (
 
 func TestRunInProcess(t *testing.T) {
 	srv := bustest.NewServer(t)
-	metrics := proctest.FreeAddr(t)
+	metrics, gateway := proctest.FreeAddr(t), proctest.FreeAddr(t)
 	var out, errOut proctest.Buffer
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {
-		done <- run(ctx, []string{"--nats", srv.URL, "--metrics", metrics, "--log-format", "json"}, envOf(nil), &out, &errOut)
+		done <- run(ctx, []string{"--nats", srv.URL, "--metrics", metrics, "--gateway", gateway, "--log-format", "json"}, envOf(nil), &out, &errOut)
 	}()
 	actortest.Eventually(t, 30*time.Second, "the hint", func() bool { return strings.Contains(out.String(), "ea-supervisor is ready") })
+	if !strings.Contains(out.String(), "live view  http://"+gateway+"/") {
+		t.Fatalf("the hint lacks the live view's URL:\n%s", out.String())
+	}
+	if code, body := proctest.Get("http://" + gateway + "/"); code != 200 || !strings.Contains(body, "live record view") {
+		t.Fatalf("live view: %d %.200s", code, body)
+	}
 	if code, body := proctest.Get("http://" + metrics + "/readyz"); code != 200 || body != "ready\n" {
 		t.Fatalf("/readyz %d %q", code, body)
 	}
