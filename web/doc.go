@@ -1,0 +1,44 @@
+// Package web is the gateway through which people and programs outside
+// NATS reach effectors: a WebSocket endpoint speaking a JSON frame protocol
+// (send records with acknowledgement once stored, subscribe to outboxes,
+// state, process logs, dead letters and orchestrations with resume points,
+// drive orchestrations), and a live record view served from the same
+// address. The protocol is documented with an example of every frame in
+// docs/gateway.md.
+//
+// # Serving
+//
+//	gw, err := web.New(ctx, conn, web.Config{Addr: "127.0.0.1:9466"})
+//	go gw.Run(ctx) // GET / (live view), GET /ws (WebSocket)
+//
+// ea-supervisor serves it on --gateway. [Gateway.Handler] mounts it in
+// another server (call [Gateway.Close] at the end).
+//
+// # Acknowledged sends
+//
+// A send frame's ack comes only after JetStream stored the record
+// (PubAck), with the record id and stream sequence: the client moves the
+// record from local_only to acked. A client that reconnects re-sends what
+// was not acked with the same id: within JetStream's duplicate window the
+// stream drops the copy; past it, the gateway finds the id in the record
+// store (package store) and answers the ack of the stored record without
+// publishing it again.
+//
+// # Resuming subscriptions
+//
+// Every subscription frame carries its resume point: outbox, mailbox and
+// dead-letter frames their stream sequence (resume with from: seq+1), state
+// and orchestration frames their KV revision (from: revision+1), records
+// frames (a page of a process's or an effector's log) a store cursor.
+//
+// # Limits
+//
+// A bearer token ([Config.Token]) is required on any address beyond
+// loopback; browsers' origins are checked; frames above [Config.MaxFrame]
+// close the connection (1009); each connection has at most
+// [Config.MaxSubscriptions] subscriptions and a send buffer of
+// [Config.SendBuffer] bytes, and a client that does not read within
+// [Config.SlowReader] is disconnected (4408). Bad frames get an error frame
+// with a code ([CodeBadFrame], [CodeUnknownType], [CodeBadRequest], …) and
+// the connection goes on.
+package web
