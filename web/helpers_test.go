@@ -49,6 +49,8 @@ type env struct {
 type envOpts struct {
 	cfg        web.Config
 	supervisor bool
+	// dupWindow is the streams' duplicate window (default 2 minutes).
+	dupWindow time.Duration
 }
 
 // background runs run(ctx) until the test ends, waiting for ready.
@@ -76,7 +78,7 @@ func background(t testing.TB, what string, run func(context.Context) error, read
 func newEnv(t testing.TB, o envOpts) *env {
 	t.Helper()
 	srv := bustest.NewServer(t)
-	conn := srv.Connect(t)
+	conn := srv.Connect(t, bus.Config{DuplicateWindow: o.dupWindow})
 	actortest.StartNode(t, conn, actor.Options{Logger: quiet}, kinds.Counter(), kinds.TaskA(), kinds.TaskB())
 	ctx := context.Background()
 	ss, err := store.NewServer(ctx, conn, store.ServerOptions{Logger: quiet})
