@@ -494,6 +494,7 @@ func TestGateway(t *testing.T) {
 	})
 
 	t.Run("Auth", func(t *testing.T) { testAuth(t, e) })
+	t.Run("RunAndStop", func(t *testing.T) { testRunAndStop(t, e) })
 	t.Run("SlowReaderDisconnected", func(t *testing.T) { testSlowReader(t, e) })
 
 	t.Run("ForeignOriginRefused", func(t *testing.T) {
