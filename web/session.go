@@ -107,7 +107,6 @@ func (s *session) run(r *http.Request) {
 			s.readFailed(err)
 			break
 		}
-		s.g.metrics.frames.WithLabelValues("in", "any").Inc()
 		if typ != websocket.MessageText {
 			s.errorFrame(head{}, CodeBadFrame, "binary frames are not accepted: send JSON text frames")
 			continue
