@@ -23,7 +23,7 @@ import (
 	"github.com/effectors/effectors/actor/actortest"
 	"github.com/effectors/effectors/bus"
 	"github.com/effectors/effectors/bus/bustest"
-	"github.com/effectors/effectors/kinds"
+	"github.com/effectors/effectors/examples/kinds"
 	"github.com/effectors/effectors/store"
 	"github.com/effectors/effectors/supervisor"
 	"github.com/effectors/effectors/web"
