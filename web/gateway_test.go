@@ -396,6 +396,83 @@ func TestGateway(t *testing.T) {
 		}
 	})
 
+	t.Run("Requests", func(t *testing.T) {
+		c := e.dial(t, nil)
+		ask := func(f map[string]any) map[string]any {
+			t.Helper()
+			f["req"] = fmt.Sprint(f["type"], "-", time.Now().UnixNano())
+			c.write(f)
+			return c.reply(f["req"].(string))
+		}
+		res := func(f map[string]any) map[string]any {
+			t.Helper()
+			r := ask(f)
+			if r["type"] != "result" {
+				t.Fatalf("%v: %v", f["type"], r)
+			}
+			return r["result"].(map[string]any)
+		}
+		doc := res(map[string]any{"type": "create", "effector": "counter/rq", "state": map[string]any{"count": 10}})
+		if doc["status"] != "IDLE" || doc["state"].(map[string]any)["count"].(float64) != 10 {
+			t.Fatalf("create: %v", doc)
+		}
+		if r := ask(map[string]any{"type": "create", "effector": "counter/rq"}); r["code"] != web.CodeExists {
+			t.Fatalf("create again: %v", r)
+		}
+		if r := ask(map[string]any{"type": "create", "effector": "nobody/x"}); r["code"] != web.CodeNoHost {
+			t.Fatalf("create of a kind no node hosts: %v", r)
+		}
+		c.write(map[string]any{"type": "send", "req": "s", "to": "counter/rq", "record": map[string]any{"id": "rq-1", "type": "inc"}})
+		ack := c.reply("s")
+		if _, err := e.actors.StateAt(ctx, records.Ref{Kind: "counter", ID: "rq"}, num(ack["seq"])); err != nil {
+			t.Fatal(err)
+		}
+		if st := res(map[string]any{"type": "state", "effector": "counter/rq"}); st["state"].(map[string]any)["count"].(float64) != 11 {
+			t.Fatalf("state: %v", st)
+		}
+		if ks := res(map[string]any{"type": "kinds"}); !strings.Contains(fmt.Sprint(ks["kinds"]), "kind:counter") {
+			t.Fatalf("kinds: %v", ks)
+		}
+		if effs := res(map[string]any{"type": "effectors", "kind": "counter", "limit": 1000}); !strings.Contains(fmt.Sprint(effs["effectors"]), "id:rq") {
+			t.Fatalf("effectors: %v", effs)
+		}
+		actortest.Eventually(t, 10*time.Second, "the record and its output in a query", func() bool {
+			page := res(map[string]any{"type": "query", "query": map[string]any{"effector": "counter/rq"}})
+			return len(page["records"].([]any)) == 2
+		})
+		if r := res(map[string]any{"type": "get", "id": "rq-1"}); r["box"] != "mailbox" || r["effector"] != "counter/rq" {
+			t.Fatalf("get: %v", r)
+		}
+		if r := ask(map[string]any{"type": "get", "id": "never-sent"}); r["code"] != web.CodeNotFound {
+			t.Fatalf("get of an unknown id: %v", r)
+		}
+		if d := res(map[string]any{"type": "terminate", "effector": "counter/rq"}); d["status"] != "TERMINATED" {
+			t.Fatalf("terminate: %v", d)
+		}
+		if r := ask(map[string]any{"type": "send", "to": "counter/rq", "record": map[string]any{"type": "inc"}}); r["code"] != web.CodeTerminated {
+			t.Fatalf("send to a terminated effector: %v", r)
+		}
+		if r := ask(map[string]any{"type": "state", "effector": "counter/rq", "state": 1}); r["code"] != web.CodeBadRequest {
+			t.Fatalf("state with a state: %v", r)
+		}
+	})
+
+	t.Run("OutboxOfAKind", func(t *testing.T) {
+		a, b := e.create(t, "kind-a"), e.create(t, "kind-b")
+		c := e.dial(t, nil)
+		c.write(map[string]any{"type": "subscribe", "sub": "k", "topic": "outbox", "kind": "counter"})
+		c.next("subscribed", isType("subscribed"))
+		e.sendInc(t, a, "inc", "", 1)
+		e.sendInc(t, b, "inc", "", 1)
+		got := map[string]bool{}
+		for range 2 {
+			got[c.next("record", isType("record"))["record"].(map[string]any)["effector"].(string)] = true
+		}
+		if !got["counter/kind-a"] || !got["counter/kind-b"] {
+			t.Fatalf("records of %v, want both counters", got)
+		}
+	})
+
 	t.Run("BadInputGetsErrorAndLosesNothing", func(t *testing.T) {
 		ref := e.create(t, "bad")
 		c := e.dial(t, nil)
