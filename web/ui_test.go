@@ -89,6 +89,27 @@ func TestLiveViewInChromium(t *testing.T) {
 		t.Fatalf("ack shown %q, want the stream sequence %d", ackText, doc.Seq)
 	}
 
+	// The connection drops; a record sent meanwhile stays local_only, is
+	// re-sent with its id on reconnect and acked; the log resumes from its
+	// cursor: every record once.
+	var sync string
+	err = b.eval(`(() => {
+		ws.close();
+		document.querySelector("#send-payload").value = '{"by": 3}';
+		document.querySelector("#send-button").click();
+		return document.querySelector("#sends li").dataset.sync;
+	})()`, &sync)
+	if err != nil || sync != "local_only" {
+		t.Fatalf("a record sent while disconnected is %q (%v), want local_only", sync, err)
+	}
+	b.waitFor("the re-send acknowledged after reconnecting", `document.querySelector("#conn").dataset.state === "open" && document.querySelector("#sends li").dataset.sync === "acked"`)
+	b.waitFor("the state after the re-send", `document.querySelector('tr[data-effector="counter/ui1"] .state').textContent.includes('"count":8')`)
+	b.waitFor("the log after the reconnect", `document.querySelectorAll('#log tbody tr[data-type="count"]').length === 2`)
+	var dup bool
+	if err := b.eval(`(() => { const ids = [...document.querySelectorAll("#log tbody tr")].map(tr => tr.dataset.id); return ids.length !== new Set(ids).size; })()`, &dup); err != nil || dup {
+		t.Fatalf("the log shows a record twice after the reconnect (%v)", err)
+	}
+
 	// Give the orchestration its input from the form.
 	b.waitFor("the waiting orchestration in the input form", `[...document.querySelectorAll("#orch-waiting option")].some(o => o.value === "`+orchID+`")`)
 	if err := b.eval(`document.querySelector("#orch-waiting").value = "`+orchID+`"; document.querySelector("#orch-input-form button").click()`, nil); err != nil {

@@ -281,7 +281,7 @@ function watchOrchestrations() {
     process.append(cancel);
     tr.dataset.status = o.status;
     tr.replaceChildren(td(o.id), td(o.name), td(o.status + (o.error ? " — " + o.error : ""), "status status-" + o.status), td(o.step),
-      td(o.waiting_for + (o.prompt ? " " + json(o.prompt) : ""), "json"), td(time(o.updated)), process);
+      td((o.waiting_for || "") + (o.prompt ? " " + json(o.prompt) : ""), "json"), td(time(o.updated)), process);
     tr.className = "clickable";
     tr.onclick = (ev) => { if (ev.target.tagName !== "BUTTON") { openLog("process", o.id); } };
     flash(tr);
