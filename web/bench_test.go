@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/coder/websocket"
 
@@ -22,6 +24,8 @@ import (
 func BenchmarkSend(b *testing.B) {
 	e := newEnv(b, envOpts{cfg: web.Config{}})
 	ctx := context.Background()
+	run := time.Now().UnixNano() // ids unique across runs of the loop
+	var next atomic.Int64
 	c1 := records.Ref{Kind: "counter", ID: "bench"}
 	if _, err := e.actors.Create(ctx, c1, nil); err != nil {
 		b.Fatal(err)
@@ -31,8 +35,8 @@ func BenchmarkSend(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		for i := 0; b.Loop(); i++ {
-			rec.ID = fmt.Sprintf("base-%d", i)
+		for b.Loop() {
+			rec.ID = fmt.Sprintf("base-%d-%d", run, next.Add(1))
 			if _, err := e.actors.Send(ctx, c1, rec); err != nil {
 				b.Fatal(err)
 			}
@@ -43,8 +47,8 @@ func BenchmarkSend(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		for i := 0; b.Loop(); i++ {
-			if _, err := sc.Get(ctx, fmt.Sprintf("missing-%d", i)); !errors.Is(err, store.ErrNotFound) {
+		for b.Loop() {
+			if _, err := sc.Get(ctx, fmt.Sprintf("missing-%d-%d", run, next.Add(1))); !errors.Is(err, store.ErrNotFound) {
 				b.Fatal(err)
 			}
 		}
@@ -66,10 +70,10 @@ func BenchmarkSend(b *testing.B) {
 			if f := read(); f["type"] != "welcome" {
 				b.Fatalf("first frame %v", f)
 			}
-			for i := 0; b.Loop(); i++ {
+			for b.Loop() {
 				rec := map[string]any{"type": "inc", "payload": map[string]int{"by": 1}}
 				if withID {
-					rec["id"] = fmt.Sprintf("gw-%d", i)
+					rec["id"] = fmt.Sprintf("gw-%d-%d", run, next.Add(1))
 				}
 				frame, _ := json.Marshal(map[string]any{"type": "send", "req": "r", "to": "counter/bench", "record": rec})
 				if err := c.ws.Write(ctx, websocket.MessageText, frame); err != nil {

@@ -84,7 +84,7 @@ func hint(conn *bus.Conn, metrics *cli.MetricsServer, gateway string) string {
 		fmt.Fprintf(&b, "  metrics  http://%s/metrics (and /healthz, /readyz)\n", cli.Reachable(metrics.Addr()))
 	}
 	if gateway != "" {
-		fmt.Fprintf(&b, "  live view  %s  (WebSocket gateway at /ws, docs/gateway.md)\n", gateway)
+		fmt.Fprintf(&b, "  gateway  %s  (the live record view; WebSocket at /ws, docs/gateway.md)\n", gateway)
 	}
 	b.WriteString("\nRun the demo with the nats CLI (https://github.com/nats-io/natscli); it needs\nan ea-node hosting task-a and task-b on the same NATS (make run starts both):\n")
 	fmt.Fprintf(&b, "  export NATS_URL=%s\n", conn.ClientURL())

@@ -22,7 +22,7 @@ func TestRunInProcess(t *testing.T) {
 		done <- run(ctx, []string{"--nats", srv.URL, "--metrics", metrics, "--gateway", gateway, "--log-format", "json"}, envOf(nil), &out, &errOut)
 	}()
 	actortest.Eventually(t, 30*time.Second, "the hint", func() bool { return strings.Contains(out.String(), "ea-supervisor is ready") })
-	if !strings.Contains(out.String(), "live view  http://"+gateway+"/") {
+	if !strings.Contains(out.String(), "gateway  http://"+gateway+"/") {
 		t.Fatalf("the hint lacks the live view's URL:\n%s", out.String())
 	}
 	if code, body := proctest.Get("http://" + gateway + "/"); code != 200 || !strings.Contains(body, "live record view") {
