@@ -48,8 +48,10 @@ type Config struct {
 	// disconnected (status 4408). One frame larger than the buffer is let
 	// through when the buffer is empty.
 	SendBuffer int
-	// SlowReader is how long a frame may wait for room in the send buffer,
-	// and how long one write may take, before the client is disconnected.
+	// SlowReader is how long a frame may wait for room in the send buffer
+	// before the client is disconnected (status 4408, delivered if the
+	// client reads again within another SlowReader; a write blocked for
+	// twice SlowReader closes the socket).
 	SlowReader time.Duration
 	// MaxSubscriptions bounds the subscriptions of one connection.
 	MaxSubscriptions int

@@ -25,8 +25,7 @@ const (
 	// CloseUnauthorized: no token, a wrong token, or no auth frame in time.
 	CloseUnauthorized websocket.StatusCode = 4401
 	// CloseSlowReader: frames for the client waited longer than
-	// [Config.SlowReader] for room in its send buffer, or one write took
-	// longer than that.
+	// [Config.SlowReader] for room in its send buffer.
 	CloseSlowReader websocket.StatusCode = 4408
 )
 

@@ -169,7 +169,7 @@ func (s *session) fail(code websocket.StatusCode, text, reason string) {
 }
 
 // writer writes queued frames until the session ends. A write that takes
-// longer than SlowReader fails the session.
+// longer than twice SlowReader fails the session (and closes the socket).
 func (s *session) writer() {
 	defer s.wg.Done()
 	for {
@@ -177,7 +177,10 @@ func (s *session) writer() {
 		if err != nil {
 			return
 		}
-		wctx, cancel := context.WithTimeout(context.WithoutCancel(s.ctx), s.g.cfg.SlowReader)
+		// Twice SlowReader: a client stalled that long has been failed by
+		// a producer waiting for room already, and the close frame with the
+		// reason still reaches it if it reads again meanwhile.
+		wctx, cancel := context.WithTimeout(context.WithoutCancel(s.ctx), 2*s.g.cfg.SlowReader)
 		s.writing.Store(time.Now().UnixNano())
 		err = s.ws.Write(wctx, websocket.MessageText, b)
 		s.writing.Store(0)
