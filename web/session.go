@@ -108,6 +108,10 @@ func (s *session) run(r *http.Request) {
 			break
 		}
 		if typ != websocket.MessageText {
+			if !s.authorized {
+				s.fail(CloseUnauthorized, "unauthorized: the first frame must be {\"type\":\"auth\",\"token\":\"…\"}", "unauthorized")
+				continue
+			}
 			s.errorFrame(head{}, CodeBadFrame, "binary frames are not accepted: send JSON text frames")
 			continue
 		}
