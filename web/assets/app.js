@@ -347,3 +347,4 @@ $("#token-form").onsubmit = (ev) => {
 watchOrchestrations();
 watchDead();
 connect();
+setInterval(() => { if (ws && ws.readyState === WebSocket.OPEN) { loadKinds(); } }, 10000); // kinds hosted later
