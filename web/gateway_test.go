@@ -499,6 +499,13 @@ func TestGateway(t *testing.T) {
 			{"unknown subscription", map[string]any{"type": "unsubscribe", "req": "x", "sub": "none"}, web.CodeUnknownSub},
 			{"bad cursor", map[string]any{"type": "subscribe", "req": "x", "sub": "bc", "topic": "records", "process": "p", "cursor": "garbage"}, ""},
 			{"bad query", map[string]any{"type": "query", "req": "x", "query": map[string]any{"limit": 100000}}, web.CodeBadRequest},
+			{"null type", []byte(`{"type":null}`), web.CodeBadFrame},
+			{"type of the wrong kind", []byte(`{"type":7}`), web.CodeBadFrame},
+			{"negative from", []byte(`{"type":"subscribe","req":"x","sub":"n","topic":"outbox","effector":"counter/bad","from":-1}`), web.CodeBadRequest},
+			{"record not an object", []byte(`{"type":"send","req":"x","to":"counter/bad","record":[1]}`), web.CodeBadRequest},
+			{"deep nesting", []byte(`{"type":"send","req":"x","to":"counter/bad","record":{"payload":` + strings.Repeat("[", 20000) + strings.Repeat("]", 20000) + `}}`), web.CodeBadFrame},
+			{"orch input without id", map[string]any{"type": "orch.input", "req": "x", "input": 1}, web.CodeBadRequest},
+			{"orch start unknown name", map[string]any{"type": "orch.start", "req": "x", "name": "no-such"}, web.CodeNotFound},
 		}
 		for _, tc := range cases {
 			c.write(tc.frame)
