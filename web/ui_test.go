@@ -121,6 +121,13 @@ func TestLiveViewInChromium(t *testing.T) {
 		return err == nil && o.Status == supervisor.StatusCompleted
 	})
 
+	// The orchestration's process, opened from its row: its task and
+	// result records, with their envelopes.
+	if err := b.eval(`document.querySelector('#orchs tr[data-id="`+orchID+`"] td').click()`, nil); err != nil {
+		t.Fatal(err)
+	}
+	b.waitFor("the orchestration's process log", `document.querySelector("#log-title").textContent.includes("process `+orchID+`") && document.querySelectorAll("#log tbody tr").length >= 4 && document.querySelector("#log-state").textContent === "live"`)
+
 	png := b.screenshot()
 	if !bytes.HasPrefix(png, []byte("\x89PNG")) || len(png) < 10_000 {
 		t.Fatalf("screenshot of %d bytes is not a PNG of the page", len(png))

@@ -113,9 +113,14 @@ function resumeAll() {
 
 // ---- helpers ----------------------------------------------------------
 
+const MAX_CELL = 200;
+
+// td makes a cell; long text is cut (the whole of it in the tooltip).
 function td(text, cls) {
   const el = document.createElement("td");
-  el.textContent = text === undefined || text === null ? "" : String(text);
+  const s = text === undefined || text === null ? "" : String(text);
+  el.textContent = s.length > MAX_CELL ? s.slice(0, MAX_CELL) + "…" : s;
+  if (s.length > MAX_CELL) { el.title = s; }
   if (cls) { el.className = cls; }
   return el;
 }
