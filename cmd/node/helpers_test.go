@@ -111,3 +111,8 @@ func readState(ctx context.Context, kv jetstream.KeyValue, key string) (stateDoc
 	}
 	return d, nil
 }
+
+// envOf is a getenv reading m.
+func envOf(m map[string]string) func(string) string {
+	return func(k string) string { return m[k] }
+}

@@ -27,3 +27,8 @@ func TestMain(m *testing.M) {
 	}
 	goleak.VerifyTestMain(m, goleak.Cleanup(func(int) { _ = os.RemoveAll(dir) }))
 }
+
+// envOf is a getenv reading m.
+func envOf(m map[string]string) func(string) string {
+	return func(k string) string { return m[k] }
+}

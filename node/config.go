@@ -1,4 +1,4 @@
-package main
+package node
 
 import (
 	"fmt"
@@ -14,7 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// config is the node's configuration, read from flags and the environment.
+// config is a node binary's configuration, read from flags and the environment.
 type config struct {
 	NATS          string // empty: embedded server
 	Listen        string
@@ -256,9 +256,9 @@ func (c config) actorOptions(log *slog.Logger, reg prometheus.Registerer) actor.
 // gives, from the environment through getenv (an empty variable counts as
 // unset). It returns flag.ErrHelp for -h and a *cli.UsageError for bad
 // input.
-func parseConfig(args []string, getenv func(string) string) (config, error) {
+func parseConfig(program string, args []string, getenv func(string) string) (config, error) {
 	var cfg config
-	explicit, err := cli.Parse("ea-node", settings(), args, getenv, &cfg)
+	explicit, err := cli.Parse(program, settings(), args, getenv, &cfg)
 	if err != nil {
 		return config{}, err
 	}
@@ -274,13 +274,8 @@ func parseConfig(args []string, getenv func(string) string) (config, error) {
 	return cfg, nil
 }
 
-// usage is the text -h prints.
-func usage() string {
-	return cli.Usage(`Usage: ea-node [flags]
-
-ea-node hosts the example effector kinds (counter, controller) on NATS
-JetStream. With no --nats it starts an embedded NATS server with JetStream
-that stores in --store, so it needs nothing else installed.
-
-`, settings(), "serving its kinds")
+// usage is the text -h prints: the usage line of program, about (what the
+// binary does, ending in a blank line), then the flags.
+func usage(program, about string) string {
+	return cli.Usage("Usage: "+program+" [flags]\n\n"+about, settings(), "serving its kinds")
 }
