@@ -31,6 +31,10 @@ func TestParseConfigDefaults(t *testing.T) {
 		t.Errorf("explicit = %v, want none", cfg.explicit)
 	}
 	cfg.explicit = nil
+	if cfg.Auth.Method() != "none" {
+		t.Errorf("auth = %s, want none", cfg.Auth.Method())
+	}
+	cfg.Auth = cli.Auth{}
 	if !reflect.DeepEqual(cfg, want) {
 		t.Errorf("defaults:\n got %+v\nwant %+v", cfg, want)
 	}
@@ -197,6 +201,8 @@ func TestEnvNames(t *testing.T) {
 		"log-level": "EA_LOG_LEVEL", "log-format": "EA_LOG_FORMAT", "shutdown-grace": "EA_SHUTDOWN_GRACE",
 		"node-id": "EA_NODE_ID", "heartbeat": "EA_HEARTBEAT", "heartbeat-ttl": "EA_HEARTBEAT_TTL", "idle": "EA_IDLE",
 		"reply-subjects": "EA_REPLY_SUBJECTS", "partitions": "EA_PARTITIONS", "migrate": "EA_MIGRATE", "record-store": "EA_RECORD_STORE",
+		"server-config": "EA_SERVER_CONFIG", "creds": "EA_CREDS", "nkey": "EA_NKEY", "user": "EA_USER", "password-file": "EA_PASSWORD_FILE",
+		"token-file": "EA_TOKEN_FILE", "tls-ca": "EA_TLS_CA", "tls-cert": "EA_TLS_CERT", "tls-key": "EA_TLS_KEY",
 	}
 	all := settings()
 	if len(all) != len(want) {

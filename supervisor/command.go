@@ -144,7 +144,7 @@ func (c Command) serve(ctx context.Context, program string, cfg config, log *slo
 
 	conn, err := bus.Connect(ctx, bus.Config{
 		URL: cfg.NATS, Prefix: cfg.Prefix, Name: program, Logger: log,
-		ConnectTimeout: cfg.ConnectTimeout,
+		ConnectTimeout: cfg.ConnectTimeout, Options: cfg.Auth.Options(),
 	})
 	if err != nil {
 		if ctx.Err() != nil {
@@ -231,6 +231,7 @@ func (in Info) Head() string {
 // environment.
 type config struct {
 	NATS           string
+	Auth           cli.Auth
 	Prefix         string
 	Metrics        string // empty: no metrics server
 	LogLevel       slog.Level
@@ -248,28 +249,29 @@ const defaultNATS = "nats://127.0.0.1:4222"
 // settings returns the supervisor's settings, in the order the usage lists
 // them.
 func settings() []*cli.Setting[config] {
-	return []*cli.Setting[config]{
-		{Name: "nats", Arg: "URLS", Def: defaultNATS,
-			Usage: "NATS server URL(s), comma-separated: the NATS the nodes use (a node with no --nats embeds one on 127.0.0.1:4222)",
-			Check: func(c *config, v string) string {
-				if strings.TrimSpace(v) == "" {
-					return "want a NATS URL such as nats://127.0.0.1:4222 (a supervisor does not embed a server)"
-				}
-				c.NATS = strings.TrimSpace(v)
-				return ""
-			}},
-		{Name: "prefix", Arg: "NAME", Def: bus.DefaultPrefix,
+	nats := &cli.Setting[config]{Name: "nats", Arg: "URLS", Def: defaultNATS,
+		Usage: "NATS server URL(s), comma-separated: the NATS the nodes use (a node with no --nats embeds one on 127.0.0.1:4222)",
+		Check: func(c *config, v string) string {
+			if strings.TrimSpace(v) == "" {
+				return "want a NATS URL such as nats://127.0.0.1:4222 (a supervisor does not embed a server)"
+			}
+			c.NATS = strings.TrimSpace(v)
+			return ""
+		}}
+	out := append([]*cli.Setting[config]{nats}, cli.AuthSettings(func(c *config) *cli.Auth { return &c.Auth })...)
+	return append(out,
+		&cli.Setting[config]{Name: "prefix", Arg: "NAME", Def: bus.DefaultPrefix,
 			Usage: "subject prefix of mailboxes, streams, buckets and the orchestration API (the nodes' --prefix)",
 			Check: func(c *config, v string) string { return cli.Prefix(v, &c.Prefix) }},
 		cli.MetricsSetting("127.0.0.1:9465", func(c *config) *string { return &c.Metrics }),
 		cli.LogLevelSetting(func(c *config) *slog.Level { return &c.LogLevel }),
 		cli.LogFormatSetting(func(c *config) *string { return &c.LogFormat }),
-		{Name: "connect-timeout", Arg: "DURATION", Def: "60s",
+		&cli.Setting[config]{Name: "connect-timeout", Arg: "DURATION", Def: "60s",
 			Usage: "how long to keep trying to reach NATS at start (e.g. while the nodes start)",
 			Check: func(c *config, v string) string {
 				return cli.PositiveDuration(v, &c.ConnectTimeout, "want a positive duration such as 60s or 2m")
 			}},
-	}
+	)
 }
 
 // parseConfig reads the configuration of program from args and, for
@@ -279,6 +281,9 @@ func settings() []*cli.Setting[config] {
 func parseConfig(program string, args []string, getenv func(string) string) (config, error) {
 	var cfg config
 	if _, err := cli.Parse(program, settings(), args, getenv, &cfg); err != nil {
+		return config{}, err
+	}
+	if err := cfg.Auth.Load(getenv); err != nil {
 		return config{}, err
 	}
 	return cfg, nil
