@@ -449,14 +449,16 @@ func deniedClient(t *testing.T, url string, extra ...nats.Option) {
 func deniedNodeAndSupervisor(t *testing.T, url string, extra ...nats.Option) {
 	t.Helper()
 	nc, v := rawClient(t, url, "node", extra...)
-	for _, subject := range []string{"$KV.ea_orch.x", "$JS.API.STREAM.DELETE.EA_MBOX", "$SYS.REQ.SERVER.PING"} {
+	for _, subject := range []string{"$KV.ea_orch.x", "$JS.API.STREAM.DELETE.EA_MBOX", "$JS.API.STREAM.PURGE.EA_OUT", "$SYS.REQ.SERVER.PING"} {
 		refused(t, nc, v, subject, nil, []byte(`{}`))
 	}
 	nc, v = rawClient(t, url, "supervisor", extra...)
 	for _, subject := range []string{
 		"$KV.ea_state.counter.victim", "ea.out.counter.victim", "ea.dead.counter.victim", "$KV.ea_keys.output-id",
 		"$JS.API.STREAM.PURGE.EA_MBOX", "$JS.API.STREAM.DELETE.KV_ea_state",
-		"$JS.API.DIRECT.GET.KV_ea_keys.$KV.ea_keys.output-id",
+		"$JS.API.DIRECT.GET.KV_ea_keys.$KV.ea_keys.output-id", "$JS.API.STREAM.MSG.GET.KV_ea_keys",
+		"$JS.API.CONSUMER.DURABLE.CREATE.KV_ea_keys.x", "$JS.API.STREAM.SNAPSHOT.KV_ea_keys",
+		"$JS.API.CONSUMER.CREATE.KV_ea_keys.x.$KV.ea_keys.>",
 	} {
 		refused(t, nc, v, subject, nil, []byte(`{}`))
 	}
