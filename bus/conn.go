@@ -7,6 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -280,7 +282,11 @@ func tlsFailed(err error) bool {
 	var host x509.HostnameError
 	var invalid x509.CertificateInvalidError
 	var verify *tls.CertificateVerificationError
-	var alert tls.AlertError // the server refused our certificate
+	var alert tls.AlertError // the server refused our certificate (QUIC)
+	var op *net.OpError      // ... over TCP: a "remote error" holding the alert
+	if errors.As(err, &op) && op.Op == "remote error" || strings.Contains(err.Error(), "remote error: tls: ") {
+		return true
+	}
 	return errors.As(err, &alert) || errors.Is(err, nats.ErrSecureConnRequired) || errors.Is(err, nats.ErrSecureConnWanted) ||
 		errors.As(err, &unknown) || errors.As(err, &host) || errors.As(err, &invalid) || errors.As(err, &verify)
 }

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -16,6 +18,8 @@ import (
 	"github.com/effectors/effectors/actor/actortest"
 	"github.com/effectors/effectors/bus"
 	"github.com/effectors/effectors/examples/demo"
+	"github.com/effectors/effectors/internal/cli"
+	"github.com/effectors/effectors/internal/testcert"
 	"github.com/effectors/effectors/kinds"
 	"github.com/effectors/effectors/records"
 	"github.com/effectors/effectors/store"
@@ -483,5 +487,51 @@ func admin(t *testing.T, url string, extra ...nats.Option) {
 	}
 	if err := st.Purge(ctx); err != nil {
 		t.Fatalf("purge as admin: %v", err)
+	}
+}
+
+// TestRolesTLS is TestRoles over TLS with verified client certificates: a
+// configuration that includes roles.conf and adds a tls block. Connecting
+// without the CA, or without a client certificate, fails at once.
+func TestRolesTLS(t *testing.T) {
+	dir := t.TempDir()
+	certs := testcert.New(t, dir)
+	roles, err := os.ReadFile("roles.conf")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "roles.conf"), roles, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	conf := filepath.Join(dir, "tls.conf")
+	if err := os.WriteFile(conf, fmt.Appendf(nil, "include \"roles.conf\"\ntls {\n  cert_file: %q\n  key_file: %q\n  ca_file: %q\n  verify: true\n  timeout: 5\n}\n",
+		certs.ServerCert, certs.ServerKey, certs.CA), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	srv := rolesServer(t, conf)
+	url := "tls://" + srv.Addr()
+
+	// The binaries' --tls-ca, --tls-cert, --tls-key.
+	auth := cli.Auth{TLSCA: certs.CA, TLSCert: certs.ClientCert, TLSKey: certs.ClientKey}
+	if err := auth.Load(func(string) string { return "" }); err != nil {
+		t.Fatal(err)
+	}
+	tls := auth.Options()
+	stack(t, url, tls...)
+	allowedClient(t, url, tls...)
+	deniedClient(t, url, tls...)
+
+	for name, opts := range map[string][]nats.Option{
+		"no CA":                 nil,
+		"no client certificate": {nats.RootCAs(certs.CA)},
+	} {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		start := time.Now()
+		_, err := bus.Connect(ctx, bus.Config{URL: url, Logger: quiet, ConnectTimeout: 15 * time.Second,
+			Options: append([]nats.Option{nats.UserInfo("client", passwords["client"])}, opts...)})
+		cancel()
+		if !errors.Is(err, bus.ErrTLS) || time.Since(start) > 5*time.Second {
+			t.Errorf("connect with %s: %v after %s, want bus.ErrTLS at once", name, err, time.Since(start).Round(time.Millisecond))
+		}
 	}
 }
