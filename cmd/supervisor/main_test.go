@@ -32,3 +32,5 @@ func TestMain(m *testing.M) {
 func envOf(m map[string]string) func(string) string {
 	return func(k string) string { return m[k] }
 }
+
+func writeFile(path, content string) error { return os.WriteFile(path, []byte(content), 0o600) }
