@@ -458,11 +458,8 @@ func deniedNodeAndSupervisor(t *testing.T, url string, extra ...nats.Option) {
 	}
 	nc, v = rawClient(t, url, "supervisor", extra...)
 	for _, subject := range []string{
-		"$KV.ea_state.counter.victim", "ea.out.counter.victim", "ea.dead.counter.victim", "$KV.ea_keys.output-id",
-		"$JS.API.STREAM.PURGE.EA_MBOX", "$JS.API.STREAM.DELETE.KV_ea_state",
-		"$JS.API.DIRECT.GET.KV_ea_keys.$KV.ea_keys.output-id", "$JS.API.STREAM.MSG.GET.KV_ea_keys",
-		"$JS.API.CONSUMER.DURABLE.CREATE.KV_ea_keys.x", "$JS.API.STREAM.SNAPSHOT.KV_ea_keys",
-		"$JS.API.CONSUMER.CREATE.KV_ea_keys.x.$KV.ea_keys.>",
+		"$KV.ea_state.counter.victim", "ea.out.counter.victim", "ea.dead.counter.victim", "ea.idx.id.x",
+		"$JS.API.STREAM.PURGE.EA_MBOX", "$JS.API.STREAM.DELETE.KV_ea_state", "$JS.API.STREAM.MSG.DELETE.EA_OUT",
 	} {
 		refused(t, nc, v, subject, nil, []byte(`{}`))
 	}
