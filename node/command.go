@@ -69,6 +69,9 @@ type Info struct {
 	Names    bus.Names // subject, stream and bucket names
 	Kinds    []string  // the kinds hosted, sorted
 	Metrics  string    // a reachable address of /metrics; empty: none
+	// Auth is how the node authenticates to NATS ("none", "user node",
+	// ...; see the --user, --creds, --nkey settings), never a secret.
+	Auth string
 }
 
 // Main runs the command with the process's arguments, environment and
@@ -123,7 +126,7 @@ func (c Command) about() string {
 // serve runs the node with its configuration until ctx ends.
 func (c Command) serve(ctx context.Context, program string, cfg config, log *slog.Logger, stdout io.Writer) error {
 	if cfg.NATS != "" {
-		for _, name := range []string{"listen", "store", "sync-always"} {
+		for _, name := range []string{"listen", "store", "sync-always", "server-config"} {
 			if cfg.explicit[name] {
 				log.Warn("--" + name + " is ignored with --nats: it configures the embedded server")
 			}
@@ -140,6 +143,7 @@ func (c Command) serve(ctx context.Context, program string, cfg config, log *slo
 	defer proc.Close()
 	state, metrics := proc.State, proc.Metrics
 
+	log.Debug("connecting to NATS", "url", bus.RedactURL(cfg.NATS), "auth", cfg.Auth.Method())
 	conn, err := bus.Connect(ctx, bus.Config{
 		URL:        cfg.NATS,
 		Listen:     cfg.Listen,
@@ -150,6 +154,9 @@ func (c Command) serve(ctx context.Context, program string, cfg config, log *slo
 		Name:       program,
 		Replicas:   cfg.Replicas,
 		Logger:     log,
+		Options:    cfg.Auth.Options(),
+		// The embedded server's users and permissions.
+		ServerConfigFile: cfg.ServerConfig,
 	})
 	if err != nil {
 		if ctx.Err() != nil {
@@ -216,7 +223,7 @@ func (c Command) serve(ctx context.Context, program string, cfg config, log *slo
 		banner = DefaultBanner
 	}
 	err = cli.RunAnnounced(ctx, n.Run, n.Ready, func() {
-		if text := banner(info(program, conn, n, metrics, cfg.Store)); text != "" {
+		if text := banner(info(program, conn, n, metrics, cfg)); text != "" {
 			_, _ = io.WriteString(stdout, text)
 		}
 	})
@@ -229,8 +236,9 @@ func (c Command) serve(ctx context.Context, program string, cfg config, log *slo
 }
 
 // info is what the banner shows.
-func info(program string, conn *bus.Conn, n *actor.Node, metrics *cli.MetricsServer, store string) Info {
-	in := Info{Program: program, URL: conn.ClientURL(), Names: conn.Names(), Kinds: n.Kinds()}
+func info(program string, conn *bus.Conn, n *actor.Node, metrics *cli.MetricsServer, cfg config) Info {
+	store := cfg.Store
+	in := Info{Program: program, URL: conn.ClientURL(), Names: conn.Names(), Kinds: n.Kinds(), Auth: cfg.Auth.Method()}
 	slices.Sort(in.Kinds)
 	if srv := conn.Server(); srv != nil {
 		in.URL = "nats://" + cli.Reachable(srv.Addr())
@@ -278,6 +286,9 @@ func (in Info) writeHead(b *strings.Builder) {
 	}
 	fmt.Fprintf(b, "\n%s is ready: kinds %s, prefix %q\n", in.Program, strings.Join(in.Kinds, ", "), in.Names.Prefix())
 	fmt.Fprintf(b, "  NATS     %s (%s)\n", in.URL, where)
+	if in.Auth != "" && in.Auth != "none" {
+		fmt.Fprintf(b, "  auth     %s (give the nats CLI credentials too: --user, --creds or --nkey)\n", in.Auth)
+	}
 	if in.Metrics != "" {
 		fmt.Fprintf(b, "  metrics  http://%s/metrics (and /healthz, /readyz)\n", in.Metrics)
 	}
