@@ -1,5 +1,5 @@
 // Command ea-node is the effectors worker node with the example kinds: it
-// hosts counter and controller (see package kinds) and task-a and task-b,
+// hosts counter and controller (see examples/kinds) and task-a and task-b,
 // the workers of ea-supervisor's demo orchestration, and drives their
 // effectors on NATS JetStream. With no --nats it embeds a NATS server with
 // JetStream, so it runs with nothing else installed.
@@ -24,7 +24,7 @@ import (
 	"strings"
 
 	"github.com/effectors/effectors/actor"
-	"github.com/effectors/effectors/kinds"
+	"github.com/effectors/effectors/examples/kinds"
 	"github.com/effectors/effectors/node"
 	"github.com/effectors/effectors/records"
 )

@@ -1,6 +1,6 @@
 // Package demo is the example orchestration ea-supervisor runs: a
 // multi-step process coordinating the task effectors task-a and task-b
-// (package kinds, hosted by ea-node) with one step that waits for input. It
+// (package examples/kinds, hosted by ea-node) with one step that waits for input. It
 // shows a retry, an alternative path and a human in the loop; see
 // [Definition].
 package demo
@@ -11,8 +11,8 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/effectors/effectors/examples/kinds"
 	"github.com/effectors/effectors/graph"
-	"github.com/effectors/effectors/kinds"
 	"github.com/effectors/effectors/records"
 	"github.com/effectors/effectors/supervisor"
 )
