@@ -189,7 +189,7 @@ func (s *Supervisor) apply(ctx context.Context, id string, cur orchRecord, ev ev
 			if err != nil {
 				return cur, nil, err
 			}
-			rec.ID = id + "." + strconv.Itoa(next.Steps) + ".cancel." + t.Worker
+			rec.ID = cancelRecordID(s.idKey, id, next.Steps, t.Worker)
 			rec.Process = id
 			rec.Priority = records.PriorityHigh
 			rec.From = records.Ref{Kind: MailboxKind, ID: id}
@@ -395,6 +395,20 @@ func taskRecordID(key []byte, r *orchRecord, w wait) string {
 		h.Write(part)
 	}
 	return r.ID + "." + strconv.Itoa(r.Steps) + "." + hex.EncodeToString(h.Sum(nil)[:10])
+}
+
+// cancelRecordID is the id of the cancel record a cancelled orchestration
+// sends to worker: <orchestration id>.<steps>.cancel.<worker>, and with key
+// (see taskRecordID) .<tag>, an HMAC of the rest, so a client cannot
+// suppress the cancel by publishing its id first.
+func cancelRecordID(key []byte, id string, steps int, worker string) string {
+	base := id + "." + strconv.Itoa(steps) + ".cancel." + worker
+	if len(key) == 0 {
+		return base
+	}
+	h := hmac.New(sha256.New, key)
+	h.Write([]byte("ea-cancel-id\x00" + base))
+	return base + "." + hex.EncodeToString(h.Sum(nil)[:10])
 }
 
 // taskSteps returns the steps part of a task record id, 0 if it has none.

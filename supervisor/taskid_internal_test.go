@@ -26,3 +26,14 @@ func TestTaskRecordIDSigned(t *testing.T) {
 		t.Errorf("task id not stable: %s then %s", signed, again)
 	}
 }
+
+func TestCancelRecordIDSigned(t *testing.T) {
+	key := []byte(strings.Repeat("k", 32))
+	plain, signed := cancelRecordID(nil, "o1", 4, "task-a/demo"), cancelRecordID(key, "o1", 4, "task-a/demo")
+	if plain != "o1.4.cancel.task-a/demo" || !regexp.MustCompile(`^o1\.4\.cancel\.task-a/demo\.[0-9a-f]{20}$`).MatchString(signed) {
+		t.Errorf("cancel ids %s, %s", plain, signed)
+	}
+	if signed == cancelRecordID([]byte(strings.Repeat("x", 32)), "o1", 4, "task-a/demo") || signed != cancelRecordID(key, "o1", 4, "task-a/demo") {
+		t.Errorf("signed cancel id %s: not stable, or does not depend on the key", signed)
+	}
+}
