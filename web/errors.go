@@ -8,7 +8,6 @@ import (
 
 	"github.com/effectors/effectors/actor"
 	"github.com/effectors/effectors/store"
-	"github.com/effectors/effectors/supervisor"
 )
 
 // ErrInvalid is matched by configuration errors ([Config.Validate], [New]).
@@ -52,12 +51,15 @@ const (
 // codeOf maps an error of the packages the gateway calls to an error code.
 func codeOf(err error) string {
 	var ce *actor.ControlError
+	var oe *orchError
+	if errors.As(err, &oe) {
+		return oe.code
+	}
 	switch {
-	case errors.Is(err, actor.ErrInvalid), errors.Is(err, store.ErrInvalid), errors.Is(err, supervisor.ErrInvalid),
+	case errors.Is(err, actor.ErrInvalid), errors.Is(err, store.ErrInvalid),
 		errors.Is(err, store.ErrBadCursor), errors.Is(err, store.ErrPageTooLarge), errors.Is(err, store.ErrUnknownKind):
 		return CodeBadRequest
-	case errors.Is(err, actor.ErrNotFound), errors.Is(err, store.ErrNotFound), errors.Is(err, supervisor.ErrUnknownOrchestration),
-		errors.Is(err, supervisor.ErrUnknownName):
+	case errors.Is(err, actor.ErrNotFound), errors.Is(err, store.ErrNotFound):
 		return CodeNotFound
 	case errors.Is(err, actor.ErrTerminated):
 		return CodeTerminated
@@ -65,11 +67,7 @@ func codeOf(err error) string {
 		return CodeExists
 	case errors.Is(err, actor.ErrNoHost):
 		return CodeNoHost
-	case errors.Is(err, supervisor.ErrNotWaiting):
-		return CodeNotWaiting
-	case errors.Is(err, supervisor.ErrFinished):
-		return CodeFinished
-	case errors.Is(err, store.ErrUnavailable), errors.Is(err, supervisor.ErrUnavailable):
+	case errors.Is(err, store.ErrUnavailable):
 		return CodeUnavailable
 	case errors.As(err, &ce):
 		switch ce.Code {

@@ -23,6 +23,7 @@ import (
 	"github.com/effectors/effectors/actor/actortest"
 	"github.com/effectors/effectors/bus"
 	"github.com/effectors/effectors/bus/bustest"
+	"github.com/effectors/effectors/examples/demo"
 	"github.com/effectors/effectors/examples/kinds"
 	"github.com/effectors/effectors/store"
 	"github.com/effectors/effectors/supervisor"
@@ -91,11 +92,11 @@ func newEnv(t testing.TB, o envOpts) *env {
 		if err != nil {
 			t.Fatal(err)
 		}
-		demo, err := supervisor.Demo()
+		def, err := demo.Definition()
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := sup.Register(demo); err != nil {
+		if err := sup.Register(def); err != nil {
 			t.Fatal(err)
 		}
 		background(t, "supervisor", sup.Run, sup.Ready)

@@ -257,34 +257,38 @@ func (s *session) answer(ctx context.Context, h head, data []byte) (any, string,
 		if h.Type == TypeOrchStart && f.ID != "" {
 			return nil, CodeBadRequest, errors.New("orch.start frame: \"id\" is chosen by the supervisor; leave it out")
 		}
-		var input any
-		if len(f.Input) > 0 {
-			input = f.Input
-		}
 		switch h.Type {
 		case TypeOrchStart:
-			id, err := g.orch.Start(ctx, f.Name, input)
-			if err != nil {
+			if f.Name == "" {
+				return nil, CodeBadRequest, errors.New("orch.start frame: missing \"name\" of the orchestration, e.g. \"demo\"")
+			}
+			var rep struct {
+				ID string `json:"id"`
+			}
+			if err := g.orchCall(ctx, orchStart, map[string]any{"name": f.Name, "input": f.Input}, &rep); err != nil {
 				return nil, "", err
 			}
-			return map[string]string{"id": id}, "", nil
+			return map[string]string{"id": rep.ID}, "", nil
 		case TypeOrchStatus:
-			o, err := g.orch.Status(ctx, f.ID)
-			if err != nil {
+			var o json.RawMessage
+			if err := g.orchCall(ctx, orchStatus, map[string]string{"id": f.ID}, &o); err != nil {
 				return nil, "", err
 			}
 			return o, "", nil
 		case TypeOrchInput:
-			if input == nil {
+			if len(f.Input) == 0 {
 				return nil, CodeBadRequest, errors.New("orch.input frame: missing \"input\" (any JSON value)")
 			}
-			st, err := g.orch.Input(ctx, f.ID, input)
-			if err != nil {
+			var rep struct {
+				Status string `json:"status"`
+			}
+			if err := g.orchCall(ctx, orchInput, map[string]any{"id": f.ID, "input": f.Input}, &rep); err != nil {
 				return nil, "", err
 			}
-			return map[string]string{"id": f.ID, "status": string(st)}, "", nil
+			return map[string]string{"id": f.ID, "status": rep.Status}, "", nil
 		default:
-			if err := g.orch.Cancel(ctx, f.ID); err != nil {
+			var rep json.RawMessage
+			if err := g.orchCall(ctx, orchCancel, map[string]string{"id": f.ID}, &rep); err != nil {
 				return nil, "", err
 			}
 			return map[string]string{"id": f.ID, "status": "CANCELLED"}, "", nil
