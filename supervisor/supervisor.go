@@ -75,9 +75,9 @@ type Supervisor struct {
 	conn   *bus.Conn
 	names  bus.Names
 	routes bus.Routes
-	log   *slog.Logger
-	opts  Options
-	m     *metrics
+	log    *slog.Logger
+	opts   Options
+	m      *metrics
 
 	mu      sync.Mutex
 	defs    map[string]Definition
