@@ -22,6 +22,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"reflect"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -214,6 +215,9 @@ func Decode(body []byte, v any, maxSize int, want string) error {
 	if trimmed[0] != '{' {
 		return fmt.Errorf("%w: not a JSON object (starts with %s): want JSON like %s", ErrBadRequest, Quote(string(trimmed[:min(len(trimmed), MaxEcho)])), want)
 	}
+	if err := checkKeys(body, v); err != nil {
+		return fmt.Errorf("%w: %v: want JSON like %s", ErrBadRequest, err, want)
+	}
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
@@ -221,6 +225,59 @@ func Decode(body []byte, v any, maxSize int, want string) error {
 	}
 	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
 		return fmt.Errorf("%w: data after the JSON object (at byte %d): send one object: want JSON like %s", ErrBadRequest, dec.InputOffset(), want)
+	}
+	return nil
+}
+
+// checkKeys refuses a top-level key v's struct does not spell exactly
+// (encoding/json matches keys case-insensitively: "ID" would be taken for
+// "id") and a key given twice (the last would win silently). A body that
+// does not tokenize is left to the decoder to refuse.
+func checkKeys(body []byte, v any) error {
+	t := reflect.TypeOf(v)
+	for t != nil && t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if t == nil || t.Kind() != reflect.Struct {
+		return nil
+	}
+	names := map[string]bool{}
+	for i := range t.NumField() {
+		f := t.Field(i)
+		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		if name == "-" || !f.IsExported() {
+			continue
+		}
+		if name == "" {
+			name = f.Name
+		}
+		names[name] = true
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
+		return nil
+	}
+	seen := map[string]bool{}
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return nil
+		}
+		key, ok := tok.(string)
+		if !ok {
+			return nil
+		}
+		switch {
+		case seen[key]:
+			return fmt.Errorf("field %s given twice", Quote(key))
+		case !names[key]:
+			return fmt.Errorf("unknown field %s (field names are case-sensitive)", Quote(key))
+		}
+		seen[key] = true
+		var skip json.RawMessage
+		if err := dec.Decode(&skip); err != nil {
+			return nil
+		}
 	}
 	return nil
 }
