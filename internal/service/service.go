@@ -271,7 +271,12 @@ func checkKeys(body []byte, v any) error {
 		case seen[key]:
 			return fmt.Errorf("field %s given twice", Quote(key))
 		case !names[key]:
-			return fmt.Errorf("unknown field %s (field names are case-sensitive)", Quote(key))
+			for name := range names {
+				if strings.EqualFold(name, key) {
+					return fmt.Errorf("unknown field %s: field names are case-sensitive (%q)", Quote(key), name)
+				}
+			}
+			return fmt.Errorf("unknown field %s", Quote(key))
 		}
 		seen[key] = true
 		var skip json.RawMessage

@@ -28,7 +28,7 @@ func TestDecode(t *testing.T) {
 		{"array", `[{"id":"c1"}]`, "not a JSON object"},
 		{"string", `"c1"`, "not a JSON object"},
 		{"unknown field", `{"id":"c1","x":1}`, `unknown field "x"`},
-		{"case variant", `{"ID":"c1"}`, `unknown field "ID" (field names are case-sensitive)`},
+		{"case variant", `{"ID":"c1"}`, `unknown field "ID": field names are case-sensitive ("id")`},
 		{"duplicate", `{"id":"c1","id":"c2"}`, `field "id" given twice`},
 		{"trailing object", `{"id":"c1"} {"id":"c2"}`, "data after the JSON object"},
 		{"trailing junk", `{"id":"c1"}x`, "data after the JSON object"},
