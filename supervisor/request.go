@@ -2,6 +2,7 @@ package supervisor
 
 import (
 	"github.com/effectors/effectors/internal/service"
+	"github.com/effectors/effectors/records"
 )
 
 // Limits of orchestration API requests. A request past them gets a 400 that
@@ -30,10 +31,16 @@ func checkSize(data []byte) error {
 	return nil
 }
 
-// checkName refuses an orchestration name longer than MaxFieldLength.
+// checkName refuses an orchestration name that is not 1-MaxFieldLength of
+// [A-Za-z0-9_-]: no definition can have it.
 func checkName(name string) error {
-	if len(name) > MaxFieldLength {
+	switch {
+	case name == "":
+		return invalidf("empty orchestration name: say which orchestration to start, e.g. {\"name\": \"demo\"}")
+	case len(name) > MaxFieldLength:
 		return invalidf("orchestration name %s is %d bytes: a name is 1-%d of [A-Za-z0-9_-]", echo(name), len(name), MaxFieldLength)
+	case records.ValidateKind(name) != nil:
+		return invalidf("orchestration name %s: a name is 1-%d of [A-Za-z0-9_-]", echo(name), MaxFieldLength)
 	}
 	return nil
 }
