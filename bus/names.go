@@ -337,11 +337,3 @@ func (n Names) Index(kind string, tokens ...string) string {
 func (n Names) IndexFilter(kind string, tokens ...string) string {
 	return n.Index(kind, tokens...) + ".>"
 }
-
-// NodeKey is the key of node's heartbeat in the placement bucket:
-// node.<node>.
-func (n Names) NodeKey(node string) string { return "node." + node }
-
-// LeaseKey is the key of the lease of partition p of kind in the placement
-// bucket: part.<kind>.<p>.
-func (n Names) LeaseKey(kind string, p int) string { return "part." + kind + "." + strconv.Itoa(p) }
