@@ -27,6 +27,11 @@ type Client struct {
 	names  bus.Names
 	states *states
 	known  liveSet
+	// replies decides which EA-Reply a record sent may carry: any subject
+	// but the server's APIs ($-prefixed) and the runtime's own subjects
+	// other than mailboxes ([bus.Routes]); the node's allow-list decides
+	// the rest.
+	replies bus.Routes
 }
 
 // liveSet remembers the effectors a Client saw alive, so that Send reads
@@ -70,7 +75,11 @@ func NewClient(ctx context.Context, conn *bus.Conn) (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Client{conn: conn, names: conn.Names(), states: newStates(bucket, conn.Names())}, nil
+	replies, err := conn.Names().Routes([]string{">"})
+	if err != nil {
+		return nil, err
+	}
+	return &Client{conn: conn, names: conn.Names(), states: newStates(bucket, conn.Names()), replies: replies}, nil
 }
 
 // Create creates effector ref with the given initial state (any value that
@@ -194,7 +203,10 @@ func (c *Client) document(ctx context.Context, ref records.Ref) (Document, error
 
 // Send publishes rec to the mailbox of ref and returns it as stored (id,
 // time, subject and stream sequence filled in). The record is durable when
-// Send returns. It fails with ErrInvalid when rec is malformed, and with
+// Send returns. It fails with ErrInvalid when rec is malformed, with
+// ErrForbidden when its Reply is a subject records may never be sent to (a
+// $-prefixed server API, or a runtime subject other than a mailbox: the
+// node would dead-letter it, reason reply_forbidden), and with
 // ErrNotFound or ErrTerminated when ref cannot receive, as far as this
 // client knows: it reads ref's state document only on its first send to ref
 // (and again after Terminate or Reset through it), so later sends cost one
@@ -215,6 +227,11 @@ func (c *Client) Send(ctx context.Context, ref records.Ref, rec records.Record) 
 	}
 	if err := rec.Validate(); err != nil {
 		return rec, fmt.Errorf("send to %s: %w: %w", ref, ErrInvalid, err)
+	}
+	if rec.Reply != "" {
+		if _, err := c.replies.Check(records.Ref{}, rec.Reply); err != nil {
+			return rec, fmt.Errorf("send to %s: %s: %w", ref, records.HeaderReply, err)
+		}
 	}
 	if !c.known.live(ref) {
 		doc, err := c.document(ctx, ref)

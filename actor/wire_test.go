@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -170,6 +171,19 @@ func TestSendReadsStateOnce(t *testing.T) {
 		t.Fatalf("50 sends read the state document %d times, want once", got)
 	}
 	waitCount(t, c, s1, 50, 10*time.Second)
+
+	// A reply the node would refuse is refused before anything is stored;
+	// an inbox is fine.
+	for _, reply := range []string{"$KV.ea_state.counter.s1", "$JS.API.STREAM.PURGE.EA_MBOX", "ea.ctl.terminate.counter", "ea.out.counter.other", "ea.dead.counter.s1"} {
+		bad := inc
+		bad.Reply = reply
+		if _, err := c.Send(ctx, s1, bad); !errors.Is(err, actor.ErrForbidden) || !strings.Contains(err.Error(), reply) {
+			t.Fatalf("send with EA-Reply %s: %v, want ErrForbidden naming it", reply, err)
+		}
+	}
+	if got := mailboxCount(t, conn, s1); got != 50 {
+		t.Fatalf("mailbox holds %d records, want 50", got)
+	}
 
 	// Terminated by another client: this one does not know, the record is
 	// stored and goes to dead letters (reason terminated), nothing is lost.
