@@ -110,8 +110,9 @@ const MaxControlRequest = 512 << 10
 // public request for a kind this node does not host is forwarded to the
 // internal subject; no responder there means no node hosts the kind (503).
 type control struct {
-	svc  micro.Service
-	subs []*nats.Subscription
+	svc    micro.Service
+	subs   []*nats.Subscription
+	strays []jetstream.ConsumeContext // see stray.go
 }
 
 func (c *control) stop() {
@@ -120,6 +121,12 @@ func (c *control) stop() {
 	}
 	if c.svc != nil {
 		_ = c.svc.Stop()
+	}
+	for _, cc := range c.strays {
+		cc.Drain()
+	}
+	for _, cc := range c.strays {
+		<-cc.Closed()
 	}
 }
 
@@ -132,6 +139,18 @@ var (
 
 func (n *Node) serveControl() (*control, error) {
 	c := &control{}
+	ctx, cancel := context.WithTimeout(n.runCtx, 30*time.Second)
+	defer cancel()
+	for _, kind := range n.Kinds() {
+		cc, err := n.consumeStrays(ctx, kind)
+		if err != nil {
+			c.stop()
+			return nil, err
+		}
+		if cc != nil {
+			c.strays = append(c.strays, cc)
+		}
+	}
 	sub := func(subject, queue string, h nats.MsgHandler) error {
 		var s *nats.Subscription
 		var err error

@@ -77,6 +77,19 @@ func hostileControl(t *testing.T, conn *bus.Conn, c *actor.Client, node *running
 		t.Fatal(err)
 	}
 	putJunk(t, conn, junk, []byte("junk"))
+	// A copy of another effector's document under its key (finding 1).
+	copied := ref("counter", "copied")
+	bucket, err := conn.StateBucket(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ent, err := bucket.Get(ctx, names.StateKey(ref("counter", "bystander")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := bucket.Put(ctx, names.StateKey(copied), ent.Value()); err != nil {
+		t.Fatal(err)
+	}
 
 	long := func(n int) string { return strings.Repeat("x", n) }
 	ctl := func(op string) string { return names.Control(op, "counter") }
@@ -128,6 +141,9 @@ func hostileControl(t *testing.T, conn *bus.Conn, c *actor.Client, node *running
 		{"terminate terminated", ctl("terminate"), `{"id":"gone"}`, "", "", nil},
 		{"state of junk", ctl("state"), `{"id":"junk"}`, "409", "corrupt_state", []string{"is corrupt", "reset it with nats req ea.ctl.reset.counter"}},
 		{"activate junk", ctl("activate"), `{"id":"junk"}`, "409", "corrupt_state", []string{"is corrupt"}},
+		{"state of a copied document", ctl("state"), `{"id":"copied"}`, "409", "corrupt_state", []string{"state document does not match its key"}},
+		{"terminate a copied document", ctl("terminate"), `{"id":"copied"}`, "409", "corrupt_state", []string{"reset it with"}},
+		{"activate a copied document", ctl("activate"), `{"id":"copied"}`, "409", "corrupt_state", []string{"counter.copied"}},
 		{"create over junk", ctl("create"), `{"id":"junk"}`, "409", "exists", []string{"already exists, but its state document counter.junk", "is corrupt"}},
 		// Kinds no node hosts, and internal subjects called directly.
 		{"kind nobody hosts", names.Control("create", "nokind"), `{"id":"n1"}`, "503", "no_host", []string{`no node hosts kind "nokind"`}},
@@ -213,6 +229,7 @@ type recordCase struct {
 	// not store it: the publish fails), "duplicate" (JetStream drops it as
 	// a duplicate of an earlier record).
 	outcome string
+	deadOf  records.Ref // whose dead letters: the target's when zero
 	reason  string
 	errText string
 }
@@ -238,7 +255,7 @@ func hostileRecords(t *testing.T, conn *bus.Conn, c *actor.Client, target record
 		// EA-Type at and past its limits.
 		{name: "EA-Type of 128", header: h("EA-Type", long(128)), body: `{}`, outcome: "dead", reason: "rejected", errText: "unknown record type"},
 		{name: "EA-Type of 129", header: h("EA-Type", long(129)), body: `{}`, outcome: "dead", reason: "decode", errText: "EA-Type"},
-		{name: "EA-Type of 60 KiB", header: h("EA-Type", long(60_000)), body: `{}`, outcome: "dead", reason: "decode", errText: "60000 characters"},
+		{name: "EA-Type of 65,300", header: h("EA-Type", long(65_300)), body: `{}`, outcome: "dead", reason: "decode", errText: "65300 characters"},
 		{name: "EA-Type with a space", header: h("EA-Type", "in c"), body: `{}`, outcome: "dead", reason: "decode", errText: "EA-Type"},
 		{name: "EA-Type absent", header: h("EA-Type", ""), body: `{}`, outcome: "dead", reason: "rejected", errText: `"message"`},
 		{name: "EA-Type twice", header: nats.Header{"EA-Type": {"inc", "zap"}, "Content-Type": {records.ContentJSON}}, body: `{}`, outcome: "ok"},
@@ -286,23 +303,33 @@ func hostileRecords(t *testing.T, conn *bus.Conn, c *actor.Client, target record
 		// Subjects outside the contract: nothing stored that nobody processes.
 		{name: "mailbox with an extra token", subject: names.Mailbox(target) + ".extra", header: h(), body: `{}`, outcome: "refused"},
 		{name: "mailbox without an id", subject: "ea.mbox.counter", header: h(), body: `{}`, outcome: "refused"},
+		// A wildcard token is published as a literal: stored, then read by
+		// the partition and dead-lettered (bad_subject) under <kind>._.
+		{name: "id *", subject: "ea.mbox.counter.*", header: h(), body: `{}`, outcome: "dead", deadOf: ref("counter", "_"), reason: "bad_subject", errText: `mailbox subject "ea.mbox.`},
+		{name: "id >", subject: "ea.mbox.counter.>", header: h(), body: `{}`, outcome: "dead", deadOf: ref("counter", "_"), reason: "bad_subject", errText: `mailbox subject "ea.mbox.`},
 		{name: "forged partition token", subject: "ea.mbox.3.counter.h1", header: h(), body: `{}`, outcome: "refused"},
 		// Effectors that cannot take records.
-		{name: "to an effector never created", subject: names.Mailbox(ref("counter", "never")), header: h(), body: `{}`, outcome: "dead", reason: "no_effector", errText: "never created"},
+		{name: "to an effector never created", subject: names.Mailbox(ref("counter", "never")), header: h(), body: `{}`, outcome: "dead", deadOf: ref("counter", "never"), reason: "no_effector", errText: "never created"},
 	}
 
-	dead, err := c.DeadLetters(ctx, target)
-	if err != nil {
-		t.Fatal(err)
+	// The dead letters of every effector a case names, followed from now.
+	pulls := map[records.Ref]func() (actor.DeadLetter, error){}
+	for _, tc := range cases {
+		r := tc.deadOf
+		if r.IsZero() {
+			r = target
+		}
+		if _, ok := pulls[r]; ok {
+			continue
+		}
+		dead, err := c.DeadLetters(ctx, r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		next, stop := iterPull(dead)
+		defer stop()
+		pulls[r] = next
 	}
-	next, stop := iterPull(dead)
-	defer stop()
-	neverDead, err := c.DeadLetters(ctx, ref("counter", "never"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	nextNever, stopNever := iterPull(neverDead)
-	defer stopNever()
 
 	applied, deadCount := int64(count(t, c, target)), 0
 	for _, tc := range cases {
@@ -333,20 +360,18 @@ func hostileRecords(t *testing.T, conn *bus.Conn, c *actor.Client, target record
 				applied++
 				waitCount(t, c, target, applied, 10*time.Second)
 			case "dead":
-				pull := next
-				if tc.subject != "" {
-					pull = nextNever
-				} else {
-					deadCount++
+				r := tc.deadOf
+				if r.IsZero() {
+					r, deadCount = target, deadCount+1
 				}
-				dl, err := pull()
+				dl, err := pulls[r]()
 				if err != nil {
 					t.Fatal(err)
 				}
 				if dl.Reason != tc.reason || !strings.Contains(dl.Error, tc.errText) || dl.Seq != ack.Sequence {
 					t.Fatalf("dead letter seq %d reason %q error %.300q, want seq %d reason %q saying %q", dl.Seq, dl.Reason, dl.Error, ack.Sequence, tc.reason, tc.errText)
 				}
-				if tc.subject == "" {
+				if tc.deadOf.IsZero() {
 					actortest.Eventually(t, 10*time.Second, "status ERROR at the record", func() bool {
 						doc, err := c.State(ctx, target)
 						return err == nil && doc.Seq == ack.Sequence && doc.Status == actor.StatusError
@@ -379,7 +404,13 @@ func hostileRecords(t *testing.T, conn *bus.Conn, c *actor.Client, target record
 	if doc.Seq == 0 || count(t, c, target) != applied || applied != int64(ok) {
 		t.Errorf("applied %d, count %d, %d ok cases", applied, count(t, c, target), ok)
 	}
-	fmt.Fprintf(testWriter{t}, "%d records: %d applied, %d dead letters, %d refused or dropped\n", len(cases), ok, deadCount+1, len(cases)-ok-deadCount-1)
+	others := 0
+	for _, tc := range cases {
+		if tc.outcome == "dead" && !tc.deadOf.IsZero() {
+			others++
+		}
+	}
+	fmt.Fprintf(testWriter{t}, "%d records: %d applied, %d dead letters, %d refused or dropped\n", len(cases), ok, deadCount+others, len(cases)-ok-deadCount-others)
 }
 
 // mailboxCount is how many records r's mailbox holds.

@@ -337,3 +337,23 @@ func (n Names) Index(kind string, tokens ...string) string {
 func (n Names) IndexFilter(kind string, tokens ...string) string {
 	return n.Index(kind, tokens...) + ".>"
 }
+
+// StrayConsumer is the durable consumer of the mailbox stream that reads
+// kind's records stored under no partition: <kind>~strays. A publish to a
+// mailbox subject with a wildcard token (<prefix>.mbox.counter.* or
+// <prefix>.mbox.counter.>) is stored as sent, since the stream's subject
+// transform does not apply to it, and no partition reads it; nodes hosting
+// the kind dead-letter what this consumer delivers.
+func (n Names) StrayConsumer(kind string) string { return kind + "~strays" }
+
+// StrayFilter is the subject filter of [Names.StrayConsumer]:
+// <prefix>.mbox.<kind>.>. Stored mailbox subjects have the partition number
+// where it has the kind, so it matches only records stored under no
+// partition — unless kind is all digits, when it would match partition
+// <kind>: ok is false then.
+func (n Names) StrayFilter(kind string) (filter string, ok bool) {
+	if strings.Trim(kind, "0123456789") == "" {
+		return "", false
+	}
+	return n.prefix + ".mbox." + kind + ".>", true
+}

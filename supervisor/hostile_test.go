@@ -112,6 +112,7 @@ func TestHostileAPI(t *testing.T) {
 		{"status: id with a dot", "status", `{"id":"a.b"}`, "400", "invalid", []string{`orchestration id "a.b"`}},
 		{"status: id >", "status", `{"id":">"}`, "400", "invalid", []string{`orchestration id ">"`}},
 		{"status: id 129 bytes", "status", `{"id":"` + long(129) + `"}`, "400", "invalid", []string{"(129 bytes)"}},
+		{"status: id 1 MB", "status", `{"id":"` + long(1_000_000) + `"}`, "400", "invalid", []string{"request body is 1000009 bytes", "at most 524288"}},
 		{"status: id 400 KB", "status", `{"id":"` + long(400_000) + `"}`, "400", "invalid", []string{"(400000 bytes)"}},
 		{"status: id a number", "status", `{"id":7}`, "400", "invalid", []string{"cannot unmarshal number"}},
 		{"status: input given", "status", `{"id":"` + probe + `","input":1}`, "400", "invalid", []string{`unknown field "input"`}},
