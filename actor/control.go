@@ -52,10 +52,6 @@ var controlErrors = service.Table{
 	{Err: ErrNotLoaded, Code: 503, Reason: reasonNotLoaded},
 }
 
-// ErrNotLoaded: the partition of the effector to activate is changing
-// hands (no node reads it right now); retry shortly.
-var ErrNotLoaded = errors.New("effector's partition is not read by any node right now")
-
 // failf returns the control error for sentinel (an Err of controlErrors)
 // with a message.
 func failf(sentinel error, format string, args ...any) error {
@@ -255,9 +251,6 @@ func (n *Node) forward(subject string, data []byte) ([]byte, error) {
 	}
 	return msg.Data, nil
 }
-
-// capText cuts an error text to [service.MaxErrorText] bytes.
-func capText(s string) string { return service.Text(s) }
 
 // handleControl runs a control operation for a hosted kind and returns the
 // JSON reply.

@@ -17,6 +17,10 @@ var (
 	ErrTerminated = errors.New("effector terminated")
 	// ErrNoHost: no running node hosts the kind.
 	ErrNoHost = errors.New("no node hosts the kind")
+	// ErrNotLoaded: the effector to activate ([Client.Activate]) could not
+	// be loaded because its partition is changing hands (no node reads it
+	// right now); retry shortly.
+	ErrNotLoaded = errors.New("effector's partition is not read by any node right now")
 	// ErrInvalid: a request, record or definition is malformed.
 	ErrInvalid = errors.New("invalid")
 	// ErrDuplicateKind: a node was asked to host one kind twice.
