@@ -213,3 +213,38 @@ func TestSendReadsStateOnce(t *testing.T) {
 	}
 	fmt.Fprint(testWriter{t}, "50 sends, one state read")
 }
+
+// BenchmarkClientSend: Send as it is (the state document read once per
+// effector, then one publish per record) against the baseline of reading
+// the document before every publish, as Send did before. The node is
+// stopped once the effector exists, so that only the client's work is
+// measured.
+func BenchmarkClientSend(b *testing.B) {
+	_, conn := server(b)
+	n := startNode(b, conn, nil, kinds.Counter())
+	c := newClient(b, conn)
+	ctx := ctxT(b)
+	s1 := ref("counter", "bench")
+	if _, err := c.Create(ctx, s1, nil); err != nil {
+		b.Fatal(err)
+	}
+	n.Stop(b)
+	inc := records.Record{Type: "inc", ContentType: records.ContentJSON, Payload: []byte(`{}`)}
+	b.Run("read-before-every-publish", func(b *testing.B) {
+		for b.Loop() {
+			if _, err := c.State(ctx, s1); err != nil {
+				b.Fatal(err)
+			}
+			if _, err := c.Send(ctx, s1, inc); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("send", func(b *testing.B) {
+		for b.Loop() {
+			if _, err := c.Send(ctx, s1, inc); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
