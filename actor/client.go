@@ -99,7 +99,11 @@ func (c *Client) Create(ctx context.Context, ref records.Ref, state any) (Docume
 		}
 		req.State = b
 	}
-	return c.control(ctx, opCreate, ref, req)
+	doc, err := c.control(ctx, opCreate, ref, req)
+	if err == nil {
+		c.known.add(ref) // Send need not read what was just created
+	}
+	return doc, err
 }
 
 // Terminate terminates effector ref: it processes no more records and Send
@@ -209,8 +213,8 @@ func (c *Client) document(ctx context.Context, ref records.Ref) (Document, error
 // node would dead-letter it, reason reply_forbidden), and with
 // ErrNotFound or ErrTerminated when ref cannot receive, as far as this
 // client knows: it reads ref's state document only on its first send to ref
-// (and again after Terminate or Reset through it), so later sends cost one
-// publish. A record sent to an effector terminated meanwhile by someone
+// (none when it created ref; again after Terminate or Reset through it), so
+// later sends cost one publish. A record sent to an effector terminated meanwhile by someone
 // else goes to its dead letters (reason terminated), as any record does.
 func (c *Client) Send(ctx context.Context, ref records.Ref, rec records.Record) (records.Record, error) {
 	if err := ref.Validate(); err != nil {

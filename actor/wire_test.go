@@ -136,7 +136,7 @@ func TestSendReadsStateOnce(t *testing.T) {
 	other := newClient(t, conn)
 	ctx := ctxT(t)
 	s1 := ref("counter", "s1")
-	if _, err := c.Create(ctx, s1, nil); err != nil {
+	if _, err := other.Create(ctx, s1, nil); err != nil { // a Create through c would spare it even the first read
 		t.Fatal(err)
 	}
 	// Loaded ahead, so that the node's own read of the document is done.
