@@ -362,3 +362,7 @@ func (n Names) StrayFilter(kind string) (filter string, ok bool) {
 	}
 	return n.prefix + ".mbox." + kind + ".>", true
 }
+
+// VectorBucket is the default KV bucket of the vector store (package
+// core/vector): <prefix>_vectors.
+func (n Names) VectorBucket() string { return n.prefix + "_vectors" }
