@@ -202,10 +202,6 @@ func (n Names) PlaceBucket() string { return n.prefix + "_place" }
 // read it; the client role of deploy/nats cannot.
 func (n Names) KeyBucket() string { return n.prefix + "_keys" }
 
-// Orch is the subject of orchestration API operation op (start, status,
-// input, cancel), served by supervisors: <prefix>.orch.<op>.
-func (n Names) Orch(op string) string { return n.prefix + ".orch." + op }
-
 // StateKey is the key of r's state document: <kind>.<id>.
 func (n Names) StateKey(r records.Ref) string { return r.Kind + "." + r.ID }
 
