@@ -109,7 +109,7 @@ func (a *app) printDoc(d actor.Document) error {
 func cmdSend() *command {
 	var o struct {
 		typ, process, cause, reply, priority, id string
-		wait                                    bool
+		wait                                     bool
 	}
 	return &command{
 		name: "send", args: "<kind>/<id> [json|-]",
