@@ -182,7 +182,7 @@ func (a *app) showTop(f topFrame, every time.Duration, clear bool) error {
 		b.WriteString("\x1b[H\x1b[2J")
 		fmt.Fprintf(&b, "ea top  %s  every %v (Ctrl-C to stop)\n\n", f.Time.Local().Format("15:04:05"), every)
 	}
-	tw := tabwriter.NewWriter(&b, 0, 4, 2, ' ', tabwriter.AlignRight)
+	tw := tabwriter.NewWriter(&b, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "KIND\tNODES\tRECORDS\tIN/S\tDONE/S\tBACKLOG\tDEAD\tDEAD/S\t")
 	for _, k := range f.Kinds {
 		fmt.Fprintf(tw, "%s\t%d\t%d\t%.1f\t%.1f\t%d\t%d\t%.1f\t\n", k.Kind, k.Nodes, k.Records, k.InPerSec, k.DonePerSec, k.Backlog, k.Dead, k.DeadPerSec)
