@@ -18,6 +18,7 @@ import (
 	"github.com/effectors/effectors/bus/bustest"
 	"github.com/effectors/effectors/kinds"
 	"github.com/effectors/effectors/records"
+	"github.com/effectors/effectors/supervisor"
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/goleak"
 )
@@ -176,9 +177,13 @@ func TestDashboardShape(t *testing.T) {
 	}
 }
 
-// nodeWide are the metrics without a kind label: a query of them alone
-// cannot filter by the kind variable.
-var nodeWide = []string{"ea_nodes_live"}
+// nodeWide are the metrics without a kind label (the node's count of nodes,
+// the supervisor's): a query of them alone cannot filter by the kind
+// variable.
+var nodeWide = []string{"ea_nodes_live",
+	"ea_orchestrations_started_total", "ea_orchestrations_finished_total", "ea_orchestration_steps_total",
+	"ea_orchestration_step_seconds_bucket", "ea_orchestration_tasks_sent_total",
+	"ea_orchestration_conflicts_total", "ea_orchestration_records_dropped_total"}
 
 // onlyNodeWide reports whether every ea_ metric expr uses is node-wide.
 func onlyNodeWide(expr string) bool {
@@ -237,10 +242,10 @@ func (r *recordingRegisterer) MustRegister(cs ...prometheus.Collector) {
 	}
 }
 
-// TestDashboardMetricsAreRegistered runs a real node on an embedded
-// JetStream server, processes one record, and checks that every metric a
-// dashboard query uses is one the node registers, with the labels the query
-// groups by.
+// TestDashboardMetricsAreRegistered runs a real node and a real supervisor
+// on an embedded JetStream server, processes one record and starts one
+// orchestration, and checks that every metric a dashboard query uses is one
+// they register, with the labels the query groups by.
 func TestDashboardMetricsAreRegistered(t *testing.T) {
 	srv := bustest.NewServer(t)
 	conn := srv.Connect(t)
@@ -250,7 +255,7 @@ func TestDashboardMetricsAreRegistered(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := node.Host(kinds.Counter()); err != nil {
+	if err := node.Host(kinds.Counter(), kinds.TaskA(), kinds.TaskB()); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(t.Context())
@@ -283,6 +288,30 @@ func TestDashboardMetricsAreRegistered(t *testing.T) {
 		}
 		return node.Ready()
 	})
+
+	sup, err := supervisor.New(conn, supervisor.Options{Registerer: reg, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	demo, err := supervisor.Demo()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sup.Register(demo); err != nil {
+		t.Fatal(err)
+	}
+	supDone := make(chan error, 1)
+	go func() { supDone <- sup.Run(ctx) }()
+	defer func() {
+		cancel()
+		if err := <-supDone; err != nil {
+			t.Errorf("supervisor.Run: %v", err)
+		}
+	}()
+	eventually(t, "supervisor ready", sup.Ready)
+	if _, err := sup.Start(ctx, supervisor.DemoName, []byte(`{"text":"x"}`)); err != nil {
+		t.Fatal(err)
+	}
 
 	client, err := actor.NewClient(ctx, conn)
 	if err != nil {
@@ -319,9 +348,10 @@ func TestDashboardMetricsAreRegistered(t *testing.T) {
 	stop()
 
 	// The node registered on our registry, and what it did shows.
-	for _, name := range []string{"ea_records_processed_total", "ea_record_processing_seconds", "ea_effectors_active", "ea_mailbox_backlog", "ea_nodes_live"} {
+	for _, name := range []string{"ea_records_processed_total", "ea_record_processing_seconds", "ea_effectors_active", "ea_mailbox_backlog", "ea_nodes_live",
+		"ea_orchestrations_started_total", "ea_orchestration_step_seconds"} {
 		if !gathered[name] {
-			t.Errorf("after one record, Gather has no %s", name)
+			t.Errorf("after one record and one orchestration, Gather has no %s", name)
 		}
 	}
 
@@ -339,7 +369,7 @@ func TestDashboardMetricsAreRegistered(t *testing.T) {
 				used[name] = true
 				l, ok := reg.descs[name]
 				if !ok {
-					t.Errorf("panel %q uses %s (from %s), which the node does not register", p.Title, name, series)
+					t.Errorf("panel %q uses %s (from %s), which neither the node nor the supervisor registers", p.Title, name, series)
 					continue
 				}
 				labels = append(labels, l...)
@@ -363,6 +393,11 @@ func TestDashboardMetricsAreRegistered(t *testing.T) {
 	for _, name := range []string{"ea_effectors_active", "ea_activations_total", "ea_passivations_total", "ea_handovers_total", "ea_nodes_live"} {
 		if !used[name] {
 			t.Errorf("the dashboard does not show the placement metric %s", name)
+		}
+	}
+	for _, name := range []string{"ea_orchestrations_started_total", "ea_orchestrations_finished_total", "ea_orchestration_step_seconds"} {
+		if !used[name] {
+			t.Errorf("the dashboard does not show the supervisor metric %s", name)
 		}
 	}
 	// The kind variable's query too.
