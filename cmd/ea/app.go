@@ -70,6 +70,9 @@ type app struct {
 	cmd  *command
 	fs   *flag.FlagSet
 	conn *bus.Conn
+	// following: the command runs until interrupted (tail --follow, top),
+	// so an interrupt ends it with status 0.
+	following bool
 }
 
 // usageError is a bad command line: exit status 2, with the command's usage
@@ -123,8 +126,8 @@ func run(ctx context.Context, args []string, e env) int {
 		fmt.Fprintf(e.stderr, "run '%s --help' for usage\n", ue.cmd)
 		return code
 	}
-	if ctx.Err() != nil && errors.Is(err, context.Canceled) {
-		return exitOK // interrupted (Ctrl-C) while following: not a failure
+	if a.following && ctx.Err() != nil && errors.Is(err, context.Canceled) {
+		return exitOK // interrupted (Ctrl-C) while following: how following ends
 	}
 	fmt.Fprintf(e.stderr, "ea: %s\n", bus.RedactURL(err.Error()))
 	return code

@@ -285,6 +285,25 @@ func TestEffectorsEndToEnd(t *testing.T) {
 	if len(frame.Kinds) != 1 || frame.Kinds[0].Kind != "counter" || frame.Kinds[0].Records != 4 || frame.Kinds[0].Dead != 1 || frame.Kinds[0].Nodes != 1 || frame.Kinds[0].Backlog != 0 {
 		t.Errorf("top: %+v", frame)
 	}
+	// top refreshes until interrupted, then exits 0.
+	tctx, tcancel := context.WithCancel(t.Context())
+	var frames syncBuffer
+	tdone := make(chan int, 1)
+	go func() {
+		tdone <- run(tctx, []string{"top", "--interval", "50ms", "--json"}, env{stdout: &frames, stderr: io.Discard, getenv: w.getenv})
+	}()
+	actortest.Eventually(t, 10*time.Second, "top prints three frames", func() bool {
+		return strings.Count(frames.String(), "\n") >= 3
+	})
+	tcancel()
+	if code := <-tdone; code != 0 {
+		t.Errorf("top interrupted: exit %d", code)
+	}
+	for _, f := range jsonLines(t, frames.String()) {
+		if f["kinds"] == nil {
+			t.Errorf("top frame without kinds: %v", f)
+		}
+	}
 	r = w.ea(t, "", "top", "--once", "--interval", "50ms").ok(t, "top --once")
 	if !strings.Contains(r.out, "BACKLOG") || !strings.Contains(r.out, "task-a") {
 		t.Errorf("top table: %q", r.out)

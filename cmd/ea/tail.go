@@ -76,6 +76,7 @@ record store's JSON (dead letters add "reason", "error", "dead_seq").`,
 			if o.from > 0 && !since.IsZero() {
 				return usagef(a.fs.Name(), "--since and --from: give one of them")
 			}
+			a.following = o.follow
 			what, rest := args[0], args[1:]
 			if what == "dead" {
 				if len(rest) > 1 {

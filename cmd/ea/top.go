@@ -71,6 +71,7 @@ cheap whatever the number of effectors.`,
 					return usagef(a.fs.Name(), "--kind %q: %v", o.kind, err)
 				}
 			}
+			a.following = !o.once
 			conn, err := a.connect(ctx)
 			if err != nil {
 				return err
