@@ -199,8 +199,9 @@ func TestPrometheusAnswersEveryDashboardQuery(t *testing.T) {
 		}
 	})
 
-	// Node B dies with slow records in hand: node A takes its partitions
-	// over (hand-overs) and processes those records. (They are not counted
+	// Node B dies while it drives slow effectors (records in hand or
+	// waiting): node A takes its partitions over (hand-overs) and processes
+	// every record. (They are not counted
 	// as redeliveries: the new reader resets the partition consumer, which
 	// starts delivery counts again. Redeliveries show as a 0 series, as
 	// every per-kind counter of a hosted kind starts at 0.)
@@ -219,8 +220,8 @@ func TestPrometheusAnswersEveryDashboardQuery(t *testing.T) {
 			lastSent[r] = send(r, "inc", nil).Seq
 		}
 	}
-	actortest.Eventually(t, 10*time.Second, "node B holds slow records", func() bool {
-		return gauge(t, nodeB.reg, "ea_mailbox_backlog", "kind", "slow") > 0
+	actortest.Eventually(t, 10*time.Second, "node B drives slow effectors", func() bool {
+		return gauge(t, nodeB.reg, "ea_effectors_active", "kind", "slow") > 0
 	})
 	connB.NC.Close()
 	actortest.Eventually(t, 30*time.Second, "node A takes node B's partitions over", func() bool {
