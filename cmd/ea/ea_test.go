@@ -420,14 +420,17 @@ func TestErrors(t *testing.T) {
 			t.Errorf("exit %d, stderr %q", code, errb.String())
 		}
 	})
-	t.Run("no supervisor", func(t *testing.T) {
-		// A server with nothing on it: the orchestration API does not answer.
+	t.Run("nothing serving", func(t *testing.T) {
+		// A provisioned server with no node, store or supervisor on it.
 		srv := bustest.NewServer(t)
 		srv.Connect(t) // provisioned
-		var out, errb bytes.Buffer
-		code := run(t.Context(), []string{"orch", "status", "x", "--nats", srv.URL, "--timeout", "1s"}, env{stdout: &out, stderr: &errb})
-		if code != exitUnavailable {
-			t.Errorf("exit %d, stderr %q", code, errb.String())
+		for _, args := range [][]string{{"orch", "status", "x"}, {"kinds"}, {"ls", "counter"}, {"tail", "outbox", "counter/x"}, {"create", "counter/x"}} {
+			var out, errb bytes.Buffer
+			code := run(t.Context(), append(args, "--nats", srv.URL, "--timeout", "1s"), env{stdout: &out, stderr: &errb})
+			if code != exitUnavailable || !strings.HasPrefix(errb.String(), "ea: ") {
+				t.Errorf("%v with nothing serving: exit %d, stderr %q", args, code, errb.String())
+			}
+			t.Logf("%v: %s", args, strings.TrimSpace(errb.String()))
 		}
 	})
 }
