@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -208,7 +209,21 @@ func (a *app) dispatch(ctx context.Context, args []string) error {
 		return a.help(cmds, args[1:])
 	}
 	if strings.HasPrefix(name, "-") {
-		return usagef("ea", "flags go after the command: ea <command> [flags] (got %q first)", name)
+		// Global flags before the command (ea --nats URL state x/y), as the
+		// nats CLI allows: moved after the command's arguments.
+		moved, rest, err := leadingGlobals(args)
+		if err != nil {
+			return err
+		}
+		if len(rest) == 0 {
+			return usagef("ea", "no command given after %s", strings.Join(moved, " "))
+		}
+		if i := slices.Index(rest, "--"); i >= 0 {
+			args = slices.Concat(rest[:i], moved, rest[i:])
+		} else {
+			args = slices.Concat(rest, moved)
+		}
+		name = args[0]
 	}
 	cmd := find(cmds, name)
 	if cmd == nil {
@@ -264,6 +279,36 @@ func (a *app) dispatch(ctx context.Context, args []string) error {
 		return usagef(path, "--nats: want a NATS URL such as %s", DefaultNATS)
 	}
 	return cmd.run(ctx, a, pos)
+}
+
+// leadingGlobals splits the global flags before the command from the rest.
+func leadingGlobals(args []string) (flags, rest []string, err error) {
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		if !strings.HasPrefix(a, "-") || a == "-" {
+			return flags, args[i:], nil
+		}
+		if a == "--" {
+			return nil, nil, usagef("ea", "no command given before --")
+		}
+		name, _, hasValue := strings.Cut(strings.TrimLeft(a, "-"), "=")
+		switch name {
+		case "json":
+			flags = append(flags, a)
+		case "nats", "prefix", "timeout":
+			flags = append(flags, a)
+			if !hasValue {
+				if i+1 >= len(args) {
+					return nil, nil, usagef("ea", "flag needs an argument: %s", a)
+				}
+				i++
+				flags = append(flags, args[i])
+			}
+		default:
+			return nil, nil, usagef("ea", "%s before the command: only --nats, --prefix, --timeout and --json may come first; put the command's flags after it", a)
+		}
+	}
+	return flags, nil, nil
 }
 
 // parseInterspersed parses flags anywhere among the arguments (ea send
@@ -417,7 +462,7 @@ func (a *app) topUsage(w io.Writer, cmds []*command) {
 	fmt.Fprint(w, `ea drives effectors at a terminal: send records, read state, follow the
 record log, run orchestrations, watch the load.
 
-Usage: ea <command> [arguments] [flags]
+Usage: ea [--nats URLS] [--prefix NAME] <command> [arguments] [flags]
 
 Commands:
 `)

@@ -172,6 +172,11 @@ func TestEffectorsEndToEnd(t *testing.T) {
 	if doc.Status != actor.StatusIdle || doc.Kind != "counter" || doc.ID != "c1" || doc.Seq == 0 {
 		t.Errorf("state document %+v", doc)
 	}
+	// Global flags may come before the command, as in the nats CLI.
+	r = w.ea(t, "", "--json", "--timeout", "5s", "state", "counter/c1").ok(t, "global flags first")
+	if len(jsonLines(t, r.out)) != 1 {
+		t.Errorf("ea --json state printed %q", r.out)
+	}
 	r = w.ea(t, "", "state", "counter/c1").ok(t, "state")
 	for _, want := range []string{"counter/c1", "IDLE", `{"count":5}`} {
 		if !strings.Contains(r.out, want) {
@@ -368,7 +373,9 @@ func TestErrors(t *testing.T) {
 	}{
 		{"no command", nil, exitUsage, "no command given"},
 		{"unknown command", []string{"frob"}, exitUsage, `unknown command "frob"`},
-		{"flag before command", []string{"--json", "state"}, exitUsage, "flags go after the command"},
+		{"command flag before the command", []string{"--type", "inc", "send", "counter/x"}, exitUsage, "--type before the command"},
+		{"global flag without its value", []string{"--nats"}, exitUsage, "flag needs an argument: --nats"},
+		{"global flags and no command", []string{"--json"}, exitUsage, "no command given after --json"},
 		{"unknown flag", []string{"state", "counter/x", "--frob"}, exitUsage, "flag provided but not defined: -frob"},
 		{"missing ref", []string{"state"}, exitUsage, "needs <kind>/<id>"},
 		{"extra argument", []string{"state", "counter/x", "more"}, exitUsage, `unexpected argument "more"`},
