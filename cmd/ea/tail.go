@@ -202,6 +202,10 @@ func (a *app) tailStore(ctx context.Context, q store.Query, o tailOpts, since ti
 				return err
 			}
 		}
+		// The cursor never yields a record twice: only the first page can
+		// repeat what the latest records printed, so forget them (a long
+		// follow keeps no memory of what it printed).
+		clear(seen)
 		if page.Cursor != "" {
 			q.Cursor = page.Cursor
 		}
