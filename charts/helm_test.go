@@ -429,6 +429,20 @@ func TestHelmTemplate(t *testing.T) {
 		}
 	}
 
+	// helm lint --strict passes, with the defaults and with everything on.
+	for _, set := range [][]string{
+		{"nats.url=nats://nats:4222"},
+		{"nats.url=nats://nats:4222", "supervisor.gateway.address=0.0.0.0:9466", "supervisor.gateway.token.existingSecret.name=gw", "metrics.serviceMonitor.enabled=true"},
+	} {
+		args := []string{"lint", "--strict", chartDir}
+		for _, v := range set {
+			args = append(args, "--set", v)
+		}
+		if out, err := exec.Command(helmBinary(t), args...).CombinedOutput(); err != nil {
+			t.Errorf("helm %s: %v\n%s", strings.Join(args, " "), err, out)
+		}
+	}
+
 	// Bad values are refused with a message saying what to set.
 	for _, c := range []struct {
 		set  []string
