@@ -16,6 +16,7 @@ import (
 
 	"github.com/effectors/effectors/actor"
 	"github.com/effectors/effectors/bus/bustest"
+	"github.com/effectors/effectors/examples/demo"
 	"github.com/effectors/effectors/examples/kinds"
 	"github.com/effectors/effectors/records"
 	"github.com/effectors/effectors/supervisor"
@@ -293,11 +294,11 @@ func TestDashboardMetricsAreRegistered(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	demo, err := supervisor.Demo()
+	def, err := demo.Definition()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := sup.Register(demo); err != nil {
+	if err := sup.Register(def); err != nil {
 		t.Fatal(err)
 	}
 	supDone := make(chan error, 1)
@@ -309,7 +310,7 @@ func TestDashboardMetricsAreRegistered(t *testing.T) {
 		}
 	}()
 	eventually(t, "supervisor ready", sup.Ready)
-	if _, err := sup.Start(ctx, supervisor.DemoName, []byte(`{"text":"x"}`)); err != nil {
+	if _, err := sup.Start(ctx, demo.Name, []byte(`{"text":"x"}`)); err != nil {
 		t.Fatal(err)
 	}
 
@@ -572,8 +573,8 @@ func TestChart(t *testing.T) {
 			t.Errorf("deployment.yaml does not set %s", want)
 		}
 	}
-	// The flags are ea-node's settings, named in cmd/node/config.go.
-	nodeConfig, err := os.ReadFile(filepath.Join("..", "cmd", "node", "config.go"))
+	// The flags are ea-node's settings, named in node/config.go (package node).
+	nodeConfig, err := os.ReadFile(filepath.Join("..", "node", "config.go"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -584,7 +585,7 @@ func TestChart(t *testing.T) {
 	for _, e := range env {
 		name := strings.ReplaceAll(strings.ToLower(strings.TrimPrefix(e, "EA_")), "_", "-")
 		if !strings.Contains(string(nodeConfig), `{name: "`+name+`",`) {
-			t.Errorf("deployment.yaml sets %s, but ea-node has no flag --%s (cmd/node/config.go)", e, name)
+			t.Errorf("deployment.yaml sets %s, but ea-node has no flag --%s (node/config.go)", e, name)
 		}
 		flag := "`--" + name + "`"
 		if !strings.Contains(string(readme), flag) && !strings.Contains(string(chartReadme), flag) {

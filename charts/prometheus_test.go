@@ -25,6 +25,7 @@ import (
 	"github.com/effectors/effectors/actor/actortest"
 	"github.com/effectors/effectors/bus"
 	"github.com/effectors/effectors/bus/bustest"
+	"github.com/effectors/effectors/examples/demo"
 	"github.com/effectors/effectors/examples/kinds"
 	"github.com/effectors/effectors/records"
 	"github.com/effectors/effectors/supervisor"
@@ -129,11 +130,11 @@ func TestPrometheusAnswersEveryDashboardQuery(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	demo, err := supervisor.Demo()
+	def, err := demo.Definition()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := sup.Register(demo); err != nil {
+	if err := sup.Register(def); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(t.Context())
@@ -277,7 +278,7 @@ func TestPrometheusAnswersEveryDashboardQuery(t *testing.T) {
 	// Orchestrations: one completed, one cancelled, one waiting.
 	var ids []string
 	for i := range 3 {
-		id, err := sup.Start(ctx, supervisor.DemoName, []byte(fmt.Sprintf(`{"text":"run %d"}`, i)))
+		id, err := sup.Start(ctx, demo.Name, []byte(fmt.Sprintf(`{"text":"run %d"}`, i)))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/effectors/effectors/actor"
 	"github.com/effectors/effectors/bus"
+	"github.com/effectors/effectors/internal/cli"
 	"github.com/effectors/effectors/records"
 	"github.com/effectors/effectors/store"
 	"github.com/effectors/effectors/supervisor"
@@ -71,6 +72,8 @@ type app struct {
 	cmd  *command
 	fs   *flag.FlagSet
 	conn *bus.Conn
+	// auth: how to authenticate to NATS (the settings every binary shares).
+	auth cli.Auth
 	// following: the command runs until interrupted (tail --follow, top),
 	// so an interrupt ends it with status 0.
 	following bool
@@ -181,7 +184,26 @@ func (a *app) globalFlags(fs *flag.FlagSet) {
 		a.g.timeout = d
 		return nil
 	})
+	for _, st := range authSettings() {
+		if e := a.getenv(st.Env()); e != "" {
+			st.Check(a, e) // checked again by Auth.Load
+		}
+		fs.Func(st.Name, st.Usage+" (env "+st.Env()+")", func(v string) error {
+			if want := st.Check(a, v); want != "" {
+				return errors.New(want)
+			}
+			return nil
+		})
+	}
 	fs.BoolVar(&a.g.json, "json", a.getenv("EA_JSON") == "1" || a.getenv("EA_JSON") == "true", "print JSON (one value per line) instead of tables (env EA_JSON=1)")
+}
+
+// authSettings are the NATS authentication and TLS settings every effectors
+// binary shares (--creds, --nkey, --user, --password-file, --token-file,
+// --tls-ca, --tls-cert, --tls-key; passwords and tokens never on the
+// command line: EA_PASSWORD, EA_TOKEN or a file).
+func authSettings() []*cli.Setting[app] {
+	return cli.AuthSettings(func(a *app) *cli.Auth { return &a.auth })
 }
 
 func firstNonEmpty(vs ...string) string {
@@ -272,6 +294,9 @@ func (a *app) dispatch(ctx context.Context, args []string) error {
 	if a.g.timeout == 0 {
 		a.g.timeout = 10 * time.Second
 	}
+	if err := a.auth.Load(a.getenv); err != nil {
+		return usagef(path, "%v", err)
+	}
 	if _, err := bus.NewNames(a.g.prefix); err != nil || a.g.prefix == "" {
 		return usagef(path, "--prefix %q: want one subject token: 1-128 characters of A-Z a-z 0-9 _ -", a.g.prefix)
 	}
@@ -295,7 +320,7 @@ func leadingGlobals(args []string) (flags, rest []string, err error) {
 		switch name {
 		case "json":
 			flags = append(flags, a)
-		case "nats", "prefix", "timeout":
+		case "nats", "prefix", "timeout", "creds", "nkey", "user", "password-file", "token-file", "tls-ca", "tls-cert", "tls-key":
 			flags = append(flags, a)
 			if !hasValue {
 				if i+1 >= len(args) {
@@ -305,7 +330,7 @@ func leadingGlobals(args []string) (flags, rest []string, err error) {
 				flags = append(flags, args[i])
 			}
 		default:
-			return nil, nil, usagef("ea", "%s before the command: only --nats, --prefix, --timeout and --json may come first; put the command's flags after it", a)
+			return nil, nil, usagef("ea", "%s before the command: only the connection flags (--nats, --prefix, --timeout, --json, --creds, --user, ...) may come first; put the command's flags after it", a)
 		}
 	}
 	return flags, nil, nil
@@ -359,7 +384,7 @@ func (a *app) connect(ctx context.Context) (*bus.Conn, error) {
 	ctx, cancel := context.WithTimeout(ctx, a.g.timeout)
 	defer cancel()
 	conn, err := bus.Connect(ctx, bus.Config{
-		URL: a.g.nats, Prefix: a.g.prefix, Name: "ea-cli", ConnectTimeout: a.g.timeout,
+		URL: a.g.nats, Prefix: a.g.prefix, Name: "ea-cli", ConnectTimeout: a.g.timeout, Options: a.auth.Options(),
 		Logger: slog.New(slog.DiscardHandler),
 	})
 	if err != nil {
@@ -476,6 +501,10 @@ Flags every command takes:
   --prefix NAME    subject prefix of the deployment (env EA_PREFIX; default ea)
   --timeout D      how long to wait for NATS and each answer (env EA_TIMEOUT; default 10s)
   --json           JSON output, one value per line (env EA_JSON=1)
+  --creds FILE, --nkey FILE, --user NAME (password from EA_PASSWORD or
+  --password-file FILE), --token-file FILE (or EA_TOKEN), --tls-ca FILE,
+  --tls-cert FILE, --tls-key FILE: NATS authentication and TLS, as for
+  ea-node and ea-supervisor (env EA_CREDS, EA_NKEY, EA_USER, ...)
 
 Exit status: 0 ok, 1 error, 2 usage (bad arguments, or input the server
 refused), 3 not found, 4 unavailable (NATS, or no node / supervisor / record
@@ -524,5 +553,5 @@ func (a *app) cmdUsage(w io.Writer, path string, cmd *command) {
 			fmt.Fprintln(w)
 		}
 	}
-	fmt.Fprint(w, "\nand --nats, --prefix, --timeout, --json (ea help)\n")
+	fmt.Fprint(w, "\nand --nats, --prefix, --timeout, --json and the NATS authentication flags (ea help)\n")
 }

@@ -37,6 +37,9 @@ func cmdCompletion() *command {
 // fixed first arguments, and flags.
 func words(cmds []*command) map[string][]string {
 	global := []string{"--nats", "--prefix", "--timeout", "--json"}
+	for _, s := range authSettings() {
+		global = append(global, "--"+s.Name)
+	}
 	out := map[string][]string{}
 	var top []string
 	var walk func(path string, c *command)

@@ -16,6 +16,7 @@ import (
 	"github.com/effectors/effectors/actor"
 	"github.com/effectors/effectors/actor/actortest"
 	"github.com/effectors/effectors/bus/bustest"
+	"github.com/effectors/effectors/examples/demo"
 	"github.com/effectors/effectors/examples/kinds"
 	"github.com/effectors/effectors/store"
 	"github.com/effectors/effectors/supervisor"
@@ -56,11 +57,11 @@ func startWorld(t *testing.T) *world {
 	if err != nil {
 		t.Fatal(err)
 	}
-	demo, err := supervisor.Demo()
+	def, err := demo.Definition()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := sup.Register(demo); err != nil {
+	if err := sup.Register(def); err != nil {
 		t.Fatal(err)
 	}
 	wg.Go(func() {
