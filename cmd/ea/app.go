@@ -18,6 +18,7 @@ import (
 	"github.com/effectors/effectors/records"
 	"github.com/effectors/effectors/store"
 	"github.com/effectors/effectors/supervisor"
+	"github.com/nats-io/nats.go"
 )
 
 // Exit statuses; see the package doc.
@@ -115,6 +116,12 @@ func run(ctx context.Context, args []string, e env) int {
 	a := &app{env: e}
 	err := a.dispatch(ctx, args)
 	if a.conn != nil {
+		// The server refuses what a user's permissions do not allow by
+		// dropping the request: say so rather than "timed out".
+		if le := a.conn.NC.LastError(); err != nil && errors.Is(le, nats.ErrPermissionViolation) {
+			err = withCode(exitError, fmt.Errorf("%w: %w (the NATS user may not do this: tail dead, top and orch ls read %s, %s and %s, which the client role of deploy/nats does not open)",
+				errPermission, le, a.conn.Names().MailboxStream(), a.conn.Names().DeadStream(), a.conn.Names().OrchBucket()))
+		}
 		_ = a.conn.Close()
 	}
 	if err == nil {
@@ -168,6 +175,10 @@ func exitStatus(err error) int {
 
 // errConnect marks a failure to reach NATS.
 var errConnect = errors.New("cannot reach NATS")
+
+// errPermission marks a request the server refused for the user's
+// permissions.
+var errPermission = errors.New("permission denied")
 
 // globalFlags adds the settings every command takes to fs, with defaults from
 // the environment (EA_NATS, EA_PREFIX, EA_TIMEOUT, EA_JSON).
@@ -506,7 +517,7 @@ Flags every command takes:
   --tls-cert FILE, --tls-key FILE: NATS authentication and TLS, as for
   ea-node and ea-supervisor (env EA_CREDS, EA_NKEY, EA_USER, ...)
 
-Exit status: 0 ok, 1 error, 2 usage (bad arguments, or input the server
+Exit status: 0 ok, 1 error (or permission denied), 2 usage (bad arguments, or input the server
 refused), 3 not found, 4 unavailable (NATS, or no node / supervisor / record
 store answering), 5 conflict (already exists, terminated, not waiting, finished).
 

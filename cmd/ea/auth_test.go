@@ -14,8 +14,9 @@ import (
 
 // TestAuth runs ea against a server with the shipped least-privilege roles
 // (deploy/nats/roles.conf): as user client with its password from
-// EA_PASSWORD it reads a state document; a wrong password or none is
-// refused at once (exit 4, saying so); a password flag does not exist.
+// EA_PASSWORD it reads a state document, and what the role does not open
+// is refused as such; a wrong password or none is refused at once (exit 4,
+// saying so); a password flag does not exist.
 func TestAuth(t *testing.T) {
 	for user, pw := range map[string]string{"CLIENT": "c-pw", "NODE": "n", "SUPERVISOR": "s", "ADMIN": "a-pw"} {
 		t.Setenv("EA_"+user+"_PASSWORD", pw)
@@ -39,16 +40,25 @@ func TestAuth(t *testing.T) {
 	ea := func(password string, args ...string) (string, int) {
 		var out, errb bytes.Buffer
 		getenv := func(k string) string {
-			if k == "EA_PASSWORD" {
+			switch k {
+			case "EA_PASSWORD":
 				return password
+			case "EA_TIMEOUT":
+				return "2s"
 			}
 			return ""
 		}
-		code := run(t.Context(), append(args, "--nats", srv.ClientURL(), "--timeout", "2s"), env{stdout: &out, stderr: &errb, getenv: getenv})
+		code := run(t.Context(), append(args, "--nats", srv.ClientURL()), env{stdout: &out, stderr: &errb, getenv: getenv})
 		return out.String() + errb.String(), code
 	}
 	if out, code := ea("c-pw", "state", "counter/x", "--user", "client"); code != exitNotFound || !strings.Contains(out, "not found") {
 		t.Errorf("as client: exit %d, %q (want 3: connected, read the state bucket, no such effector)", code, out)
+	}
+	// What the client role does not open is refused, and said so.
+	for _, args := range [][]string{{"orch", "ls"}, {"tail", "dead"}} {
+		if out, code := ea("c-pw", append(args, "--user", "client", "--timeout", "300ms")...); code != exitError || !strings.Contains(out, "permission denied") {
+			t.Errorf("as client, %v: exit %d, %q", args, code, out)
+		}
 	}
 	if out, code := ea("wrong", "state", "counter/x", "--user", "client"); code != exitUnavailable || !strings.Contains(strings.ToLower(out), "authoriz") {
 		t.Errorf("wrong password: exit %d, %q", code, out)

@@ -17,7 +17,7 @@
 // # Exit status
 //
 //	0  ok
-//	1  error (anything not below)
+//	1  error (anything not below), permission denied by NATS
 //	2  usage: bad arguments or flags, or input the runtime refused (a bad
 //	   id, JSON, header or reply subject)
 //	3  not found: effector, kind, orchestration or definition
