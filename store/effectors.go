@@ -136,8 +136,8 @@ func (c *Client) Effectors(ctx context.Context, q EffectorQuery) (EffectorPage, 
 		}
 		pos = p[0]
 	}
-	stream := "KV_" + c.n.StateBucket()
-	filter := "$KV." + c.n.StateBucket() + "." + q.Kind + ".*"
+	stream := c.n.StateStream()
+	filter := c.n.StateFilter(q.Kind)
 	page := EffectorPage{}
 	examined := 0
 	for len(page.Effectors) < limit && examined < maxScan {

@@ -279,7 +279,7 @@ func Latency(ctx context.Context, env Env, conn *bus.Conn, refs []records.Ref) e
 		return fmt.Errorf("%w: Latency: no effectors", ErrInvalid)
 	}
 	ch := make(chan string, 1024)
-	sub, err := conn.NC.Subscribe(conn.Names().Prefix()+".out.>", func(m *nats.Msg) {
+	sub, err := conn.NC.Subscribe(conn.Names().Outboxes(), func(m *nats.Msg) {
 		select {
 		case ch <- m.Subject:
 		default:
