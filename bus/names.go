@@ -197,6 +197,48 @@ func (n Names) OrchBucket() string { return n.prefix + "_orch" }
 // node that reads each).
 func (n Names) PlaceBucket() string { return n.prefix + "_place" }
 
+// NodeKey is node's heartbeat key in the placement bucket: node.<node id>.
+func (n Names) NodeKey(node string) string { return "node." + node }
+
+// NodeKeys is the filter of every heartbeat key in the placement bucket:
+// node.*.
+func (n Names) NodeKeys() string { return "node.*" }
+
+// NodeOfKey is the node id of heartbeat key key (see [Names.NodeKey]), and
+// false for a key that is not one.
+func (n Names) NodeOfKey(key string) (string, bool) {
+	id, ok := strings.CutPrefix(key, "node.")
+	return id, ok && id != "" && !strings.Contains(id, ".")
+}
+
+// LeaseKey is the key of the lease of partition num of kind in the
+// placement bucket: part.<kind>.<num>.
+func (n Names) LeaseKey(kind string, num int) string {
+	return "part." + kind + "." + strconv.Itoa(num)
+}
+
+// LeaseKeys is the filter of every lease key in the placement bucket:
+// part.>.
+func (n Names) LeaseKeys() string { return "part.>" }
+
+// LeaseOfKey is the kind and partition of lease key key (see
+// [Names.LeaseKey]), and false for a key that is not one.
+func (n Names) LeaseOfKey(key string) (kind string, num int, ok bool) {
+	rest, ok := strings.CutPrefix(key, "part.")
+	if !ok {
+		return "", 0, false
+	}
+	kind, numText, ok := strings.Cut(rest, ".")
+	if !ok || kind == "" {
+		return "", 0, false
+	}
+	num, err := strconv.Atoi(numText)
+	if err != nil || num < 0 || strconv.Itoa(num) != numText {
+		return "", 0, false
+	}
+	return kind, num, true
+}
+
 // KeyBucket is the KV bucket of the runtime's secrets (ea_keys): the key
 // nodes sign output record ids with (see [Conn.OutputKey]). Only nodes may
 // read it; the client role of deploy/nats cannot.

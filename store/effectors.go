@@ -44,7 +44,7 @@ func (c *Client) Kinds(ctx context.Context) ([]Kind, error) {
 	if err != nil {
 		return nil, unavailable(c.n.PlaceBucket(), err)
 	}
-	lister, err := bucket.ListKeysFiltered(ctx, "node.*")
+	lister, err := bucket.ListKeysFiltered(ctx, c.n.NodeKeys())
 	if err != nil {
 		return nil, unavailable(c.n.PlaceBucket(), err)
 	}
