@@ -195,8 +195,9 @@ func FromSeq(seq uint64) SubscribeOption {
 // Subscribe follows the records effector ref emits (its outbox), from now on
 // unless an option says otherwise. The subscription exists when Subscribe
 // returns, so records emitted after it are not missed. Range over the result;
-// it ends when ctx ends or the loop breaks. A record that cannot be decoded
-// is yielded with its error and the stream goes on.
+// it ends when ctx ends, the loop breaks, or after the effector's end record
+// ([TypeEnd], written when it is terminated), with no error. A record that
+// cannot be decoded is yielded with its error and the stream goes on.
 func (c *Client) Subscribe(ctx context.Context, ref records.Ref, opts ...SubscribeOption) (iter.Seq2[records.Record, error], error) {
 	if err := ref.Validate(); err != nil {
 		return nil, fmt.Errorf("subscribe to %s: %w: %w", ref, ErrInvalid, err)
@@ -205,7 +206,7 @@ func (c *Client) Subscribe(ctx context.Context, ref records.Ref, opts ...Subscri
 	if err != nil {
 		return nil, fmt.Errorf("subscribe to %s: %w", ref, err)
 	}
-	return recordsOf(msgs), nil
+	return untilEnd(ref, recordsOf(msgs)), nil
 }
 
 // recordsOf turns followed messages into records: a message that does not

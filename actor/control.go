@@ -321,6 +321,9 @@ func (n *Node) terminate(ctx context.Context, kind string, data []byte) (Documen
 			return Document{}, err
 		}
 		n.retireNotice(ref)
+		if err := n.announceEnd(ctx, ref); err != nil {
+			return Document{}, err
+		}
 		n.log.Warn("effector with a corrupt state document terminated", "effector", ref.String(), "seq", doc.Seq)
 		return doc, nil
 	case errors.Is(err, errAlreadyTerminated):
@@ -331,6 +334,9 @@ func (n *Node) terminate(ctx context.Context, kind string, data []byte) (Documen
 		return Document{}, fmt.Errorf("write state: %w", err)
 	}
 	n.retireNotice(ref)
+	if err := n.announceEnd(ctx, ref); err != nil {
+		return Document{}, err
+	}
 	n.log.Info("effector terminated", "effector", ref.String())
 	return ent.Value, nil
 }
