@@ -83,6 +83,9 @@ func (s *Supervisor) advance(ctx context.Context, id string, ev event) (orchReco
 				return orchRecord{}, fmt.Errorf("read orchestration %s: %w", id, err)
 			}
 			cur, rev = e.Value, e.Revision
+			if err := s.catchUp(ctx, cur); err != nil {
+				return cur, err
+			}
 		}
 		next, effects, err := s.apply(ctx, id, cur, ev)
 		if err != nil {
@@ -122,6 +125,7 @@ func (s *Supervisor) advance(ctx context.Context, id string, ev event) (orchReco
 			return cur, fmt.Errorf("write orchestration %s: %w", id, err)
 		}
 		s.counted(next, ev)
+		s.tell(ctx, next, &ev)
 		return next, nil
 	}
 	return orchRecord{}, fmt.Errorf("%w: %s: %d compare-and-set conflicts in a row", ErrConflict, id, maxConflicts)

@@ -82,6 +82,12 @@ type Supervisor struct {
 	running bool
 	ensured map[records.Ref]bool
 	locks   map[string]*idLock
+	// told: the Steps of each orchestration whose latest status record
+	// this supervisor wrote (story.go).
+	told map[string]int
+	// dieBeforeTell, set by tests, makes tell return without writing, as
+	// if the process died between a change and its status record.
+	dieBeforeTell func(id string, steps int) bool
 
 	ready   atomic.Bool
 	started atomic.Bool // store, client and runCtx are set
@@ -119,7 +125,7 @@ func New(conn *bus.Conn, opts Options) (*Supervisor, error) {
 	}
 	return &Supervisor{
 		conn: conn, names: conn.Names(), log: opts.Logger, opts: opts, m: m,
-		defs: map[string]Definition{}, ensured: map[records.Ref]bool{}, locks: map[string]*idLock{},
+		defs: map[string]Definition{}, ensured: map[records.Ref]bool{}, locks: map[string]*idLock{}, told: map[string]int{},
 	}, nil
 }
 
