@@ -22,6 +22,7 @@ type Reader interface {
 	Count(ctx context.Context, q Query) (uint64, error)
 	Kinds(ctx context.Context) ([]Kind, error)
 	Effectors(ctx context.Context, q EffectorQuery) (EffectorPage, error)
+	Orchestrations(ctx context.Context, q OrchQuery) (OrchPage, error)
 }
 
 var (
@@ -123,6 +124,16 @@ func (r *Remote) Effectors(ctx context.Context, q EffectorQuery) (EffectorPage, 
 		return EffectorPage{}, err
 	}
 	return EffectorPage{Effectors: j.Effectors, Cursor: j.Cursor, More: j.More}, nil
+}
+
+// Orchestrations is [Client.Orchestrations] over NATS.
+func (r *Remote) Orchestrations(ctx context.Context, q OrchQuery) (OrchPage, error) {
+	var j OrchestrationsJSON
+	req := OrchestrationsRequest{Status: q.Status, Name: q.Name, Limit: q.Limit, Cursor: q.Cursor}
+	if err := r.call(ctx, OpOrchestrations, req, &j); err != nil {
+		return OrchPage{}, err
+	}
+	return OrchPage{Orchestrations: j.Orchestrations, Cursor: j.Cursor, More: j.More}, nil
 }
 
 func requestOf(q Query) QueryRequest {

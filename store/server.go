@@ -24,6 +24,8 @@ const (
 	OpCount     = "count"
 	OpKinds     = "kinds"
 	OpEffectors = "effectors"
+	// OpOrchestrations lists orchestrations.
+	OpOrchestrations = "orchestrations"
 )
 
 // ServerOptions configures a [Server].
@@ -38,7 +40,7 @@ type ServerOptions struct {
 }
 
 // Server runs the indexer and answers the store service
-// (<prefix>.store.get, .query, .count, .kinds, .effectors: JSON
+// (<prefix>.store.get, .query, .count, .kinds, .effectors, .orchestrations: JSON
 // request-reply, a NATS micro service named <prefix>_store in queue group
 // "q", so several servers share the load).
 type Server struct {
@@ -150,11 +152,12 @@ func (s *Server) Run(ctx context.Context) error {
 		reqs.Wait()
 	}()
 	endpoints := map[string]func(context.Context, []byte) (any, error){
-		OpGet:       s.get,
-		OpQuery:     s.query,
-		OpCount:     s.count,
-		OpKinds:     s.kinds,
-		OpEffectors: s.effectors,
+		OpGet:            s.get,
+		OpQuery:          s.query,
+		OpCount:          s.count,
+		OpKinds:          s.kinds,
+		OpEffectors:      s.effectors,
+		OpOrchestrations: s.orchestrations,
 	}
 	for op, fn := range endpoints {
 		if err := svc.AddEndpoint(op, handle(fn), micro.WithEndpointSubject(n.subject(op)),
@@ -249,6 +252,40 @@ func (s *Server) effectors(ctx context.Context, data []byte) (any, error) {
 		return nil, err
 	}
 	return EffectorsJSON{Effectors: p.Effectors, Cursor: p.Cursor, More: p.More}, nil
+}
+
+// OrchestrationsRequest is the JSON body of <prefix>.store.orchestrations.
+type OrchestrationsRequest struct {
+	Status string `json:"status,omitempty"`
+	Name   string `json:"name,omitempty"`
+	Limit  int    `json:"limit,omitempty"`
+	Cursor string `json:"cursor,omitempty"`
+}
+
+// OrchestrationsJSON is the JSON reply of <prefix>.store.orchestrations.
+type OrchestrationsJSON struct {
+	Orchestrations []Orchestration `json:"orchestrations"`
+	Cursor         string          `json:"cursor"`
+	More           bool            `json:"more"`
+}
+
+func (r OrchestrationsRequest) query() OrchQuery {
+	return OrchQuery{Status: r.Status, Name: r.Name, Limit: r.Limit, Cursor: r.Cursor}
+}
+
+func (s *Server) orchestrations(ctx context.Context, data []byte) (any, error) {
+	var r OrchestrationsRequest
+	if err := decodeStrict(data, &r); err != nil {
+		return nil, err
+	}
+	p, err := s.client.Orchestrations(ctx, r.query())
+	if err != nil {
+		return nil, err
+	}
+	if p.Orchestrations == nil {
+		p.Orchestrations = []Orchestration{}
+	}
+	return OrchestrationsJSON{Orchestrations: p.Orchestrations, Cursor: p.Cursor, More: p.More}, nil
 }
 
 // answer replies to a request on its reply subject: body, or the error in
