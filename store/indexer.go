@@ -43,14 +43,25 @@ func recordID(h map[string][]string, seq uint64) string {
 	return "s" + strconv.FormatUint(seq, 10)
 }
 
-// ensureIndex creates or updates the index stream, keeping index entries as
-// long as the mailbox stream keeps records.
+// ensureIndex creates or updates the index streams, keeping index entries
+// as long as the log keeps records: the mailbox stream's age limit and, when
+// both log streams have a size limit, their sum as each index stream's
+// (entries are smaller than most records, so they outlive them; a query
+// skips an entry whose record is gone).
 func ensureIndex(ctx context.Context, conn *bus.Conn, n names) error {
 	mbox, err := conn.MailboxStream(ctx)
 	if err != nil {
 		return fmt.Errorf("%w: %w", ErrUnavailable, err)
 	}
-	mc := mbox.CachedInfo().Config
+	out, err := conn.OutboxStream(ctx)
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrUnavailable, err)
+	}
+	mc, oc := mbox.CachedInfo().Config, out.CachedInfo().Config
+	maxBytes := int64(-1)
+	if mc.MaxBytes > 0 && oc.MaxBytes > 0 {
+		maxBytes = mc.MaxBytes + oc.MaxBytes
+	}
 	type index struct{ stream, filter, what string }
 	indexes := []index{
 		{n.IndexStream(indexType), n.indexFilter(indexType), "type"},
@@ -68,7 +79,8 @@ func ensureIndex(ctx context.Context, conn *bus.Conn, n names) error {
 			Storage:     jetstream.FileStorage,
 			Replicas:    mc.Replicas,
 			Duplicates:  2 * time.Minute,
-			MaxAge:      mc.MaxAge,
+			MaxAge:      longest(mc.MaxAge, oc.MaxAge),
+			MaxBytes:    maxBytes,
 			AllowDirect: true,
 		})
 		if err != nil {
@@ -76,6 +88,14 @@ func ensureIndex(ctx context.Context, conn *bus.Conn, n names) error {
 		}
 	}
 	return nil
+}
+
+// longest is the longer of two age limits, 0 (none) being the longest.
+func longest(a, b time.Duration) time.Duration {
+	if a == 0 || b == 0 {
+		return 0
+	}
+	return max(a, b)
 }
 
 // indexer follows the mailbox and outbox streams (headers only) with the

@@ -45,6 +45,7 @@ func serve(ctx context.Context, cfg config, log *slog.Logger, stdout io.Writer) 
 		Partitions: cfg.Partitions,
 		Name:       "ea-node",
 		Replicas:   cfg.Replicas,
+		Retention:  cfg.Retention,
 		Logger:     log,
 	})
 	if err != nil {

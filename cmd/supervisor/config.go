@@ -18,6 +18,7 @@ type config struct {
 	LogLevel       slog.Level
 	LogFormat      string // "text" or "json"
 	ConnectTimeout time.Duration
+	Retention      bus.Retention // of the record log and dead letters
 }
 
 // Logging is how the supervisor logs; see cli.Run.
@@ -30,7 +31,7 @@ const DefaultNATS = "nats://127.0.0.1:4222"
 // settings returns the supervisor's settings, in the order the usage lists
 // them.
 func settings() []*cli.Setting[config] {
-	return []*cli.Setting[config]{
+	return append([]*cli.Setting[config]{
 		{Name: "nats", Arg: "URLS", Def: DefaultNATS,
 			Usage: "NATS server URL(s), comma-separated: the NATS the nodes use (an ea-node with no --nats embeds one on 127.0.0.1:4222)",
 			Check: func(c *config, v string) string {
@@ -51,7 +52,7 @@ func settings() []*cli.Setting[config] {
 			Check: func(c *config, v string) string {
 				return cli.PositiveDuration(v, &c.ConnectTimeout, "want a positive duration such as 60s or 2m")
 			}},
-	}
+	}, cli.RetentionSettings(func(c *config) *bus.Retention { return &c.Retention })...)
 }
 
 // parseConfig reads the configuration from args and, for settings no flag

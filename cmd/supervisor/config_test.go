@@ -77,7 +77,7 @@ func TestParseConfigErrors(t *testing.T) {
 func TestUsageListsEveryFlag(t *testing.T) {
 	u := usage()
 	for _, s := range settings() {
-		for _, want := range []string{"--" + s.Name, "env " + s.Env() + `; default "` + s.Def + `"`} {
+		for _, want := range []string{"--" + s.Name, "env " + s.Env() + "; default " + s.DefaultText()} {
 			if !strings.Contains(u, want) {
 				t.Errorf("usage lacks %q", want)
 			}

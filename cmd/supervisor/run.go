@@ -28,7 +28,7 @@ func serve(ctx context.Context, cfg config, log *slog.Logger, stdout io.Writer) 
 
 	conn, err := bus.Connect(ctx, bus.Config{
 		URL: cfg.NATS, Prefix: cfg.Prefix, Name: "ea-supervisor", Logger: log,
-		ConnectTimeout: cfg.ConnectTimeout,
+		ConnectTimeout: cfg.ConnectTimeout, Retention: cfg.Retention,
 	})
 	if err != nil {
 		if ctx.Err() != nil {
