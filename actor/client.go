@@ -44,10 +44,22 @@ func NewClient(ctx context.Context, conn *bus.Conn) (*Client, error) {
 // ErrExists when ref exists (even terminated), ErrNoHost when no running node
 // hosts the kind, and ErrInvalid for a bad id or a state that does not fit.
 func (c *Client) Create(ctx context.Context, ref records.Ref, state any) (Document, error) {
+	return c.CreateOwned(ctx, ref, state, "")
+}
+
+// CreateOwned is [Client.Create] of an effector that belongs to owner (a
+// user or tenant id; see [Document.Owner]); lists and queries of the record
+// store filter by it.
+func (c *Client) CreateOwned(ctx context.Context, ref records.Ref, state any, owner string) (Document, error) {
 	if err := ref.Validate(); err != nil {
 		return Document{}, fmt.Errorf("create %s: %w: %w", ref, ErrInvalid, err)
 	}
-	req := CreateRequest{ID: ref.ID}
+	if owner != "" {
+		if err := records.ValidateOwner(owner); err != nil {
+			return Document{}, fmt.Errorf("create %s: %w: %w", ref, ErrInvalid, err)
+		}
+	}
+	req := CreateRequest{ID: ref.ID, Owner: owner}
 	if state != nil {
 		b, err := json.Marshal(state)
 		if err != nil {

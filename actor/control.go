@@ -39,6 +39,8 @@ type CreateRequest struct {
 	ID string `json:"id"`
 	// State is the initial state as JSON; empty for the kind's Initial.
 	State json.RawMessage `json:"state,omitempty"`
+	// Owner is the user or tenant the effector belongs to (optional).
+	Owner string `json:"owner,omitempty"`
 }
 
 // TerminateRequest is the JSON body of a terminate request.
@@ -261,11 +263,14 @@ func (n *Node) create(ctx context.Context, kind string, data []byte) (Document, 
 	if err := ref.Validate(); err != nil {
 		return Document{}, &ControlError{Code: 400, Message: err.Error()}
 	}
+	if err := checkOwner(req.Owner); err != nil {
+		return Document{}, err
+	}
 	state, err := n.requestedState(kind, req.State)
 	if err != nil {
 		return Document{}, err
 	}
-	doc := Document{ID: ref.ID, Kind: ref.Kind, Status: StatusIdle, State: state, Updated: time.Now().UTC()}
+	doc := Document{ID: ref.ID, Kind: ref.Kind, Status: StatusIdle, State: state, Updated: time.Now().UTC(), Owner: req.Owner}
 	rev, err := n.states.Create(ctx, n.names.StateKey(ref), doc)
 	if errors.Is(err, kv.ErrExists) {
 		msg := fmt.Sprintf("effector %s already exists", ref)
@@ -421,6 +426,7 @@ func (n *Node) rewrite(ctx context.Context, ref records.Ref, status Status, stat
 				return Document{}, &ControlError{Code: 410, Message: fmt.Sprintf("effector %s is terminated: a terminated effector stays terminated; create another id", ref)}
 			}
 			doc.Seq, doc.Ahead, rev = ent.Value.Seq, ent.Value.Ahead, ent.Revision
+			doc.Owner = ent.Value.Owner
 		case errors.Is(err, kv.ErrNotFound):
 			return Document{}, &ControlError{Code: 404, Message: fmt.Sprintf("effector %s not found: create it", ref)}
 		case errors.As(err, &cs):

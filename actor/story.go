@@ -54,6 +54,18 @@ const (
 	TypeEnd = "end"
 )
 
+// checkOwner refuses an owner that breaks the EA-Owner rule (empty is
+// none).
+func checkOwner(owner string) error {
+	if owner == "" {
+		return nil
+	}
+	if err := records.ValidateOwner(owner); err != nil {
+		return &ControlError{Code: 400, Message: err.Error()}
+	}
+	return nil
+}
+
 // reservedType reports whether logic may not emit a record of type typ on
 // subject: the runtime's own record types on the effector's own outbox.
 func reservedType(self records.Ref, subject, typ string, outbox string) error {
@@ -101,6 +113,7 @@ func stateRecord(doc Document, cause records.Record, now time.Time) (records.Rec
 		Type:        TypeState,
 		From:        ref,
 		Process:     cause.Process,
+		Owner:       doc.Owner,
 		Cause:       cause.ID,
 		Time:        now,
 		ContentType: records.ContentJSON,
@@ -156,6 +169,7 @@ func endRecord(doc Document, rev uint64, now time.Time) (records.Record, error) 
 		ID:          runtimeID(TypeEnd, ref.String(), strconv.FormatUint(rev, 10)),
 		Type:        TypeEnd,
 		From:        ref,
+		Owner:       doc.Owner,
 		Time:        now,
 		ContentType: records.ContentJSON,
 		Payload:     body,

@@ -31,6 +31,7 @@ type entry struct {
 	ID      string `json:"id"`
 	Type    string `json:"ty"`
 	Process string `json:"pr,omitempty"`
+	Owner   string `json:"ow,omitempty"`
 	Time    int64  `json:"ts"` // when the record's stream stored it, Unix ns
 }
 
@@ -69,6 +70,9 @@ func ensureIndex(ctx context.Context, conn *bus.Conn, n names) error {
 	}
 	for shard := range processShards {
 		indexes = append(indexes, index{n.processStream(shard), n.processFilter(shard), fmt.Sprintf("process (shard %d of %d)", shard, processShards)})
+	}
+	for shard := range ownerShards {
+		indexes = append(indexes, index{n.ownerStream(shard), n.ownerFilter(shard), fmt.Sprintf("owner (shard %d of %d)", shard, ownerShards)})
 	}
 	for _, ix := range indexes {
 		_, err = conn.JS.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
@@ -210,6 +214,7 @@ func (ix *indexer) entries(meta *jetstream.MsgMetadata, msg jetstream.Msg) []*je
 		ID:      recordID(h, meta.Sequence.Stream),
 		Type:    first(records.HeaderType),
 		Process: first(records.HeaderProcess),
+		Owner:   first(records.HeaderOwner),
 		Time:    meta.Timestamp.UnixNano(),
 	}
 	if e.Type == "" {
@@ -224,6 +229,10 @@ func (ix *indexer) entries(meta *jetstream.MsgMetadata, msg jetstream.Msg) []*je
 	if e.Process != "" {
 		_, subject := ix.n.processIndex(e.Process)
 		out = append(out, newIndexMsg(subject, base+"p", body))
+	}
+	if e.Owner != "" {
+		_, subject := ix.n.ownerIndex(e.Owner)
+		out = append(out, newIndexMsg(subject, base+"o", body))
 	}
 	return out
 }

@@ -32,6 +32,7 @@ type Orchestration struct {
 	Steps      int       `json:"steps"`
 	WaitingFor string    `json:"waiting_for,omitempty"`
 	Error      string    `json:"error,omitempty"`
+	Owner      string    `json:"owner,omitempty"`
 	Created    time.Time `json:"created"`
 	Updated    time.Time `json:"updated"`
 	Revision   uint64    `json:"revision"`
@@ -44,6 +45,8 @@ type OrchQuery struct {
 	Status string
 	// Name keeps only orchestrations of this definition.
 	Name string
+	// Owner keeps only orchestrations started for this owner.
+	Owner string
 	// Limit is the page size: 0 means [DefaultLimit]; at most [MaxLimit].
 	Limit int
 	// Cursor continues a previous page ([OrchPage.Cursor]).
@@ -61,7 +64,7 @@ type OrchPage struct {
 }
 
 func (q OrchQuery) fingerprint() uint32 {
-	return Query{Type: q.Name, Process: q.Status, Order: "orchestrations"}.fingerprint()
+	return Query{Type: q.Name, Process: q.Status, Owner: q.Owner, Order: "orchestrations"}.fingerprint()
 }
 
 // validate checks q and returns the page size.
@@ -72,6 +75,11 @@ func (q OrchQuery) validate() (int, error) {
 	if q.Name != "" {
 		if err := records.ValidateKind(q.Name); err != nil {
 			return 0, invalidf("name %q: not an orchestration name (1-128 characters of A-Z a-z 0-9 _ -)", q.Name)
+		}
+	}
+	if q.Owner != "" {
+		if err := records.ValidateOwner(q.Owner); err != nil {
+			return 0, invalidf("owner: %v", err)
 		}
 	}
 	pq := Query{Limit: q.Limit}
@@ -128,7 +136,7 @@ func (c *Client) Orchestrations(ctx context.Context, q OrchQuery) (OrchPage, err
 			if codec.Unmarshal(m.data, &o) != nil {
 				continue
 			}
-			if (q.Status != "" && o.Status != q.Status) || (q.Name != "" && o.Name != q.Name) {
+			if (q.Status != "" && o.Status != q.Status) || (q.Name != "" && o.Name != q.Name) || (q.Owner != "" && o.Owner != q.Owner) {
 				continue
 			}
 			o.Revision = m.seq

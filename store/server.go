@@ -231,6 +231,7 @@ func (s *Server) kinds(ctx context.Context, data []byte) (any, error) {
 type EffectorsRequest struct {
 	Kind   string `json:"kind"`
 	Status string `json:"status,omitempty"`
+	Owner  string `json:"owner,omitempty"`
 	Limit  int    `json:"limit,omitempty"`
 	Cursor string `json:"cursor,omitempty"`
 }
@@ -247,7 +248,7 @@ func (s *Server) effectors(ctx context.Context, data []byte) (any, error) {
 	if err := decodeStrict(data, &r); err != nil {
 		return nil, err
 	}
-	p, err := s.client.Effectors(ctx, EffectorQuery{Kind: r.Kind, Status: actorStatus(r.Status), Limit: r.Limit, Cursor: r.Cursor})
+	p, err := s.client.Effectors(ctx, EffectorQuery{Kind: r.Kind, Status: actorStatus(r.Status), Owner: r.Owner, Limit: r.Limit, Cursor: r.Cursor})
 	if err != nil {
 		return nil, err
 	}
@@ -258,6 +259,7 @@ func (s *Server) effectors(ctx context.Context, data []byte) (any, error) {
 type OrchestrationsRequest struct {
 	Status string `json:"status,omitempty"`
 	Name   string `json:"name,omitempty"`
+	Owner  string `json:"owner,omitempty"`
 	Limit  int    `json:"limit,omitempty"`
 	Cursor string `json:"cursor,omitempty"`
 }
@@ -270,7 +272,7 @@ type OrchestrationsJSON struct {
 }
 
 func (r OrchestrationsRequest) query() OrchQuery {
-	return OrchQuery{Status: r.Status, Name: r.Name, Limit: r.Limit, Cursor: r.Cursor}
+	return OrchQuery{Status: r.Status, Name: r.Name, Owner: r.Owner, Limit: r.Limit, Cursor: r.Cursor}
 }
 
 func (s *Server) orchestrations(ctx context.Context, data []byte) (any, error) {

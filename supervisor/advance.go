@@ -37,6 +37,7 @@ type event struct {
 	kind  eventKind
 	def   Definition      // start
 	input json.RawMessage // start, input
+	owner string          // start
 	rec   records.Record  // result: a worker's result or error record
 }
 
@@ -160,7 +161,7 @@ func (s *Supervisor) counted(r orchRecord, ev event) {
 func (s *Supervisor) apply(ctx context.Context, id string, cur orchRecord, ev event) (orchRecord, []effect, error) {
 	if ev.kind == evStart {
 		now := time.Now().UTC()
-		next := orchRecord{ID: id, Name: ev.def.Name(), Status: StatusRunning, Input: string(ev.input), Created: now, Steps: 1}
+		next := orchRecord{ID: id, Name: ev.def.Name(), Status: StatusRunning, Input: string(ev.input), Created: now, Steps: 1, Owner: ev.owner}
 		out, err := ev.def.engine().start(s.nodeContext(ctx, id, ev.def.Name()), id, ev.input)
 		if err != nil {
 			return cur, nil, err
@@ -193,7 +194,7 @@ func (s *Supervisor) apply(ctx context.Context, id string, cur orchRecord, ev ev
 				return cur, nil, err
 			}
 			rec.ID = id + "." + strconv.Itoa(next.Steps) + ".cancel." + t.Worker
-			rec.Process = id
+			rec.Process, rec.Owner = id, cur.Owner
 			rec.Priority = records.PriorityHigh
 			rec.From = records.Ref{Kind: MailboxKind, ID: id}
 			effects = append(effects, effect{subject: s.names.Mailbox(to), rec: rec})
@@ -312,7 +313,7 @@ func (s *Supervisor) settleWaits(r *orchRecord, out outcome) ([]effect, error) {
 			rec := records.Record{
 				ID:   taskRecordID(r, w),
 				Type: w.req.Type, From: records.Ref{Kind: MailboxKind, ID: r.ID},
-				Process: r.ID, Reply: s.Mailbox(r.ID), Time: now,
+				Process: r.ID, Owner: r.Owner, Reply: s.Mailbox(r.ID), Time: now,
 				ContentType: ct, Payload: w.req.Payload,
 			}
 			if err := rec.Validate(); err != nil {

@@ -47,6 +47,7 @@ type StatusRecord struct {
 	// Worker is the worker whose result or error caused the change.
 	Worker string `json:"worker,omitempty"`
 	Error  string `json:"error,omitempty"`
+	Owner  string `json:"owner,omitempty"`
 }
 
 // outbox is the subject of orchestration id's status records.
@@ -63,7 +64,7 @@ const eventRecovered = "recovered"
 func statusRecord(r orchRecord, ev *event) (records.Record, error) {
 	st := StatusRecord{
 		ID: r.ID, Name: r.Name, Status: r.Status, Event: eventRecovered, Step: r.Step, Steps: r.Steps,
-		WaitingFor: r.WaitingFor, Error: r.Error,
+		WaitingFor: r.WaitingFor, Error: r.Error, Owner: r.Owner,
 	}
 	var cause string
 	if ev != nil {
@@ -87,6 +88,7 @@ func statusRecord(r orchRecord, ev *event) (records.Record, error) {
 		Type:        TypeStatus,
 		From:        records.Ref{Kind: MailboxKind, ID: r.ID},
 		Process:     r.ID,
+		Owner:       r.Owner,
 		Cause:       cause,
 		Time:        r.Updated,
 		ContentType: records.ContentJSON,

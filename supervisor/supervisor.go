@@ -312,7 +312,7 @@ func (s *Supervisor) handle(ctx context.Context, op string, data []byte) (any, e
 		if err := decodeStrict(data, &r, `{"name": "demo", "input": {...}}`); err != nil {
 			return nil, err
 		}
-		id, err := s.Start(ctx, r.Name, r.Input)
+		id, err := s.StartOwned(ctx, r.Name, r.Input, r.Owner)
 		if err != nil {
 			return nil, err
 		}
@@ -380,8 +380,20 @@ func validID(id string) error {
 // returns its id: the first steps have run, and the tasks they send are
 // published, when it returns.
 func (s *Supervisor) Start(ctx context.Context, name string, input json.RawMessage) (string, error) {
+	return s.StartOwned(ctx, name, input, "")
+}
+
+// StartOwned is [Supervisor.Start] of an orchestration that belongs to
+// owner (a user or tenant id, the EA-Owner rule; empty for none): its record,
+// task and status records carry it.
+func (s *Supervisor) StartOwned(ctx context.Context, name string, input json.RawMessage, owner string) (string, error) {
 	if err := s.checkStarted(); err != nil {
 		return "", err
+	}
+	if owner != "" {
+		if err := records.ValidateOwner(owner); err != nil {
+			return "", invalidf("owner: %v", err)
+		}
 	}
 	if err := checkName(name); err != nil {
 		return "", err
@@ -404,7 +416,7 @@ func (s *Supervisor) Start(ctx context.Context, name string, input json.RawMessa
 		}
 	}
 	id := records.NewID()
-	if _, err := s.advance(ctx, id, event{kind: evStart, def: def, input: input}); err != nil {
+	if _, err := s.advance(ctx, id, event{kind: evStart, def: def, input: input, owner: owner}); err != nil {
 		return "", err
 	}
 	return id, nil
