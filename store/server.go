@@ -94,7 +94,7 @@ func (s *Server) Run(ctx context.Context) error {
 	svc, err := micro.AddService(s.client.conn.NC, micro.Config{
 		Name:        n.service(),
 		Version:     "0.1.0",
-		Description: "effectors record store: get, query and count records; list kinds and effectors",
+		Description: "effectors record store: get, query and count records; list kinds, effectors and orchestrations",
 	})
 	if err != nil {
 		return fmt.Errorf("start store service: %w", err)
