@@ -444,7 +444,9 @@ func (e *effector) processBatch(batch []delivery) {
 			m.redelivers.WithLabelValues(kind).Inc()
 		}
 		if next.applied(d.seq) {
-			e.restate(d)
+			if !e.restate(d) {
+				return // stopping: the batch stays unacknowledged
+			}
 			acks = append(acks, d)
 			skips++
 			continue
@@ -597,7 +599,9 @@ func (e *effector) skip(d delivery) {
 			e.docMu.Unlock()
 		} // else: the next record's write catches up
 	}
-	e.restate(d)
+	if !e.restate(d) {
+		return // stopping: d stays unacknowledged
+	}
 	e.ack(d)
 	e.km.duplicate.Inc()
 }

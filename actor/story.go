@@ -150,12 +150,14 @@ func (e *effector) emitState(cause delivery) bool {
 // a redelivered record already applied, is the one at its highest applied
 // sequence: the state record of that write may have been lost to a crash
 // between the write and the acknowledgement. The id is the same, so a record
-// already published is dropped by the duplicate window.
-func (e *effector) restate(d delivery) {
+// already published is dropped by the duplicate window. It reports false
+// when the effector is stopping before it could: d must stay
+// unacknowledged.
+func (e *effector) restate(d delivery) bool {
 	if !e.kind.stateRecords || d.seq != highestApplied(e.doc) || e.doc.Status == StatusTerminated {
-		return
+		return true
 	}
-	e.emitState(d)
+	return e.emitState(d)
 }
 
 // endRecord is the end record of a terminated effector's document.
