@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/effectors/effectors/actor"
-	"github.com/effectors/effectors/kinds"
+	"github.com/effectors/effectors/examples/kinds"
 	"github.com/effectors/effectors/records"
 	"github.com/nats-io/nats.go"
 )

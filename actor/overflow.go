@@ -43,6 +43,7 @@ type overflow struct {
 	cc       jetstream.ConsumeContext
 	next     uint64 // the consumer sequence of its next delivery
 	caughtUp bool   // the last delivery had nothing pending behind it
+	lost     bool   // a gap in its consumer sequences: another reader took records
 	draining bool   // leaving: the partition's deliveries are parked
 	// droppedMax is the highest sequence the partition acknowledged without
 	// the effector applying it (its own consumer delivers it): leaving waits
@@ -64,8 +65,13 @@ func (n *Node) overflowName(ref records.Ref) string {
 }
 
 // metaEffector is the consumer metadata key naming the effector an own
-// consumer belongs to.
-const metaEffector = "effector"
+// consumer belongs to; metaNode names the node that made it, so that two
+// nodes that both believe they read the partition cannot both make it (the
+// second creation differs, and fails).
+const (
+	metaEffector = "effector"
+	metaNode     = "node"
+)
 
 // overflowing reports whether e must read its own mailbox now: it holds
 // Kind.Overflow records and does not yet. The caller holds e.mu.
@@ -92,6 +98,13 @@ func (e *effector) startOverflow(ctx context.Context) error {
 	cfg := e.ownConsumerConfig()
 	cfg.DeliverPolicy, cfg.OptStartSeq = jetstream.DeliverByStartSequencePolicy, from
 	cons, err := n.stream.CreateConsumer(ctx, cfg)
+	if errors.Is(err, jetstream.ErrConsumerExists) {
+		// Another node made it: it reads this partition too, so this
+		// node's reading is stale. Read the partition again (which finds
+		// the own consumer) rather than acknowledge anything here.
+		e.part.fail()
+		return fmt.Errorf("own consumer of %s exists already (another reader of the partition made it): reading the partition again", e.ref)
+	}
 	if err != nil {
 		return fmt.Errorf("own consumer of %s: %w", e.ref, err)
 	}
@@ -132,7 +145,7 @@ func (e *effector) ownConsumerConfig() jetstream.ConsumerConfig {
 		MaxDeliver:    -1,
 		MaxAckPending: e.kind.window,
 		Replicas:      n.conn.Config().Replicas,
-		Metadata:      map[string]string{metaEffector: e.ref.String()},
+		Metadata:      map[string]string{metaEffector: e.ref.String(), metaNode: n.opts.NodeID},
 	}
 }
 
@@ -174,11 +187,12 @@ func (e *effector) deliverOwn(msg jetstream.Msg) {
 	}
 	e.mu.Lock()
 	ovf := e.ovf
-	if ovf == nil || e.stopped {
+	if ovf == nil || e.stopped || ovf.lost {
 		e.mu.Unlock()
-		return
+		return // left unacknowledged for whoever reads next
 	}
 	if meta.Sequence.Consumer != ovf.next {
+		ovf.lost = true
 		e.mu.Unlock()
 		e.logger().Warn("own consumer sequence gap; reading the partition again", "want", ovf.next, "got", meta.Sequence.Consumer)
 		e.part.fail()
@@ -240,18 +254,31 @@ func (e *effector) leaveOverflow() {
 	e.logger().Info("caught up: back to its partition", "seq", e.doc.Seq, "parked", len(parked))
 }
 
-// ownConsumers lists the own consumers on the mailbox stream (names with
-// "~o" after the partition), keyed by their partition consumer's name.
-func (n *Node) ownConsumers(ctx context.Context) (map[string][]*jetstream.ConsumerInfo, error) {
-	lister := n.stream.ListConsumers(ctx)
-	out := map[string][]*jetstream.ConsumerInfo{}
-	for info := range lister.Info() {
-		if part, _, ok := strings.Cut(info.Name, "~o"); ok {
-			out[part] = append(out[part], info)
+// ownConsumers lists the own consumers of the effectors of partition num of
+// kind: the consumer names of the mailbox stream with the partition's own
+// prefix, then the configuration of each (it names its effector).
+func (n *Node) ownConsumers(ctx context.Context, kind string, num int) ([]*jetstream.ConsumerInfo, error) {
+	prefix := n.overflowPrefix(kind, num)
+	lister := n.stream.ConsumerNames(ctx)
+	var names []string
+	for name := range lister.Name() {
+		if strings.HasPrefix(name, prefix) {
+			names = append(names, name)
 		}
 	}
 	if err := lister.Err(); err != nil {
-		return nil, fmt.Errorf("list own consumers: %w", err)
+		return nil, fmt.Errorf("list own consumers of partition %d of kind %s: %w", num, kind, err)
+	}
+	out := make([]*jetstream.ConsumerInfo, 0, len(names))
+	for _, name := range names {
+		cons, err := n.stream.Consumer(ctx, name)
+		if errors.Is(err, jetstream.ErrConsumerNotFound) {
+			continue // its effector caught up and deleted it meanwhile
+		}
+		if err != nil {
+			return nil, fmt.Errorf("own consumer %s: %w", name, err)
+		}
+		out = append(out, cons.CachedInfo())
 	}
 	return out, nil
 }

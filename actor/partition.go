@@ -55,11 +55,9 @@ func (n *Node) consumerConfig(k *kindSpec, num int) jetstream.ConsumerConfig {
 // openPartition starts reading partition num of kind k: it makes sure the
 // durable consumer exists, resets it to its ack floor (so whatever a
 // former reader held but did not acknowledge comes again, in order) and
-// starts consuming.
-//
-// owns are the own consumers of effectors of the partition (see overflow.go),
-// listed after the former reader stopped or died.
-func (n *Node) openPartition(ctx context.Context, k *kindSpec, num int, owns []*jetstream.ConsumerInfo) (*partition, error) {
+// starts consuming. Effectors of the partition that read their own mailbox
+// (see overflow.go) go on doing so before the partition dispatches.
+func (n *Node) openPartition(ctx context.Context, k *kindSpec, num int) (*partition, error) {
 	cfg := n.consumerConfig(k, num)
 	cons, err := n.stream.CreateOrUpdateConsumer(ctx, cfg)
 	if err != nil {
@@ -83,8 +81,17 @@ func (n *Node) openPartition(ctx context.Context, k *kindSpec, num int, owns []*
 		effectors: map[string]*effector{},
 		next:      next,
 	}
-	// Effectors that read their own mailbox when the partition's former
-	// reader stopped go on doing so, before the partition dispatches.
+	// Effectors that read their own mailbox go on doing so, before the
+	// partition dispatches. They are listed after the reset: a former reader
+	// that has not noticed it lost the partition may make an own consumer
+	// until then, and acknowledge on the partition the records it holds;
+	// those acknowledged before the reset are not delivered again, and only
+	// that own consumer has them. (Records it acknowledges after the reset
+	// were delivered again to this reader by the reset.)
+	owns, err := n.ownConsumers(ctx, k.name, num)
+	if err != nil {
+		return nil, err
+	}
 	if err := p.recoverOverflows(ctx, owns); err != nil {
 		p.stop(0)
 		return nil, err

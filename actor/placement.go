@@ -446,29 +446,13 @@ func (p *placement) reconcile(ctx context.Context) {
 	if len(todo) == 0 {
 		return
 	}
-	// The own consumers of overflowing effectors (overflow.go), listed once
-	// for the partitions taken in this pass: their former readers are dead
-	// or have stopped (a lease is free only once its reader stopped).
-	var owns map[string][]*jetstream.ConsumerInfo
-	for _, a := range todo {
-		if a == actOpen {
-			var err error
-			if owns, err = p.n.ownConsumers(ctx); err != nil {
-				if ctx.Err() == nil {
-					p.n.log.Warn("placement: retrying at the next pass", "err", err)
-				}
-				return
-			}
-			break
-		}
-	}
 	sem := make(chan struct{}, p.n.opts.ClaimWorkers)
 	var wg sync.WaitGroup
 	for s, a := range todo {
 		sem <- struct{}{}
 		wg.Go(func() {
 			defer func() { <-sem }()
-			err := p.act(ctx, s, a, reading[s], leases[s], owns)
+			err := p.act(ctx, s, a, reading[s], leases[s])
 			switch {
 			case err == nil || ctx.Err() != nil:
 			case errors.Is(err, errLeaseHeld): // a hand-over in progress: its reader frees it
@@ -482,7 +466,7 @@ func (p *placement) reconcile(ctx context.Context) {
 }
 
 // act carries out one reconcile action on partition s.
-func (p *placement) act(ctx context.Context, s slot, a action, part *partition, l lease, owns map[string][]*jetstream.ConsumerInfo) error {
+func (p *placement) act(ctx context.Context, s slot, a action, part *partition, l lease) error {
 	switch a {
 	case actDrop:
 		p.unread(s, part)
@@ -497,19 +481,13 @@ func (p *placement) act(ctx context.Context, s slot, a action, part *partition, 
 	case actReopen:
 		p.unread(s, part)
 		part.stop(p.n.opts.ShutdownGrace)
-		// This node's own effectors may have made own consumers until
-		// just now: list them after the stop.
-		var err error
-		if owns, err = p.n.ownConsumers(ctx); err != nil {
-			return err
-		}
 	}
 	handover := l.node != "" && l.node != p.id
 	if err := p.take(ctx, s); err != nil {
 		return err
 	}
 	k := p.n.kindSpec(s.kind)
-	part, err := p.n.openPartition(ctx, k, s.num, owns[p.n.names.PartitionConsumer(s.kind, s.num)])
+	part, err := p.n.openPartition(ctx, k, s.num)
 	if err != nil {
 		return fmt.Errorf("open partition %s: %w", s, err)
 	}

@@ -13,7 +13,7 @@ import (
 	"github.com/effectors/effectors/actor"
 	"github.com/effectors/effectors/actor/actortest"
 	"github.com/effectors/effectors/bus"
-	"github.com/effectors/effectors/kinds"
+	"github.com/effectors/effectors/examples/kinds"
 	"github.com/effectors/effectors/records"
 	"github.com/nats-io/nats.go"
 )

@@ -16,7 +16,7 @@ import (
 
 	"github.com/effectors/effectors/actor"
 	"github.com/effectors/effectors/bus/bustest"
-	"github.com/effectors/effectors/kinds"
+	"github.com/effectors/effectors/examples/kinds"
 	"github.com/effectors/effectors/records"
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/goleak"

@@ -6,8 +6,8 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/effectors/effectors/examples/kinds"
 	"github.com/effectors/effectors/graph"
-	"github.com/effectors/effectors/kinds"
 	"github.com/effectors/effectors/records"
 )
 

@@ -8,8 +8,8 @@ import (
 
 	"github.com/effectors/effectors/actor/actortest"
 	"github.com/effectors/effectors/bus/bustest"
+	"github.com/effectors/effectors/examples/kinds"
 	"github.com/effectors/effectors/graph"
-	"github.com/effectors/effectors/kinds"
 	"github.com/effectors/effectors/records"
 	"github.com/effectors/effectors/supervisor"
 )

@@ -13,7 +13,7 @@ import (
 
 	"github.com/effectors/effectors/actor"
 	"github.com/effectors/effectors/bus"
-	"github.com/effectors/effectors/kinds"
+	"github.com/effectors/effectors/examples/kinds"
 )
 
 // Child runs one of the child processes the scenarios start, from its

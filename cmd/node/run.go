@@ -10,8 +10,8 @@ import (
 
 	"github.com/effectors/effectors/actor"
 	"github.com/effectors/effectors/bus"
+	"github.com/effectors/effectors/examples/kinds"
 	"github.com/effectors/effectors/internal/cli"
-	"github.com/effectors/effectors/kinds"
 	"github.com/effectors/effectors/records"
 	"github.com/effectors/effectors/store"
 )

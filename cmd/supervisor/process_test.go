@@ -17,8 +17,8 @@ import (
 	"github.com/effectors/effectors/actor/actortest"
 	"github.com/effectors/effectors/bus"
 	"github.com/effectors/effectors/bus/bustest"
+	"github.com/effectors/effectors/examples/kinds"
 	"github.com/effectors/effectors/internal/proctest"
-	"github.com/effectors/effectors/kinds"
 	"github.com/effectors/effectors/supervisor"
 	"github.com/nats-io/nats.go/jetstream"
 )

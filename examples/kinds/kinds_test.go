@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	"github.com/effectors/effectors/actor"
-	"github.com/effectors/effectors/kinds"
+	"github.com/effectors/effectors/examples/kinds"
 	"github.com/effectors/effectors/records"
 )
 

@@ -1,4 +1,5 @@
-// Package kinds holds the example effector kinds that ea-node hosts: a
+// Package kinds holds the example effector kinds that ea-node hosts (an
+// example: the library never imports it): a
 // counter and a controller that drives counters (phase 1 of the design
 // documents). They show the shape of typed logic and serve the tests and
 // benchmarks.
