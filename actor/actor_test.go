@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -53,7 +54,7 @@ func TestLifecycle(t *testing.T) {
 		if err := out.Decode(&got); err != nil {
 			t.Fatal(err)
 		}
-		if out.Type != "count" || got.Count != 42 || out.From != c1 || out.Cause != sent.ID || out.ID != sent.ID+":0" {
+		if out.Type != "count" || got.Count != 42 || out.From != c1 || out.Cause != sent.ID || !strings.HasPrefix(out.ID, sent.ID+":0.") || !signedTag.MatchString(strings.TrimPrefix(out.ID, sent.ID+":0.")) {
 			t.Fatalf("emitted %+v with payload %+v", out, got)
 		}
 		break

@@ -2,6 +2,7 @@ package actor
 
 import (
 	"context"
+	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -21,8 +22,9 @@ import (
 // good; pass it to blocking calls.
 //
 // Records sent through a Context are held and published only when the logic
-// succeeds, each with the id <input record id>:<n>, so a retried or redelivered
-// record never publishes its outputs twice.
+// succeeds, each with the id <input record id>:<n>.<tag> (the tag signs it
+// with the node's output key, so clients cannot predict it), so a retried or
+// redelivered record never publishes its outputs twice.
 type Context struct {
 	context.Context
 	self  records.Ref
@@ -43,6 +45,8 @@ type Context struct {
 	// where streamed records join the outputs.
 	publishNow func(output) error
 	streamed   int
+	// idKey signs output ids (see [Context.outputID]); nil outside a node.
+	idKey []byte
 }
 
 // output is a record to publish on subject once logic succeeds.
@@ -144,7 +148,7 @@ func (c *Context) EmitNow(typ string, payload any, opts ...SendOption) error {
 	if err != nil {
 		return err
 	}
-	rec.ID = outputID(c.rec.ID, "s"+strconv.Itoa(c.streamed))
+	rec.ID = c.outputID("s" + strconv.Itoa(c.streamed))
 	c.streamed++
 	o := output{subject: c.names.Outbox(c.self), rec: rec}
 	if err := c.check(&o); err != nil {
@@ -201,7 +205,7 @@ func (c *Context) build(typ string, payload any, opts []SendOption) (records.Rec
 		c.now = time.Now().UTC()
 	}
 	rec := records.Record{
-		ID:          outputID(c.rec.ID, strconv.Itoa(len(c.outs))),
+		ID:          c.outputID(strconv.Itoa(len(c.outs))),
 		Type:        typ,
 		From:        c.self,
 		Process:     c.rec.Process,
@@ -220,6 +224,33 @@ func (c *Context) build(typ string, payload any, opts []SendOption) (records.Rec
 		return records.Record{}, fmt.Errorf("%w: record %q: %w", ErrInvalid, typ, err)
 	}
 	return rec, nil
+}
+
+// outputID is the id of output n of the record in hand: <in>:<n>.<tag> on a
+// node, <in>:<n> outside one (Kind.Apply), where in is the input record's id.
+// The tag is an HMAC, with the node's output key (bus.Conn.OutputKey), of the
+// effector, the input's stream sequence and id, and n: the id is the same
+// every time the record is processed, by any node, so the duplicate window
+// drops a re-emission after a crash; it differs between effectors and
+// between two inputs that reuse an id, so one never suppresses the other's
+// output; and a client that cannot read the key cannot predict it, so it
+// cannot suppress an output by publishing its id first.
+func (c *Context) outputID(n string) string {
+	if len(c.idKey) == 0 {
+		return outputID(c.rec.ID, n)
+	}
+	return outputID(c.rec.ID, n+"."+idTag(c.idKey, c.self, c.rec.Seq, c.rec.ID, n))
+}
+
+// idTag is the tag of output n of the input record (seq, id) of effector
+// self: 80 bits of HMAC-SHA256 with key, in hex.
+func idTag(key []byte, self records.Ref, seq uint64, id, n string) string {
+	m := hmac.New(sha256.New, key)
+	for _, part := range []string{"ea-output-id", self.Kind, self.ID, strconv.FormatUint(seq, 10), id, n} {
+		m.Write([]byte(part))
+		m.Write([]byte{0})
+	}
+	return hex.EncodeToString(m.Sum(nil)[:10])
 }
 
 // outputID is the id of output n of the record with id in: <in>:<n>, with in

@@ -120,6 +120,7 @@ type Node struct {
 	js     jetstream.JetStream
 	states *states
 	stream jetstream.Stream
+	idKey  []byte // signs output ids (bus.Conn.OutputKey), set by Run
 	runCtx context.Context
 	place  *placement
 }
@@ -224,6 +225,9 @@ func (n *Node) Run(ctx context.Context) error {
 	}
 	n.states = newStates(bucket, n.names)
 	if n.stream, err = n.conn.MailboxStream(ctx); err != nil {
+		return err
+	}
+	if n.idKey, err = n.conn.OutputKey(ctx); err != nil {
 		return err
 	}
 	runCtx, cancelRun := context.WithCancel(context.WithoutCancel(ctx))

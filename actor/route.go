@@ -40,7 +40,7 @@ func (e *effector) newContext(ctx context.Context, d delivery) *Context {
 	return &Context{
 		Context: ctx, self: e.ref, rec: d.rec, base: e.logger(), names: e.node.names,
 		routes: e.node.routes, maxMsg: e.node.conn.MaxPayload(),
-		publishNow: e.publishNow,
+		publishNow: e.publishNow, idKey: e.node.idKey,
 	}
 }
 

@@ -3,6 +3,7 @@ package actor_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -84,8 +85,8 @@ func TestCancelRecordStopsStreamingLogic(t *testing.T) {
 				}
 			}
 			for i, id := range chunks { // streamed while the logic still runs
-				if want := task.ID + ":s" + string(rune('0'+i)); id != want {
-					t.Fatalf("chunk %d has id %s, want %s", i, id, want)
+				if want := task.ID + ":s" + string(rune('0'+i)) + "."; !strings.HasPrefix(id, want) || !signedTag.MatchString(id[len(want):]) {
+					t.Fatalf("chunk %d has id %s, want %s<tag>", i, id, want)
 				}
 			}
 			cancel, _ := records.New(actor.TypeCancel, nil)

@@ -2,9 +2,13 @@ package bus
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -27,6 +31,11 @@ type Config struct {
 	// SyncAlways makes the embedded server fsync every write (see
 	// [ServerConfig.SyncAlways]).
 	SyncAlways bool
+	// ServerConfigFile is the embedded server's nats-server configuration
+	// file: users, accounts, permissions, TLS (see [ServerConfig.ConfigFile]
+	// and deploy/nats). The connection then authenticates with Options like
+	// any client.
+	ServerConfigFile string
 	// Prefix is the subject prefix. Default "ea".
 	Prefix string
 	// Name is the client connection name shown by the server. Default "ea".
@@ -61,6 +70,12 @@ type Config struct {
 	ConnectTimeout time.Duration
 	// Logger receives connection events. Default slog.Default().
 	Logger *slog.Logger
+	// Options are passed to nats.Connect after the runtime's own (name,
+	// reconnects forever, handlers), so they may override them: credentials
+	// (nats.UserCredentials, nats.NkeyOptionFromSeed, nats.UserInfo,
+	// nats.Token), TLS (nats.RootCAs, nats.ClientCert, nats.Secure), an
+	// inbox prefix. They apply to the embedded server's connection too.
+	Options []nats.Option
 }
 
 func (c Config) withDefaults() Config {
@@ -131,6 +146,11 @@ func (c Config) Validate() error {
 	case c.ConnectTimeout < 0:
 		return fmtInvalid("connect timeout %s: must be positive", c.ConnectTimeout)
 	}
+	for i, o := range c.Options {
+		if o == nil {
+			return fmtInvalid("Options[%d] is nil", i)
+		}
+	}
 	return nil
 }
 
@@ -166,7 +186,7 @@ func Connect(ctx context.Context, cfg Config) (*Conn, error) {
 	c := &Conn{names: names, cfg: cfg, log: cfg.Logger}
 	url := cfg.URL
 	if url == "" {
-		srv, err := StartServer(ServerConfig{Listen: cfg.Listen, StoreDir: cfg.StoreDir, SyncAlways: cfg.SyncAlways, Logger: cfg.Logger})
+		srv, err := StartServer(ServerConfig{Listen: cfg.Listen, StoreDir: cfg.StoreDir, SyncAlways: cfg.SyncAlways, Logger: cfg.Logger, ConfigFile: cfg.ServerConfigFile})
 		if err != nil {
 			return nil, err
 		}
@@ -213,6 +233,7 @@ func dial(ctx context.Context, url string, cfg Config) (*nats.Conn, error) {
 			log.Warn("nats async error", "err", err)
 		}),
 	}
+	opts = append(opts, cfg.Options...)
 	ctx, cancel := context.WithTimeout(ctx, cfg.ConnectTimeout)
 	defer cancel()
 	wait := 100 * time.Millisecond
@@ -224,7 +245,10 @@ func dial(ctx context.Context, url string, cfg Config) (*nats.Conn, error) {
 		}
 		if authFailed(err) {
 			// Retrying cannot fix wrong credentials: say so at once.
-			return nil, fmt.Errorf("%w: connect to nats at %s: %w (check the user and password or token in the URL)", ErrAuth, shown, err)
+			return nil, fmt.Errorf("%w: connect to nats at %s: %w (check the credentials: --creds, --nkey, --user with EA_PASSWORD or --password-file, EA_TOKEN or --token-file, or those in the URL)", ErrAuth, shown, err)
+		}
+		if tlsFailed(err) {
+			return nil, fmt.Errorf("%w: connect to nats at %s: %w (check --tls-ca, --tls-cert and --tls-key, and that the server's certificate names the host in the URL)", ErrTLS, shown, err)
 		}
 		log.Warn("cannot reach nats yet", "url", shown, "err", err)
 		select {
@@ -262,6 +286,22 @@ func (c *Conn) ClientURL() string {
 func authFailed(err error) bool {
 	return errors.Is(err, nats.ErrAuthorization) || errors.Is(err, nats.ErrAuthExpired) ||
 		errors.Is(err, nats.ErrAuthRevoked) || errors.Is(err, nats.ErrAccountAuthExpired)
+}
+
+// tlsFailed reports whether the TLS handshake failed in a way retrying
+// cannot fix.
+func tlsFailed(err error) bool {
+	var unknown x509.UnknownAuthorityError
+	var host x509.HostnameError
+	var invalid x509.CertificateInvalidError
+	var verify *tls.CertificateVerificationError
+	var alert tls.AlertError // the server refused our certificate (QUIC)
+	var op *net.OpError      // ... over TCP: a "remote error" holding the alert
+	if errors.As(err, &op) && op.Op == "remote error" || strings.Contains(err.Error(), "remote error: tls: ") {
+		return true
+	}
+	return errors.As(err, &alert) || errors.Is(err, nats.ErrSecureConnRequired) || errors.Is(err, nats.ErrSecureConnWanted) ||
+		errors.As(err, &unknown) || errors.As(err, &host) || errors.As(err, &invalid) || errors.As(err, &verify)
 }
 
 // Close drains the connection (pending publishes are flushed, subscriptions

@@ -14,3 +14,9 @@ var ErrStoreLocked = errors.New("bus: store directory locked")
 // (authorization violation, expired or revoked). [Connect] returns it at
 // once instead of retrying until its timeout.
 var ErrAuth = errors.New("bus: nats refused the credentials")
+
+// ErrTLS: the TLS handshake with the NATS server failed for a reason
+// retrying cannot fix (the server's certificate is not trusted or not for
+// its address, the server requires TLS or refuses it). [Connect] returns it
+// at once instead of retrying until its timeout.
+var ErrTLS = errors.New("bus: nats TLS handshake failed")

@@ -197,6 +197,11 @@ func (n Names) OrchBucket() string { return n.prefix + "_orch" }
 // node that reads each).
 func (n Names) PlaceBucket() string { return n.prefix + "_place" }
 
+// KeyBucket is the KV bucket of the runtime's secrets (ea_keys): the key
+// nodes sign output record ids with (see [Conn.OutputKey]). Only nodes may
+// read it; the client role of deploy/nats cannot.
+func (n Names) KeyBucket() string { return n.prefix + "_keys" }
+
 // StateKey is the key of r's state document: <kind>.<id>.
 func (n Names) StateKey(r records.Ref) string { return r.Kind + "." + r.ID }
 

@@ -34,6 +34,12 @@ type ServerConfig struct {
 	// Cluster makes the server join a NATS cluster; the zero value runs it
 	// alone.
 	Cluster ClusterConfig
+	// ConfigFile is a nats-server configuration file (the format of
+	// nats-server -c) for users, accounts, permissions, TLS and limits; see
+	// deploy/nats for the runtime's roles. Listen, StoreDir, SyncAlways, Name
+	// and Cluster win over what the file says of the same things; JetStream
+	// is always on. Empty: no authentication, no TLS.
+	ConfigFile string
 }
 
 // ClusterConfig makes an embedded server one of a NATS cluster. JetStream
@@ -122,6 +128,7 @@ type Server struct {
 	// lock holds the store directory until Shutdown.
 	lock     *storeLock
 	lockOnce sync.Once
+	auth     bool // clients must authenticate
 }
 
 // StartServer starts an embedded nats-server with JetStream and waits until it
@@ -157,19 +164,22 @@ func StartServer(cfg ServerConfig) (*Server, error) {
 	if err := os.MkdirAll(store, 0o755); err != nil {
 		return nil, fmt.Errorf("create store dir: %w (set --store to a writable directory)", err)
 	}
+	opts := &server.Options{}
+	if cfg.ConfigFile != "" {
+		if opts, err = server.ProcessConfigFile(cfg.ConfigFile); err != nil {
+			return nil, fmt.Errorf("%w: server config %s: %w (check the file with nats-server -t -c %s)", ErrInvalidConfig, cfg.ConfigFile, err, cfg.ConfigFile)
+		}
+	}
+	opts.ServerName, opts.Host, opts.Port = cfg.Name, host, port
+	opts.JetStream, opts.StoreDir, opts.NoSigs = true, store, true
+	opts.SyncAlways = opts.SyncAlways || cfg.SyncAlways
+	if opts.MaxPayload == 0 {
+		opts.MaxPayload = server.MAX_PAYLOAD_SIZE
+	}
+	authRequired := authConfigured(opts)
 	lock, err := lockStore(store, cfg.Listen)
 	if err != nil {
 		return nil, err
-	}
-	opts := &server.Options{
-		ServerName: cfg.Name,
-		Host:       host,
-		Port:       port,
-		JetStream:  true,
-		StoreDir:   store,
-		SyncAlways: cfg.SyncAlways,
-		NoSigs:     true,
-		MaxPayload: server.MAX_PAYLOAD_SIZE,
 	}
 	if cl := cfg.Cluster; cl.Name != "" {
 		host, port, _ := parseListen(cl.Listen)
@@ -213,8 +223,42 @@ func StartServer(cfg ServerConfig) (*Server, error) {
 		}
 	}
 	lock.note(srv.Addr().String())
-	return &Server{srv: srv, cfg: cfg, lock: lock}, nil
+	if !authRequired && !isLoopback(host) && cfg.Logger != nil {
+		cfg.Logger.Warn("INSECURE: the embedded NATS server accepts clients on "+srv.Addr().String()+
+			" without authentication: anyone who can reach it can read, write, purge and delete every record, state and stream."+
+			" Give it users and permissions with --server-config (see deploy/nats in the effectors repository), or listen on 127.0.0.1",
+			"listen", cfg.Listen)
+	}
+	return &Server{srv: srv, cfg: cfg, lock: lock, auth: authRequired}, nil
 }
+
+// authConfigured reports whether opts make clients authenticate: users,
+// nkeys, a token, operators (JWT) or verified client certificates, and no
+// user that connections without credentials become.
+func authConfigured(o *server.Options) bool {
+	if o.NoAuthUser != "" {
+		return false
+	}
+	return o.Username != "" || o.Authorization != "" || len(o.Users) > 0 || len(o.Nkeys) > 0 ||
+		len(o.TrustedOperators) > 0 || len(o.TrustedKeys) > 0 || o.TLSVerify || o.AuthCallout != nil ||
+		o.CustomClientAuthentication != nil
+}
+
+// isLoopback reports whether host, a listen host, only accepts local
+// clients: a loopback address or localhost (empty and 0.0.0.0 listen on
+// every interface).
+func isLoopback(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// AuthRequired reports whether clients must authenticate to the server (its
+// ConfigFile gives users, nkeys, a token, operators or verified client
+// certificates).
+func (s *Server) AuthRequired() bool { return s.auth }
 
 // parseListen checks a listen address, host:port with port 0-65535.
 func parseListen(addr string) (host string, port int, err error) {

@@ -535,8 +535,8 @@ func TestChart(t *testing.T) {
 			t.Errorf("deployment.yaml does not set %s", want)
 		}
 	}
-	// The flags are ea-node's settings, named in cmd/node/config.go.
-	nodeConfig, err := os.ReadFile(filepath.Join("..", "cmd", "node", "config.go"))
+	// The flags are ea-node's settings, named in node/config.go (package node).
+	nodeConfig, err := os.ReadFile(filepath.Join("..", "node", "config.go"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -547,7 +547,7 @@ func TestChart(t *testing.T) {
 	for _, e := range env {
 		name := strings.ReplaceAll(strings.ToLower(strings.TrimPrefix(e, "EA_")), "_", "-")
 		if !strings.Contains(string(nodeConfig), `{name: "`+name+`",`) {
-			t.Errorf("deployment.yaml sets %s, but ea-node has no flag --%s (cmd/node/config.go)", e, name)
+			t.Errorf("deployment.yaml sets %s, but ea-node has no flag --%s (node/config.go)", e, name)
 		}
 		flag := "`--" + name + "`"
 		if !strings.Contains(string(readme), flag) && !strings.Contains(string(chartReadme), flag) {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/effectors/effectors/actor"
 	"github.com/effectors/effectors/actor/actortest"
+	"github.com/effectors/effectors/examples/demo"
 	"github.com/effectors/effectors/examples/kinds"
 	"github.com/effectors/effectors/store"
 	"github.com/effectors/effectors/supervisor"
@@ -24,11 +25,11 @@ func orchEnv(t *testing.T) (*env, *supervisor.Client) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	demo, err := supervisor.Demo()
+	def, err := demo.Definition()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Register(demo); err != nil {
+	if err := s.Register(def); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())

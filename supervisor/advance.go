@@ -2,6 +2,7 @@ package supervisor
 
 import (
 	"context"
+	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -193,7 +194,7 @@ func (s *Supervisor) apply(ctx context.Context, id string, cur orchRecord, ev ev
 			if err != nil {
 				return cur, nil, err
 			}
-			rec.ID = id + "." + strconv.Itoa(next.Steps) + ".cancel." + t.Worker
+			rec.ID = cancelRecordID(s.idKey, id, next.Steps, t.Worker)
 			rec.Process, rec.Owner = id, cur.Owner
 			rec.Priority = records.PriorityHigh
 			rec.From = records.Ref{Kind: MailboxKind, ID: id}
@@ -311,7 +312,7 @@ func (s *Supervisor) settleWaits(r *orchRecord, out outcome) ([]effect, error) {
 				ct = records.ContentJSON
 			}
 			rec := records.Record{
-				ID:   taskRecordID(r, w),
+				ID:   taskRecordID(s.idKey, r, w),
 				Type: w.req.Type, From: records.Ref{Kind: MailboxKind, ID: r.ID},
 				Process: r.ID, Owner: r.Owner, Reply: s.Mailbox(r.ID), Time: now,
 				ContentType: ct, Payload: w.req.Payload,
@@ -385,12 +386,34 @@ type timer struct {
 // active task and its result is dropped. A result whose steps are above the
 // record's arrived before the change that sent its task was written (the
 // worker was faster than the compare-and-set): it is retried shortly.
-func taskRecordID(r *orchRecord, w wait) string {
+//
+// With key (the runtime's output id key, bus.Conn.OutputKey) the hash is an
+// HMAC, so a client that knows the orchestration and its input cannot
+// publish a record with the next task's id first and suppress the task.
+func taskRecordID(key []byte, r *orchRecord, w wait) string {
 	h := sha256.New()
+	if len(key) > 0 {
+		h = hmac.New(sha256.New, key)
+		h.Write([]byte("ea-task-id\x00"))
+	}
 	for _, part := range [][]byte{[]byte(w.key), {0}, []byte(w.req.To), {0}, []byte(w.req.Type), {0}, w.req.Payload} {
 		h.Write(part)
 	}
 	return r.ID + "." + strconv.Itoa(r.Steps) + "." + hex.EncodeToString(h.Sum(nil)[:10])
+}
+
+// cancelRecordID is the id of the cancel record a cancelled orchestration
+// sends to worker: <orchestration id>.<steps>.cancel.<worker>, and with key
+// (see taskRecordID) .<tag>, an HMAC of the rest, so a client cannot
+// suppress the cancel by publishing its id first.
+func cancelRecordID(key []byte, id string, steps int, worker string) string {
+	base := id + "." + strconv.Itoa(steps) + ".cancel." + worker
+	if len(key) == 0 {
+		return base
+	}
+	h := hmac.New(sha256.New, key)
+	h.Write([]byte("ea-cancel-id\x00" + base))
+	return base + "." + hex.EncodeToString(h.Sum(nil)[:10])
 }
 
 // taskSteps returns the steps part of a task record id, 0 if it has none.

@@ -42,7 +42,15 @@
 //	})
 //	def, err := supervisor.Define(supervisor.Spec[S]{Name: "mine", Graph: b})
 //
-// Demo returns the example orchestration "demo" that ea-supervisor runs.
+// The example orchestration "demo" that ea-supervisor runs is in
+// examples/demo.
+//
+// # Your own supervisor binary
+//
+// [Main] runs a supervisor binary for your definitions with the flags, EA_*
+// variables, health and metrics endpoints and graceful shutdown of
+// ea-supervisor: supervisor.Main(def) is a whole main. [Command] gives more
+// control (its name, -h text, banner, options).
 //
 // # Agent services and threads
 //

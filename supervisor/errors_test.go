@@ -3,6 +3,7 @@ package supervisor_test
 import (
 	"context"
 	"errors"
+	"github.com/effectors/effectors/examples/demo"
 	"testing"
 
 	"github.com/effectors/effectors/bus/bustest"
@@ -46,21 +47,21 @@ func TestNotRunning(t *testing.T) {
 	if err := s.Register(nil); !errors.Is(err, supervisor.ErrInvalid) {
 		t.Fatalf("register nil: %v", err)
 	}
-	demo, err := supervisor.Demo()
+	demoDef, err := demo.Definition()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Register(demo, demo); !errors.Is(err, supervisor.ErrInvalid) {
+	if err := s.Register(demoDef, demoDef); !errors.Is(err, supervisor.ErrInvalid) {
 		t.Fatalf("register twice: %v", err)
 	}
-	if err := s.Register(demo); err != nil {
+	if err := s.Register(demoDef); err != nil {
 		t.Fatal(err)
 	}
 	other, err := supervisor.New(conn, supervisor.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := other.Register(demo); !errors.Is(err, supervisor.ErrInvalid) {
+	if err := other.Register(demoDef); !errors.Is(err, supervisor.ErrInvalid) {
 		t.Fatalf("register on a second supervisor: %v", err)
 	}
 	if _, err := supervisor.New(nil, supervisor.Options{}); !errors.Is(err, supervisor.ErrInvalid) {

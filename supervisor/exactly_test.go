@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/effectors/effectors/examples/demo"
 	"sync"
 	"testing"
 
@@ -26,7 +27,7 @@ func TestRedeliveredResult(t *testing.T) {
 	c := newClient(t, conn)
 	ctx := ctxT(t)
 
-	id, err := c.Start(ctx, "demo", supervisor.DemoInput{Text: "x y"})
+	id, err := c.Start(ctx, "demo", demo.Input{Text: "x y"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -69,7 +70,7 @@ func TestRedeliveredResult(t *testing.T) {
 	if after.Status != supervisor.StatusWaiting || after.Steps != before.Steps || string(after.Results) != string(before.Results) {
 		t.Fatalf("orchestration changed by a redelivered result:\nbefore %+v\nafter  %+v", before, after)
 	}
-	if _, err := c.Input(ctx, id, supervisor.DemoNote{Note: "n"}); err != nil {
+	if _, err := c.Input(ctx, id, demo.Note{Note: "n"}); err != nil {
 		t.Fatal(err)
 	}
 	if o := waitStatus(t, c, id, supervisor.StatusCompleted); o.Steps != 4 {
@@ -93,7 +94,7 @@ func TestTwoSupervisors(t *testing.T) {
 	const n = 8
 	ids := make([]string, n)
 	for i := range ids {
-		id, err := c.Start(ctx, "demo", supervisor.DemoInput{Text: fmt.Sprintf("w%d x", i)})
+		id, err := c.Start(ctx, "demo", demo.Input{Text: fmt.Sprintf("w%d x", i)})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/effectors/effectors/examples/demo"
 	"io"
 	"log/slog"
 	"os"
@@ -44,8 +45,8 @@ func Example() {
 	_ = node.Host(kinds.TaskA(), kinds.TaskB())
 	// The supervisor with the demo orchestration.
 	sup, _ := supervisor.New(conn, supervisor.Options{Logger: quiet})
-	demo, _ := supervisor.Demo()
-	_ = sup.Register(demo)
+	demoDef, _ := demo.Definition()
+	_ = sup.Register(demoDef)
 
 	runCtx, stop := context.WithCancel(ctx)
 	done := make(chan struct{}, 2)
@@ -78,7 +79,7 @@ func Example() {
 		return
 	}
 	o = wait(supervisor.StatusCompleted)
-	var r supervisor.DemoResults
+	var r demo.Results
 	_ = json.Unmarshal(o.Results, &r)
 	fmt.Println(o.Status)
 	fmt.Printf("a=%q b=%q\n", r.A, r.B)

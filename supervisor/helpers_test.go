@@ -3,6 +3,7 @@ package supervisor_test
 import (
 	"context"
 	"encoding/json"
+	"github.com/effectors/effectors/examples/demo"
 	"log/slog"
 	"os"
 	"sync"
@@ -92,11 +93,11 @@ func startSupervisorWith(t testing.TB, conn *bus.Conn, setup func(*supervisor.Su
 	if err != nil {
 		t.Fatal(err)
 	}
-	demo, err := supervisor.Demo()
+	demoDef, err := demo.Definition()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Register(append(defs, demo)...); err != nil {
+	if err := s.Register(append(defs, demoDef)...); err != nil {
 		t.Fatal(err)
 	}
 	if setup != nil {
@@ -174,9 +175,9 @@ func waitStatus(t testing.TB, c *supervisor.Client, id string, want supervisor.S
 	return o
 }
 
-func demoResults(t testing.TB, o supervisor.Orchestration) supervisor.DemoResults {
+func demoResults(t testing.TB, o supervisor.Orchestration) demo.Results {
 	t.Helper()
-	var r supervisor.DemoResults
+	var r demo.Results
 	if err := json.Unmarshal(o.Results, &r); err != nil {
 		t.Fatalf("results %s: %v", o.Results, err)
 	}

@@ -94,6 +94,7 @@ type Supervisor struct {
 	store   *kv.Store[orchRecord]
 	client  *actor.Client
 	runCtx  context.Context
+	idKey   []byte // signs task record ids (taskRecordID)
 }
 
 // idLock serializes the changes of one orchestration within this process.
@@ -201,7 +202,11 @@ func (s *Supervisor) Run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("supervisor: %w", err)
 	}
-	s.store, s.client, s.runCtx = store, client, ctx
+	idKey, err := s.conn.OutputKey(ctx)
+	if err != nil {
+		return fmt.Errorf("supervisor: %w", err)
+	}
+	s.store, s.client, s.runCtx, s.idKey = store, client, ctx, idKey
 	s.started.Store(true)
 
 	stream, err := s.conn.MailboxStream(ctx)

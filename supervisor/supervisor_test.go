@@ -2,6 +2,7 @@ package supervisor_test
 
 import (
 	"errors"
+	"github.com/effectors/effectors/examples/demo"
 	"slices"
 	"strings"
 	"testing"
@@ -91,20 +92,20 @@ func TestWorkerErrors(t *testing.T) {
 
 	for _, tc := range []struct {
 		name     string
-		input    supervisor.DemoInput
+		input    demo.Input
 		attempts int
 		via      string
 		a, b     string
 		status   supervisor.Status
 		err      string // the error of a FAILED orchestration contains it
 	}{
-		{name: "retry", input: supervisor.DemoInput{Text: "one two", FailA: 2}, attempts: 2, via: "task-a/demo",
+		{name: "retry", input: demo.Input{Text: "one two", FailA: 2}, attempts: 2, via: "task-a/demo",
 			a: "ONE TWO", b: "ok TWO ONE", status: supervisor.StatusCompleted},
-		{name: "alternative path", input: supervisor.DemoInput{Text: "one two", FailA: 99}, attempts: 3, via: "task-b/demo",
+		{name: "alternative path", input: demo.Input{Text: "one two", FailA: 99}, attempts: 3, via: "task-b/demo",
 			a: "two one", b: "ok one two", status: supervisor.StatusCompleted},
-		{name: "fail after the alternative", input: supervisor.DemoInput{Text: "one two", FailA: 99, FailB: 2}, attempts: 3,
+		{name: "fail after the alternative", input: demo.Input{Text: "one two", FailA: 99, FailB: 2}, attempts: 3,
 			status: supervisor.StatusFailed, err: "step a_alt: task A failed 3 times and the alternative failed too: task-b/demo failed attempt 1 on purpose (fail_until 2)"},
-		{name: "fail in b", input: supervisor.DemoInput{Text: "one two", FailB: 2}, attempts: 1, via: "task-a/demo", a: "ONE TWO",
+		{name: "fail in b", input: demo.Input{Text: "one two", FailB: 2}, attempts: 1, via: "task-a/demo", a: "ONE TWO",
 			status: supervisor.StatusFailed, err: "step b: task B failed: task-b/demo failed attempt 1 on purpose (fail_until 2)"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -117,7 +118,7 @@ func TestWorkerErrors(t *testing.T) {
 				o = waitStatus(t, c, id, supervisor.StatusFailed)
 			} else {
 				waitStatus(t, c, id, supervisor.StatusWaiting)
-				if _, err := c.Input(ctx, id, supervisor.DemoNote{Note: "ok"}); err != nil {
+				if _, err := c.Input(ctx, id, demo.Note{Note: "ok"}); err != nil {
 					t.Fatal(err)
 				}
 				o = waitStatus(t, c, id, tc.status)
@@ -179,7 +180,7 @@ func TestAPIErrors(t *testing.T) {
 		t.Fatalf("malformed body: %v %v", raw, err)
 	}
 
-	id, err := c.Start(ctx, "demo", supervisor.DemoInput{Text: "a b"})
+	id, err := c.Start(ctx, "demo", demo.Input{Text: "a b"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -194,11 +195,11 @@ func TestAPIErrors(t *testing.T) {
 	// With the workers stopped, task B stays out: the orchestration is
 	// RUNNING after the input, and a second input is refused.
 	workers.Stop(t)
-	st, err := c.Input(ctx, id, supervisor.DemoNote{Note: "first"})
+	st, err := c.Input(ctx, id, demo.Note{Note: "first"})
 	if err != nil || st != supervisor.StatusRunning {
 		t.Fatalf("first input: %s %v", st, err)
 	}
-	if _, err := c.Input(ctx, id, supervisor.DemoNote{Note: "second"}); !errors.Is(err, supervisor.ErrNotWaiting) {
+	if _, err := c.Input(ctx, id, demo.Note{Note: "second"}); !errors.Is(err, supervisor.ErrNotWaiting) {
 		t.Fatalf("second input: %v, want ErrNotWaiting", err)
 	}
 	o, err := c.Status(ctx, id)
@@ -214,7 +215,7 @@ func TestAPIErrors(t *testing.T) {
 	if err := c.Cancel(ctx, id); !errors.Is(err, supervisor.ErrFinished) {
 		t.Fatalf("cancel twice: %v, want ErrFinished", err)
 	}
-	if _, err := c.Input(ctx, id, supervisor.DemoNote{Note: "late"}); !errors.Is(err, supervisor.ErrFinished) {
+	if _, err := c.Input(ctx, id, demo.Note{Note: "late"}); !errors.Is(err, supervisor.ErrFinished) {
 		t.Fatalf("input after cancel: %v, want ErrFinished", err)
 	}
 	// The worker got a cancel record with the orchestration as process.

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"regexp"
 	"testing"
 	"time"
 
@@ -110,4 +111,15 @@ func readState(ctx context.Context, kv jetstream.KeyValue, key string) (stateDoc
 		return stateDoc{}, fmt.Errorf("decode state %s: %w", key, err)
 	}
 	return d, nil
+}
+
+// envOf is a getenv reading m.
+func envOf(m map[string]string) func(string) string {
+	return func(k string) string { return m[k] }
+}
+
+// outputIDOf matches the id of output n of the record with id cause:
+// <cause>:<n>.<tag>, the tag 20 hex digits (see actor.Context).
+func outputIDOf(cause, n string) *regexp.Regexp {
+	return regexp.MustCompile(`^` + regexp.QuoteMeta(cause+":"+n+".") + `[0-9a-f]{20}$`)
 }

@@ -1,7 +1,12 @@
-// Command ea-node is the effectors worker node: it hosts the example kinds
-// (counter and controller, see package kinds) and drives their effectors on
-// NATS JetStream. With no --nats it embeds a NATS server with JetStream, so
-// it runs with nothing else installed.
+// Command ea-node is the effectors worker node with the example kinds: it
+// hosts counter and controller (see examples/kinds) and task-a and task-b,
+// the workers of ea-supervisor's demo orchestration, and drives their
+// effectors on NATS JetStream. With no --nats it embeds a NATS server with
+// JetStream, so it runs with nothing else installed.
+//
+// It is package node's Command with those kinds: a node for your own kinds
+// is the same binary in one line, node.Main(yourKind()) (see package node
+// and examples/greeter).
 //
 // Every flag has an environment variable EA_<FLAG>; a flag wins over its
 // variable. Run ea-node -h for the list. Metrics, /healthz and /readyz are
@@ -14,19 +19,55 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"io"
+	"strings"
 
-	"github.com/effectors/effectors/internal/cli"
+	"github.com/effectors/effectors/actor"
+	"github.com/effectors/effectors/examples/kinds"
+	"github.com/effectors/effectors/node"
+	"github.com/effectors/effectors/records"
 )
 
-func main() { cli.Main("ea-node", run) }
+func main() { command().Main() }
 
-// run is the whole of ea-node: it reads the configuration from args and
-// getenv, connects (or embeds NATS), provisions, hosts the example kinds and
-// runs until ctx ends, then shuts down gracefully. It prints the usage for
-// -h and a hint of what to try once ready to stdout; it logs to stderr. A
-// clean shutdown returns nil; a bad flag or environment value a
-// *cli.UsageError.
+// command is ea-node: the node command hosting the example kinds.
+func command() node.Command {
+	return node.Command{
+		Name:  "ea-node",
+		Kinds: []actor.Definition{kinds.Counter(), kinds.Controller(), kinds.TaskA(), kinds.TaskB()},
+		About: `ea-node hosts the example effector kinds (counter, controller, and task-a
+and task-b for ea-supervisor's demo) on NATS JetStream. With no --nats it
+starts an embedded NATS server with JetStream that stores in --store, so it
+needs nothing else installed.`,
+		Banner: hint,
+	}
+}
+
+// run is the whole of ea-node (see node.Command.Run).
 func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
-	return cli.Run(ctx, args, getenv, stdout, stderr, parseConfig, usage, serve)
+	return command().Run(ctx, args, getenv, stdout, stderr)
+}
+
+// hint is what ea-node prints once ready: what to try with the example
+// kinds, with the real URL and prefix.
+func hint(in node.Info) string {
+	n := in.Names
+	c1 := records.Ref{Kind: "counter", ID: "c1"}
+	ctl := records.Ref{Kind: "controller", ID: "ctl"}
+	var b strings.Builder
+	b.WriteString(in.Head())
+	b.WriteString("\nTry it with the nats CLI (https://github.com/nats-io/natscli):\n")
+	fmt.Fprintf(&b, "  export NATS_URL=%s\n", in.URL)
+	fmt.Fprintf(&b, "  nats req %s '{\"id\":\"c1\"}'\n", n.Control("create", c1.Kind))
+	fmt.Fprintf(&b, "  nats sub '%s'    # in another terminal: what c1 emits\n", n.Outbox(c1))
+	fmt.Fprintf(&b, "  nats pub %s '{\"by\":2}' -H EA-Type:inc -H Content-Type:application/json\n", n.Mailbox(c1))
+	fmt.Fprintf(&b, "  nats kv get %s %s    # c1's state document (the value is msgpack)\n", n.StateBucket(), n.StateKey(c1))
+	fmt.Fprintf(&b, "  nats req %s '{\"id\":\"ctl\"}'\n", n.Control("create", ctl.Kind))
+	fmt.Fprintf(&b, "  nats pub %s '{\"counter\":\"c1\",\"times\":100}' -H EA-Type:start -H Content-Type:application/json\n", n.Mailbox(ctl))
+	if in.Metrics != "" {
+		fmt.Fprintf(&b, "  curl -s http://%s/metrics | grep ea_\n", in.Metrics)
+	}
+	b.WriteString("\n")
+	return b.String()
 }

@@ -55,7 +55,7 @@ func TestSecretsNotPrinted(t *testing.T) {
 		if strings.Contains(out, "wrong-pw-2") {
 			t.Errorf("output shows the password:\n%s", out)
 		}
-		if !strings.Contains(strings.ToLower(out), "authorization violation") || !strings.Contains(out, "check the user and password") {
+		if !strings.Contains(strings.ToLower(out), "authorization violation") || !strings.Contains(out, "check the credentials") {
 			t.Errorf("output does not say the credentials were refused:\n%s", out)
 		}
 		if strings.Contains(out, "cannot reach") {

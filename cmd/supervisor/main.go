@@ -3,7 +3,11 @@
 // orchestration API (<prefix>.orch.start, status, input, cancel) as a NATS
 // micro service. It connects to the NATS the nodes use (by default the
 // embedded server of an ea-node on 127.0.0.1:4222) and runs the example
-// orchestration "demo" (see package supervisor).
+// orchestration "demo" (see examples/demo).
+//
+// It is package supervisor's Command with the demo: a supervisor for your
+// own orchestrations is the same binary in a few lines,
+// supervisor.Main(yourDefinition) (see package supervisor).
 //
 // Every flag has an environment variable EA_<FLAG>; a flag wins over its
 // variable. Run ea-supervisor -h for the list. Metrics, /healthz and /readyz
@@ -18,17 +22,76 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"io"
+	"os"
+	"strings"
 
-	"github.com/effectors/effectors/internal/cli"
+	"github.com/effectors/effectors/examples/demo"
+	"github.com/effectors/effectors/supervisor"
 )
 
-func main() { cli.Main("ea-supervisor", run) }
+func main() {
+	cmd, err := command()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "ea-supervisor:", err)
+		os.Exit(1)
+	}
+	cmd.Main()
+}
 
-// run is the whole of ea-supervisor: it reads the configuration, connects
-// to NATS, provisions, runs the supervisor with the demo orchestration until
-// ctx ends. It prints the usage for -h and, once ready, a hint of how to
-// start and watch the demo to stdout; it logs to stderr.
+// command is ea-supervisor: the supervisor command with the demo.
+func command() (supervisor.Command, error) {
+	def, err := demo.Definition()
+	if err != nil {
+		return supervisor.Command{}, err
+	}
+	return supervisor.Command{
+		Name:        "ea-supervisor",
+		Definitions: []supervisor.Definition{def},
+		About: `ea-supervisor runs orchestrations: multi-step processes that publish task
+records to worker effectors (hosted by ea-node) and react to the result
+records that come back, with their state in the KV bucket <prefix>_orch. It
+serves the orchestration API as a NATS micro service:
+
+  <prefix>.orch.start   {"name": "demo", "input": {...}}  -> {"id": "..."}
+  <prefix>.orch.status  {"id": "..."}  -> {"id","name","status","step","waiting_for","results","error"}
+  <prefix>.orch.input   {"id": "...", "input": {...}}
+  <prefix>.orch.cancel  {"id": "..."}
+
+It runs the orchestration "demo" (task-a, then input, then task-b). Several
+ea-supervisor processes may run at once; they share the work.`,
+		Banner: hint,
+	}, nil
+}
+
+// run is the whole of ea-supervisor (see supervisor.Command.Run).
 func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
-	return cli.Run(ctx, args, getenv, stdout, stderr, parseConfig, usage, serve)
+	cmd, err := command()
+	if err != nil {
+		return err
+	}
+	return cmd.Run(ctx, args, getenv, stdout, stderr)
+}
+
+// hint is what ea-supervisor prints once ready: how to start and watch the
+// demo, with the real URL and prefix.
+func hint(in supervisor.Info) string {
+	p := in.Names.Prefix()
+	var b strings.Builder
+	b.WriteString(in.Head())
+	b.WriteString("\nRun the demo with the nats CLI (https://github.com/nats-io/natscli); it needs\nan ea-node hosting task-a and task-b on the same NATS (make run starts both):\n")
+	fmt.Fprintf(&b, "  export NATS_URL=%s\n", in.URL)
+	fmt.Fprintf(&b, "  nats req %s '{\"name\":\"demo\",\"input\":{\"text\":\"hello world\"}}'   # -> {\"id\":\"<ID>\"}\n", supervisor.Subject(p, supervisor.OpStart))
+	fmt.Fprintf(&b, "  nats req %s '{\"id\":\"<ID>\"}'     # WAITING for input, with task A's result\n", supervisor.Subject(p, supervisor.OpStatus))
+	fmt.Fprintf(&b, "  nats req %s '{\"id\":\"<ID>\",\"input\":{\"note\":\"from me\"}}'\n", supervisor.Subject(p, supervisor.OpInput))
+	fmt.Fprintf(&b, "  nats req %s '{\"id\":\"<ID>\"}'     # COMPLETED, with both tasks' results\n", supervisor.Subject(p, supervisor.OpStatus))
+	fmt.Fprintf(&b, "  nats req %s '{\"id\":\"<ID>\"}'     # or cancel it while it waits\n", supervisor.Subject(p, supervisor.OpCancel))
+	fmt.Fprintf(&b, "  nats sub '%s.mbox.supervisor.>'   # watch results arrive; '%s.mbox.*.demo' the tasks\n", p, p)
+	b.WriteString("  Try {\"text\":\"hello world\",\"fail_a\":2} (a retry) or \"fail_a\":9 (the alternative path).\n")
+	if in.Metrics != "" {
+		fmt.Fprintf(&b, "  curl -s http://%s/metrics | grep ea_orch\n", in.Metrics)
+	}
+	b.WriteString("\n")
+	return b.String()
 }

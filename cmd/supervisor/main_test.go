@@ -27,3 +27,10 @@ func TestMain(m *testing.M) {
 	}
 	goleak.VerifyTestMain(m, goleak.Cleanup(func(int) { _ = os.RemoveAll(dir) }))
 }
+
+// envOf is a getenv reading m.
+func envOf(m map[string]string) func(string) string {
+	return func(k string) string { return m[k] }
+}
+
+func writeFile(path, content string) error { return os.WriteFile(path, []byte(content), 0o600) }

@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"github.com/effectors/effectors/examples/demo"
 	"log/slog"
 	"os"
 	"strings"
@@ -46,7 +47,7 @@ func TestCrashResume(t *testing.T) {
 			strings.Contains(out, "nats req ea.orch.input")
 	})
 
-	id, err := c.Start(ctx, "demo", supervisor.DemoInput{Text: "crash test"})
+	id, err := c.Start(ctx, "demo", demo.Input{Text: "crash test"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -57,7 +58,7 @@ func TestCrashResume(t *testing.T) {
 	// Stop the workers so that task B stays out, give the input, and kill
 	// the supervisor while the orchestration waits for task B.
 	workers.Stop(t)
-	if st, err := c.Input(ctx, id, supervisor.DemoNote{Note: "after the crash"}); err != nil || st != supervisor.StatusRunning {
+	if st, err := c.Input(ctx, id, demo.Note{Note: "after the crash"}); err != nil || st != supervisor.StatusRunning {
 		t.Fatalf("input: %s %v", st, err)
 	}
 	if err := first.Signal(syscall.SIGKILL); err != nil {
@@ -81,7 +82,7 @@ func TestCrashResume(t *testing.T) {
 	second := startSupervisor(t, "second", srv.URL)
 	second.waitReady(t, 60*time.Second)
 	o = waitStatus(t, c, id, supervisor.StatusCompleted)
-	var r supervisor.DemoResults
+	var r demo.Results
 	if err := json.Unmarshal(o.Results, &r); err != nil {
 		t.Fatal(err)
 	}

@@ -58,7 +58,7 @@ func TestRunHelp(t *testing.T) {
 func TestRunNoNATS(t *testing.T) {
 	var out, errOut proctest.Buffer
 	err := run(context.Background(), []string{"--nats", "nats://" + proctest.FreeAddr(t), "--metrics", "off", "--connect-timeout", "300ms"}, envOf(nil), &out, &errOut)
-	if err == nil || !strings.Contains(err.Error(), "is ea-node running?") {
+	if err == nil || !strings.Contains(err.Error(), "are the nodes running?") {
 		t.Fatalf("run without NATS: %v", err)
 	}
 	var b strings.Builder

@@ -17,6 +17,15 @@
 // are the settings every binary has; [LogLevel], [LogFormat], [Prefix],
 // [Metrics], [PositiveDuration] and [IsHostPort] check common kinds of value.
 //
+// # Connecting securely
+//
+// [AuthSettings] are the NATS credentials and TLS settings every binary
+// shares: --creds, --nkey, --user (its password from EA_PASSWORD or
+// --password-file), a token from EA_TOKEN or --token-file, --tls-ca,
+// --tls-cert and --tls-key. No secret is ever taken from the command line.
+// After [Parse], [Auth.Load] reads and checks them and [Auth.Options] gives
+// the nats.Options for bus.Config.Options.
+//
 // # Running
 //
 // [Main] wires SIGINT and SIGTERM to a run function (a second signal kills

@@ -1,8 +1,9 @@
-package main
+package node
 
 import (
 	"fmt"
 	"log/slog"
+	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -14,12 +15,14 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// config is the node's configuration, read from flags and the environment.
+// config is a node binary's configuration, read from flags and the environment.
 type config struct {
 	NATS          string // empty: embedded server
+	Auth          cli.Auth
 	Listen        string
 	Store         string
 	SyncAlways    bool
+	ServerConfig  string // the embedded server's nats-server configuration file
 	Prefix        string
 	Partitions    int  // mailbox partitions (fixed at provisioning)
 	Migrate       bool // move a store of the previous layout to partitions first
@@ -98,6 +101,19 @@ func settings() []*cli.Setting[config] {
 					return "want true or false"
 				}
 				c.SyncAlways = b
+				return ""
+			}},
+		{name: "server-config", arg: "FILE", def: "",
+			defText: "none: no authentication",
+			usage:   "nats-server configuration file of the embedded server (without --nats): users, accounts, permissions, TLS; see deploy/nats for the runtime's roles. The node connects to it with --user, --creds, --nkey or a token like any client",
+			check: func(c *config, v string) string {
+				c.ServerConfig = strings.TrimSpace(v)
+				if c.ServerConfig == "" {
+					return ""
+				}
+				if _, err := os.Stat(c.ServerConfig); err != nil {
+					return "want a readable nats-server configuration file: " + err.Error()
+				}
 				return ""
 			}},
 		{name: "partitions", arg: "N", def: strconv.Itoa(bus.DefaultPartitions),
@@ -215,15 +231,18 @@ func settings() []*cli.Setting[config] {
 				return ""
 			}},
 	}
-	out := make([]*cli.Setting[config], len(all))
-	for i, s := range all {
+	var out []*cli.Setting[config]
+	for _, s := range all {
 		if s.shared != nil {
 			sh := *s.shared
 			sh.Name = s.name
-			out[i] = &sh
-			continue
+			out = append(out, &sh)
+		} else {
+			out = append(out, &cli.Setting[config]{Name: s.name, Arg: s.arg, Def: s.def, DefText: s.defText, Usage: s.usage, Check: s.check})
 		}
-		out[i] = &cli.Setting[config]{Name: s.name, Arg: s.arg, Def: s.def, DefText: s.defText, Usage: s.usage, Check: s.check}
+		if s.name == "nats" { // how to authenticate goes with where to connect
+			out = append(out, cli.AuthSettings(func(c *config) *cli.Auth { return &c.Auth })...)
+		}
 	}
 	return append(out, cli.RetentionSettings(func(c *config) *bus.Retention { return &c.Retention })...)
 }
@@ -257,13 +276,16 @@ func (c config) actorOptions(log *slog.Logger, reg prometheus.Registerer) actor.
 // gives, from the environment through getenv (an empty variable counts as
 // unset). It returns flag.ErrHelp for -h and a *cli.UsageError for bad
 // input.
-func parseConfig(args []string, getenv func(string) string) (config, error) {
+func parseConfig(program string, args []string, getenv func(string) string) (config, error) {
 	var cfg config
-	explicit, err := cli.Parse("ea-node", settings(), args, getenv, &cfg)
+	explicit, err := cli.Parse(program, settings(), args, getenv, &cfg)
 	if err != nil {
 		return config{}, err
 	}
 	cfg.explicit = explicit
+	if err := cfg.Auth.Load(getenv); err != nil {
+		return config{}, err
+	}
 	if names, err := bus.NewNames(cfg.Prefix); err == nil {
 		if _, err := names.Routes(cfg.ReplySubjects); err != nil {
 			return config{}, cli.Usagef("--reply-subjects: %v", err)
@@ -275,13 +297,8 @@ func parseConfig(args []string, getenv func(string) string) (config, error) {
 	return cfg, nil
 }
 
-// usage is the text -h prints.
-func usage() string {
-	return cli.Usage(`Usage: ea-node [flags]
-
-ea-node hosts the example effector kinds (counter, controller) on NATS
-JetStream. With no --nats it starts an embedded NATS server with JetStream
-that stores in --store, so it needs nothing else installed.
-
-`, settings(), "serving its kinds")
+// usage is the text -h prints: the usage line of program, about (what the
+// binary does, ending in a blank line), then the flags.
+func usage(program, about string) string {
+	return cli.Usage("Usage: "+program+" [flags]\n\n"+about, settings(), "serving its kinds")
 }

@@ -1,4 +1,4 @@
-package main
+package node
 
 import (
 	"errors"
@@ -19,7 +19,7 @@ func envOf(m map[string]string) func(string) string {
 }
 
 func TestParseConfigDefaults(t *testing.T) {
-	cfg, err := parseConfig(nil, envOf(nil))
+	cfg, err := parseConfig("ea-node", nil, envOf(nil))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -32,6 +32,10 @@ func TestParseConfigDefaults(t *testing.T) {
 		t.Errorf("explicit = %v, want none", cfg.explicit)
 	}
 	cfg.explicit = nil
+	if cfg.Auth.Method() != "none" {
+		t.Errorf("auth = %s, want none", cfg.Auth.Method())
+	}
+	cfg.Auth = cli.Auth{}
 	if !reflect.DeepEqual(cfg, want) {
 		t.Errorf("defaults:\n got %+v\nwant %+v", cfg, want)
 	}
@@ -108,7 +112,7 @@ func TestParseConfig(t *testing.T) {
 			func(c config) bool { return len(c.explicit) == 0 }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			cfg, err := parseConfig(tc.args, envOf(tc.env))
+			cfg, err := parseConfig("ea-node", tc.args, envOf(tc.env))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -154,7 +158,7 @@ func TestParseConfigErrors(t *testing.T) {
 		{[]string{"--nats"}, nil, `flag needs an argument: -nats`},
 		{[]string{"--sync-always", "false"}, nil, `unexpected argument "false": ea-node takes flags only (a bool flag takes its value as --flag=false)`},
 	} {
-		_, err := parseConfig(tc.args, envOf(tc.env))
+		_, err := parseConfig("ea-node", tc.args, envOf(tc.env))
 		var ue *cli.UsageError
 		if !errors.As(err, &ue) {
 			t.Errorf("parseConfig(%q, %v) = %v, want a usage error", tc.args, tc.env, err)
@@ -171,14 +175,14 @@ func TestParseConfigErrors(t *testing.T) {
 
 func TestParseConfigHelp(t *testing.T) {
 	for _, arg := range []string{"-h", "--help"} {
-		if _, err := parseConfig([]string{arg}, envOf(nil)); !errors.Is(err, flag.ErrHelp) {
+		if _, err := parseConfig("ea-node", []string{arg}, envOf(nil)); !errors.Is(err, flag.ErrHelp) {
 			t.Errorf("parseConfig(%s) = %v, want flag.ErrHelp", arg, err)
 		}
 	}
 }
 
 func TestUsageListsEveryFlag(t *testing.T) {
-	u := usage()
+	u := usage("ea-node", "About.\n\n")
 	for _, s := range settings() {
 		def := s.DefaultText()
 		switch {
@@ -203,6 +207,8 @@ func TestEnvNames(t *testing.T) {
 		"node-id": "EA_NODE_ID", "heartbeat": "EA_HEARTBEAT", "heartbeat-ttl": "EA_HEARTBEAT_TTL", "idle": "EA_IDLE",
 		"reply-subjects": "EA_REPLY_SUBJECTS", "partitions": "EA_PARTITIONS", "migrate": "EA_MIGRATE", "record-store": "EA_RECORD_STORE",
 		"log-max-age": "EA_LOG_MAX_AGE", "log-max-bytes": "EA_LOG_MAX_BYTES", "dead-max-age": "EA_DEAD_MAX_AGE", "dead-max-bytes": "EA_DEAD_MAX_BYTES",
+		"server-config": "EA_SERVER_CONFIG", "creds": "EA_CREDS", "nkey": "EA_NKEY", "user": "EA_USER", "password-file": "EA_PASSWORD_FILE",
+		"token-file": "EA_TOKEN_FILE", "tls-ca": "EA_TLS_CA", "tls-cert": "EA_TLS_CERT", "tls-key": "EA_TLS_KEY",
 	}
 	all := settings()
 	if len(all) != len(want) {
@@ -225,7 +231,7 @@ func TestActorOptions(t *testing.T) {
 		{[]string{"--node-id", "a1", "--heartbeat", "250ms", "--heartbeat-ttl", "1s", "--idle", "off", "--shutdown-grace", "2s"},
 			actor.Options{NodeID: "a1", ShutdownGrace: 2 * time.Second, Heartbeat: 250 * time.Millisecond, HeartbeatTTL: time.Second, IdleTimeout: -1}},
 	} {
-		cfg, err := parseConfig(tc.args, envOf(nil))
+		cfg, err := parseConfig("ea-node", tc.args, envOf(nil))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -1,8 +1,12 @@
-package main
+package supervisor
 
 import (
+	"context"
+	"reflect"
+
 	"errors"
 	"flag"
+	"github.com/effectors/effectors/graph"
 	"log/slog"
 	"strings"
 	"testing"
@@ -22,7 +26,7 @@ func TestParseConfig(t *testing.T) {
 		env  map[string]string
 		want config
 	}{
-		{"defaults", nil, nil, config{NATS: DefaultNATS, Prefix: "ea", Metrics: "127.0.0.1:9465", LogLevel: slog.LevelInfo, LogFormat: "text", ConnectTimeout: time.Minute}},
+		{"defaults", nil, nil, config{NATS: defaultNATS, Prefix: "ea", Metrics: "127.0.0.1:9465", LogLevel: slog.LevelInfo, LogFormat: "text", ConnectTimeout: time.Minute}},
 		{"env", nil, map[string]string{"EA_NATS": "nats://a:4222,nats://b:4222", "EA_PREFIX": "dev-1", "EA_METRICS": "off",
 			"EA_LOG_LEVEL": "debug", "EA_LOG_FORMAT": "json", "EA_CONNECT_TIMEOUT": "5s"},
 			config{NATS: "nats://a:4222,nats://b:4222", Prefix: "dev-1", Metrics: "", LogLevel: slog.LevelDebug, LogFormat: "json", ConnectTimeout: 5 * time.Second}},
@@ -31,11 +35,12 @@ func TestParseConfig(t *testing.T) {
 			config{NATS: "nats://f:1", Prefix: "p", Metrics: ":1", LogLevel: slog.LevelWarn, LogFormat: "text", ConnectTimeout: 90 * time.Second}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got, err := parseConfig(tc.args, envOf(tc.env))
+			got, err := parseConfig("ea-supervisor", tc.args, envOf(tc.env))
 			if err != nil {
 				t.Fatal(err)
 			}
-			if got != tc.want {
+			got.Auth = cli.Auth{} // see TestAuthSettings
+			if !reflect.DeepEqual(got, tc.want) {
 				t.Fatalf("got %+v\nwant %+v", got, tc.want)
 			}
 		})
@@ -48,7 +53,7 @@ func TestParseConfigErrors(t *testing.T) {
 		env  map[string]string
 		want string
 	}{
-		{[]string{"--nats", " "}, nil, `--nats " ": want a NATS URL such as nats://127.0.0.1:4222 (ea-supervisor does not embed a server)`},
+		{[]string{"--nats", " "}, nil, `--nats " ": want a NATS URL such as nats://127.0.0.1:4222 (a supervisor does not embed a server)`},
 		{[]string{"--prefix", "a.b"}, nil, `--prefix "a.b": want one subject token: 1-128 characters of A-Z a-z 0-9 _ -`},
 		{nil, map[string]string{"EA_LOG_LEVEL": "loud"}, `--log-level "loud" (from EA_LOG_LEVEL): want debug, info, warn or error`},
 		{[]string{"--log-format", "xml"}, nil, `--log-format "xml": want text or json`},
@@ -57,7 +62,7 @@ func TestParseConfigErrors(t *testing.T) {
 		{[]string{"--store", "x"}, nil, `flag provided but not defined: -store`},
 		{[]string{"extra"}, nil, `unexpected argument "extra": ea-supervisor takes flags only`},
 	} {
-		_, err := parseConfig(tc.args, envOf(tc.env))
+		_, err := parseConfig("ea-supervisor", tc.args, envOf(tc.env))
 		var ue *cli.UsageError
 		if !errors.As(err, &ue) || err.Error() != tc.want {
 			t.Errorf("parseConfig(%q, %v):\n got %v\nwant %s", tc.args, tc.env, err, tc.want)
@@ -68,19 +73,46 @@ func TestParseConfigErrors(t *testing.T) {
 		}
 	}
 	for _, arg := range []string{"-h", "--help"} {
-		if _, err := parseConfig([]string{arg}, envOf(nil)); !errors.Is(err, flag.ErrHelp) {
+		if _, err := parseConfig("ea-supervisor", []string{arg}, envOf(nil)); !errors.Is(err, flag.ErrHelp) {
 			t.Errorf("parseConfig(%s) = %v, want flag.ErrHelp", arg, err)
 		}
 	}
 }
 
 func TestUsageListsEveryFlag(t *testing.T) {
-	u := usage()
+	u := usage("ea-supervisor", "About.\n\n")
 	for _, s := range settings() {
 		for _, want := range []string{"--" + s.Name, "env " + s.Env() + "; default " + s.DefaultText()} {
 			if !strings.Contains(u, want) {
 				t.Errorf("usage lacks %q", want)
 			}
 		}
+	}
+}
+
+func TestCommandRun(t *testing.T) {
+	var out, errOut strings.Builder
+	if err := (Command{Name: "x"}).Run(t.Context(), nil, envOf(nil), &out, &errOut); !errors.Is(err, ErrNoDefinitions) {
+		t.Errorf("Run with no definitions = %v, want ErrNoDefinitions", err)
+	}
+	b := graph.New[struct{}]()
+	b.AddNode("n", func(context.Context, struct{}) (graph.Update[struct{}], error) { return graph.Update[struct{}]{}, nil })
+	b.AddEdge(graph.START, "n").AddEdge("n", graph.END)
+	def, err := Define(Spec[struct{}]{Name: "mine", Graph: b})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := Command{Name: "my-supervisor", Definitions: []Definition{def}}
+	if err := cmd.Run(t.Context(), []string{"-h"}, envOf(nil), &out, &errOut); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"Usage: my-supervisor [flags]", "It runs orchestrations", "<prefix>.orch.start", "--nats URLS"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("-h lacks %q:\n%s", want, out.String())
+		}
+	}
+	var ue *cli.UsageError
+	if err := cmd.Run(t.Context(), []string{"extra"}, envOf(nil), &out, &errOut); !errors.As(err, &ue) || err.Error() != `unexpected argument "extra": my-supervisor takes flags only` {
+		t.Errorf("Run extra = %v", err)
 	}
 }

@@ -1,4 +1,4 @@
-package main
+package node
 
 import (
 	"slices"
@@ -22,7 +22,7 @@ func TestReplySubjectsSetting(t *testing.T) {
 		{[]string{"--prefix", "acme", "--reply-subjects", "acme.ctl.>"}, nil, nil, `"acme.ctl.>"`},
 	}
 	for _, tt := range tests {
-		cfg, err := parseConfig(tt.args, envOf(tt.env))
+		cfg, err := parseConfig("ea-node", tt.args, envOf(tt.env))
 		if tt.err != "" {
 			if err == nil || !strings.Contains(err.Error(), tt.err) {
 				t.Errorf("%q %v: %v, want an error containing %q", tt.args, tt.env, err, tt.err)

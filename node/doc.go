@@ -1,0 +1,32 @@
+// Package node builds node binaries: a process that hosts your effector
+// kinds on NATS JetStream with the flags, EA_* environment variables,
+// health and metrics endpoints and graceful shutdown of ea-node.
+//
+// # In one line
+//
+// [Main] is a whole main:
+//
+//	func main() { node.Main(greeter.Kind(), billing.Kind()) }
+//
+// The binary then takes every ea-node flag (--nats, --listen, --store,
+// --prefix, --partitions, --metrics, placement, --reply-subjects, ...;
+// run it with -h), each also read from EA_<FLAG>. With no --nats it embeds
+// a NATS server with JetStream storing in --store. /healthz answers 200
+// while it runs and /readyz 200 once it is connected, has provisioned the
+// streams and buckets and serves its kinds. SIGINT or SIGTERM stops it
+// gracefully (records in hand finish for up to --shutdown-grace); a second
+// signal kills it. Exit status: 0 after a clean shutdown, 1 on failure, 2
+// for a bad flag or environment value.
+//
+// # More control
+//
+// A [Command] names the binary, describes it for -h, chooses what it prints
+// once ready ([Command.Banner], [Info], [DefaultBanner]), adjusts the
+// actor.Options the flags set ([Command.Configure]: services, a registry)
+// and runs code once the kinds are hosted ([Command.Setup]).
+// [Command.Run] runs it in-process with explicit arguments, environment and
+// output streams, as tests do; [Command.Main] runs it as the process.
+//
+// ea-node (cmd/node) is this package's Command with the example kinds;
+// examples/greeter shows a user's own kind in its own binary.
+package node
