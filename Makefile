@@ -6,7 +6,8 @@
 #                            ea-supervisor beside it (SUPERVISOR_ARGS=...)
 #   make test                the whole test suite, with the race detector
 #   make bench               benchmarks of ./bench, output also in bench.out
-#   make fuzz                fuzz the record decoders, FUZZTIME each (30s)
+#   make fuzz                fuzz the record decoders and the control and
+#                            orchestration request decoders, FUZZTIME each (30s)
 
 SHELL := /bin/bash
 .SHELLFLAGS := -eu -o pipefail -c
@@ -51,6 +52,9 @@ bench:
 fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzFromMsg$$' -fuzztime $(FUZZTIME) ./records/
 	$(GO) test -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime $(FUZZTIME) ./records/
+	$(GO) test -run '^$$' -fuzz '^FuzzRequest$$' -fuzztime $(FUZZTIME) ./internal/service/
+	$(GO) test -run '^$$' -fuzz '^FuzzControlRequest$$' -fuzztime $(FUZZTIME) ./actor/
+	$(GO) test -run '^$$' -fuzz '^FuzzOrchRequest$$' -fuzztime $(FUZZTIME) ./supervisor/
 
 vet:
 	$(GO) vet ./...

@@ -9,9 +9,11 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/effectors/effectors/bus"
+	"github.com/effectors/effectors/internal/service"
 	"github.com/effectors/effectors/kv"
 	"github.com/effectors/effectors/records"
 	"github.com/nats-io/nats.go"
@@ -24,6 +26,44 @@ type Client struct {
 	conn   *bus.Conn
 	names  bus.Names
 	states *states
+	known  liveSet
+	// replies decides which EA-Reply a record sent may carry: any subject
+	// but the server's APIs ($-prefixed) and the runtime's own subjects
+	// other than mailboxes ([bus.Routes]); the node's allow-list decides
+	// the rest.
+	replies bus.Routes
+}
+
+// liveSet remembers the effectors a Client saw alive, so that Send reads
+// their state document once, not before every publish. It holds at most
+// maxKnown effectors (it is emptied when full).
+type liveSet struct {
+	mu   sync.Mutex
+	refs map[records.Ref]struct{}
+}
+
+const maxKnown = 1 << 14
+
+func (l *liveSet) live(r records.Ref) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	_, ok := l.refs[r]
+	return ok
+}
+
+func (l *liveSet) add(r records.Ref) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.refs == nil || len(l.refs) >= maxKnown {
+		l.refs = map[records.Ref]struct{}{}
+	}
+	l.refs[r] = struct{}{}
+}
+
+func (l *liveSet) forget(r records.Ref) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	delete(l.refs, r)
 }
 
 // NewClient returns a client on conn, which must be provisioned.
@@ -35,7 +75,11 @@ func NewClient(ctx context.Context, conn *bus.Conn) (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Client{conn: conn, names: conn.Names(), states: newStates(bucket, conn.Names())}, nil
+	replies, err := conn.Names().Routes([]string{">"})
+	if err != nil {
+		return nil, err
+	}
+	return &Client{conn: conn, names: conn.Names(), states: newStates(bucket, conn.Names()), replies: replies}, nil
 }
 
 // Create creates effector ref with the given initial state (any value that
@@ -67,7 +111,11 @@ func (c *Client) CreateOwned(ctx context.Context, ref records.Ref, state any, ow
 		}
 		req.State = b
 	}
-	return c.control(ctx, opCreate, ref, req)
+	doc, err := c.control(ctx, opCreate, ref, req)
+	if err == nil {
+		c.known.add(ref) // Send need not read what was just created
+	}
+	return doc, err
 }
 
 // Terminate terminates effector ref: it processes no more records and Send
@@ -103,6 +151,19 @@ func (c *Client) Reset(ctx context.Context, ref records.Ref, state any) (Documen
 	return c.control(ctx, opReset, ref, req)
 }
 
+// Activate loads effector ref into the node that reads its partition, ahead
+// of traffic: its next record finds its state document in memory. It
+// returns the document as loaded. It stays loaded until idle for the node's
+// IdleTimeout. It fails with ErrNotFound when ref was never created,
+// ErrTerminated when it is terminated, ErrNoHost when no node hosts the
+// kind, and ErrNotLoaded while its partition changes hands (retry).
+func (c *Client) Activate(ctx context.Context, ref records.Ref) (Document, error) {
+	if err := ref.Validate(); err != nil {
+		return Document{}, fmt.Errorf("activate %s: %w: %w", ref, ErrInvalid, err)
+	}
+	return c.control(ctx, opActivate, ref, IDRequest{ID: ref.ID})
+}
+
 func (c *Client) control(ctx context.Context, op string, ref records.Ref, req any) (Document, error) {
 	body, err := json.Marshal(req)
 	if err != nil {
@@ -113,6 +174,10 @@ func (c *Client) control(ctx context.Context, op string, ref records.Ref, req an
 		ctx, cancel = context.WithTimeout(ctx, 30*time.Second)
 		defer cancel()
 	}
+	switch op {
+	case opTerminate, opReset:
+		c.known.forget(ref) // whatever the outcome: read it again before sending
+	}
 	msg, err := c.conn.NC.RequestWithContext(ctx, c.names.Control(op, ref.Kind), body)
 	if errors.Is(err, nats.ErrNoResponders) {
 		return Document{}, fmt.Errorf("%s %s: %w: no node is running (start ea-node)", op, ref, ErrNoHost)
@@ -120,9 +185,8 @@ func (c *Client) control(ctx context.Context, op string, ref records.Ref, req an
 	if err != nil {
 		return Document{}, fmt.Errorf("%s %s: %w", op, ref, err)
 	}
-	if codeText := msg.Header.Get(headerServiceErrorCode); codeText != "" {
-		code, _ := strconv.Atoi(codeText)
-		return Document{}, fmt.Errorf("%s %s: %w", op, ref, &ControlError{Code: code, Message: msg.Header.Get(headerServiceError)})
+	if se := service.ErrorOf(msg); se != nil {
+		return Document{}, fmt.Errorf("%s %s: %w", op, ref, &ControlError{Code: se.Code, Reason: se.Reason, Message: se.Message})
 	}
 	var doc Document
 	if err := json.Unmarshal(msg.Data, &doc); err != nil {
@@ -155,8 +219,15 @@ func (c *Client) document(ctx context.Context, ref records.Ref) (Document, error
 
 // Send publishes rec to the mailbox of ref and returns it as stored (id,
 // time, subject and stream sequence filled in). The record is durable when
-// Send returns. It fails with ErrNotFound or ErrTerminated when ref cannot
-// receive, and ErrInvalid when rec is malformed.
+// Send returns. It fails with ErrInvalid when rec is malformed, with
+// ErrForbidden when its Reply is a subject records may never be sent to (a
+// $-prefixed server API, or a runtime subject other than a mailbox: the
+// node would dead-letter it, reason reply_forbidden), and with
+// ErrNotFound or ErrTerminated when ref cannot receive, as far as this
+// client knows: it reads ref's state document only on its first send to ref
+// (none when it created ref; again after Terminate or Reset through it), so
+// later sends cost one publish. A record sent to an effector terminated meanwhile by someone
+// else goes to its dead letters (reason terminated), as any record does.
 func (c *Client) Send(ctx context.Context, ref records.Ref, rec records.Record) (records.Record, error) {
 	if err := ref.Validate(); err != nil {
 		return rec, fmt.Errorf("send to %s: %w: %w", ref, ErrInvalid, err)
@@ -173,12 +244,20 @@ func (c *Client) Send(ctx context.Context, ref records.Ref, rec records.Record) 
 	if err := rec.Validate(); err != nil {
 		return rec, fmt.Errorf("send to %s: %w: %w", ref, ErrInvalid, err)
 	}
-	doc, err := c.document(ctx, ref)
-	if err != nil {
-		return rec, fmt.Errorf("send to %s: %w", ref, err)
+	if rec.Reply != "" {
+		if _, err := c.replies.Check(records.Ref{}, rec.Reply); err != nil {
+			return rec, fmt.Errorf("send to %s: %s: %w", ref, records.HeaderReply, err)
+		}
 	}
-	if doc.Status == StatusTerminated {
-		return rec, fmt.Errorf("send to %s: %w", ref, ErrTerminated)
+	if !c.known.live(ref) {
+		doc, err := c.document(ctx, ref)
+		if err != nil {
+			return rec, fmt.Errorf("send to %s: %w", ref, err)
+		}
+		if doc.Status == StatusTerminated {
+			return rec, fmt.Errorf("send to %s: %w", ref, ErrTerminated)
+		}
+		c.known.add(ref)
 	}
 	rec.Subject = c.names.Mailbox(ref)
 	ack, err := c.conn.JS.PublishMsg(ctx, rec.Msg(rec.Subject))

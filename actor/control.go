@@ -1,16 +1,14 @@
 package actor
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strconv"
 	"strings"
 	"time"
-	"unicode/utf8"
 
+	"github.com/effectors/effectors/internal/service"
 	"github.com/effectors/effectors/kv"
 	"github.com/effectors/effectors/records"
 	"github.com/nats-io/nats.go"
@@ -23,16 +21,47 @@ const (
 	opCreate    = "create"
 	opTerminate = "terminate"
 	opReset     = "reset"
+	opState     = "state"
+	opActivate  = "activate"
 	// opRetire is not an endpoint: nodes hosting a kind are told on
 	// <prefix>.ctl.retire.<kind> that one of its effectors was terminated.
 	opRetire = "retire"
 )
 
-// Error headers of NATS micro services, used by every control reply.
+// Reasons of control error replies (header EA-Error-Reason), each standing
+// for the sentinel of [controlErrors].
 const (
-	headerServiceError     = "Nats-Service-Error"
-	headerServiceErrorCode = "Nats-Service-Error-Code"
+	reasonInvalid   = "invalid"
+	reasonNotFound  = "not_found"
+	reasonExists    = "exists"
+	reasonCorrupt   = "corrupt_state"
+	reasonGone      = "terminated"
+	reasonNoHost    = "no_host"
+	reasonNotLoaded = "not_loaded"
 )
+
+// controlErrors maps the control endpoints' errors to codes and reasons, for
+// the node answering and the [Client] reading the answer alike.
+var controlErrors = service.Table{
+	{Err: ErrInvalid, Code: 400, Reason: reasonInvalid},
+	{Err: ErrNotFound, Code: 404, Reason: reasonNotFound},
+	{Err: ErrExists, Code: 409, Reason: reasonExists},
+	{Err: ErrCorruptState, Code: 409, Reason: reasonCorrupt},
+	{Err: ErrTerminated, Code: 410, Reason: reasonGone},
+	{Err: ErrNoHost, Code: 503, Reason: reasonNoHost},
+	{Err: ErrNotLoaded, Code: 503, Reason: reasonNotLoaded},
+}
+
+// failf returns the control error for sentinel (an Err of controlErrors)
+// with a message.
+func failf(sentinel error, format string, args ...any) error {
+	for _, e := range controlErrors {
+		if e.Err == sentinel {
+			return &ControlError{Code: e.Code, Reason: e.Reason, Message: fmt.Sprintf(format, args...)}
+		}
+	}
+	return fmt.Errorf("%w: "+format, append([]any{sentinel}, args...)...)
+}
 
 // CreateRequest is the JSON body of a create request.
 type CreateRequest struct {
@@ -56,14 +85,32 @@ type ResetRequest struct {
 	State json.RawMessage `json:"state,omitempty"`
 }
 
+// IDRequest is the JSON body of the state and activate requests.
+type IDRequest struct {
+	ID string `json:"id"`
+}
+
+// Examples of valid bodies, shown in the errors of invalid ones.
+const (
+	wantID    = `{"id": "c1"}`
+	wantState = `{"id": "c1", "state": {...}}`
+)
+
+// MaxControlRequest is the largest control request body a node takes, in
+// bytes (512 KiB): its reply, the state document as JSON, must fit in a
+// NATS message too.
+const MaxControlRequest = 512 << 10
+
 // control is the node's control plane: the public micro service endpoints
-// <prefix>.ctl.<op>.* answered by any node, and the internal subjects
-// <prefix>.ctl.host.<op>.<kind> answered by the nodes hosting <kind>. A public
-// request for a kind this node does not host is forwarded to the internal
-// subject; no responder there means no node hosts the kind (503).
+// <prefix>.ctl.<op>.* answered by any node, the internal subjects
+// <prefix>.ctl.host.<op>.<kind> answered by the nodes hosting <kind>, and
+// <prefix>.ctl.node.<node>.activate.<kind> answered by this node alone. A
+// public request for a kind this node does not host is forwarded to the
+// internal subject; no responder there means no node hosts the kind (503).
 type control struct {
-	svc  micro.Service
-	subs []*nats.Subscription
+	svc    micro.Service
+	subs   []*nats.Subscription
+	strays []jetstream.ConsumeContext // see stray.go
 }
 
 func (c *control) stop() {
@@ -73,46 +120,75 @@ func (c *control) stop() {
 	if c.svc != nil {
 		_ = c.svc.Stop()
 	}
+	for _, cc := range c.strays {
+		cc.Drain()
+	}
+	for _, cc := range c.strays {
+		<-cc.Closed()
+	}
 }
 
-// controlOps are the public control operations.
-var controlOps = []string{opCreate, opTerminate, opReset}
-
-func (n *Node) hostSubject(op, kind string) string {
-	return n.names.Prefix() + ".ctl.host." + op + "." + kind
-}
+// controlOps are the public control operations; hostOps those answered by a
+// node hosting the kind (state is answered by any node).
+var (
+	controlOps = []string{opCreate, opTerminate, opReset, opState, opActivate}
+	hostOps    = []string{opCreate, opTerminate, opReset, opActivate}
+)
 
 func (n *Node) serveControl() (*control, error) {
 	c := &control{}
+	ctx, cancel := context.WithTimeout(n.runCtx, 30*time.Second)
+	defer cancel()
 	for _, kind := range n.Kinds() {
-		for _, op := range controlOps {
-			sub, err := n.conn.NC.QueueSubscribe(n.hostSubject(op, kind), "ea-hosts", func(m *nats.Msg) {
-				body, code, text := n.handleControl(op, kind, m.Data)
-				reply := nats.NewMsg(m.Reply)
-				reply.Data = body
-				if code != 0 {
-					reply.Header.Set(headerServiceError, capText(text))
-					reply.Header.Set(headerServiceErrorCode, strconv.Itoa(code))
-				}
-				_ = m.RespondMsg(reply)
-			})
-			if err != nil {
-				c.stop()
-				return nil, fmt.Errorf("subscribe control of kind %s: %w", kind, err)
-			}
-			c.subs = append(c.subs, sub)
-		}
-		sub, err := n.conn.NC.Subscribe(n.names.Control(opRetire, kind), func(m *nats.Msg) { n.onRetire(kind, m.Data) })
+		cc, err := n.consumeStrays(ctx, kind)
 		if err != nil {
 			c.stop()
-			return nil, fmt.Errorf("subscribe retire notices of kind %s: %w", kind, err)
+			return nil, err
 		}
-		c.subs = append(c.subs, sub)
+		if cc != nil {
+			c.strays = append(c.strays, cc)
+		}
+	}
+	sub := func(subject, queue string, h nats.MsgHandler) error {
+		var s *nats.Subscription
+		var err error
+		if queue == "" {
+			s, err = n.conn.NC.Subscribe(subject, h)
+		} else {
+			s, err = n.conn.NC.QueueSubscribe(subject, queue, h)
+		}
+		if err != nil {
+			c.stop()
+			return fmt.Errorf("subscribe %s: %w", subject, err)
+		}
+		c.subs = append(c.subs, s)
+		return nil
+	}
+	for _, kind := range n.Kinds() {
+		for _, op := range hostOps {
+			err := sub(n.names.HostControl(op, kind), "ea-hosts", func(m *nats.Msg) {
+				body, err := n.handleControl(op, kind, m.Data)
+				controlErrors.Reply(m, body, err)
+			})
+			if err != nil {
+				return nil, err
+			}
+		}
+		err := sub(n.names.NodeControl(n.opts.NodeID, opActivate, kind), "", func(m *nats.Msg) {
+			body, err := n.activateHere(kind, m.Data)
+			controlErrors.Reply(m, body, err)
+		})
+		if err != nil {
+			return nil, err
+		}
+		if err := sub(n.names.Control(opRetire, kind), "", func(m *nats.Msg) { n.onRetire(kind, m.Data) }); err != nil {
+			return nil, err
+		}
 	}
 	svc, err := micro.AddService(n.conn.NC, micro.Config{
 		Name:        n.names.Service(),
 		Version:     "0.1.0",
-		Description: "effectors control: create, terminate and reset effectors",
+		Description: "effectors control: create, terminate, reset, activate effectors and read their state",
 	})
 	if err != nil {
 		c.stop()
@@ -132,72 +208,55 @@ func (n *Node) serveControl() (*control, error) {
 	return c, nil
 }
 
-// servePublic answers <prefix>.ctl.<op>.<kind>, locally when this node hosts
-// the kind, else through a node that does.
+// servePublic answers <prefix>.ctl.<op>.<kind>: state at once, the other
+// operations locally when this node hosts the kind, else through a node
+// that does.
 func (n *Node) servePublic(op string, req micro.Request) {
 	kind := req.Subject()[strings.LastIndexByte(req.Subject(), '.')+1:]
+	if op == opState {
+		body, err := n.state(kind, req.Data())
+		controlErrors.Respond(req, body, err)
+		return
+	}
 	n.mu.Lock()
 	_, local := n.kinds[kind]
 	n.mu.Unlock()
 	if local {
-		body, code, text := n.handleControl(op, kind, req.Data())
-		respond(req, body, code, text)
+		body, err := n.handleControl(op, kind, req.Data())
+		controlErrors.Respond(req, body, err)
 		return
 	}
 	if err := records.ValidateKind(kind); err != nil {
-		respond(req, nil, 400, err.Error())
+		controlErrors.Respond(req, nil, failf(ErrInvalid, "%v", err))
 		return
 	}
+	body, err := n.forward(n.names.HostControl(op, kind), req.Data())
+	if errors.Is(err, nats.ErrNoResponders) {
+		err = failf(ErrNoHost, "no node hosts kind %q: start a node that hosts it", kind)
+	} else if err != nil && !errors.As(err, new(*service.Error)) {
+		err = fmt.Errorf("forward %s of kind %q: %w", op, kind, err)
+	}
+	controlErrors.Respond(req, body, err)
+}
+
+// forward sends a control request on to subject and returns the reply, or
+// the error it carries (a [*service.Error], relayed as it is).
+func (n *Node) forward(subject string, data []byte) ([]byte, error) {
 	ctx, cancel := context.WithTimeout(n.runCtx, 10*time.Second)
 	defer cancel()
-	msg, err := n.conn.NC.RequestWithContext(ctx, n.hostSubject(op, kind), req.Data())
-	switch {
-	case errors.Is(err, nats.ErrNoResponders):
-		respond(req, nil, 503, fmt.Sprintf("no node hosts kind %q: start a node that hosts it", kind))
-		return
-	case err != nil:
-		respond(req, nil, 500, fmt.Sprintf("forward %s of kind %q: %v", op, kind, err))
-		return
+	msg, err := n.conn.NC.RequestWithContext(ctx, subject, data)
+	if err != nil {
+		return nil, err
 	}
-	if codeText := msg.Header.Get(headerServiceErrorCode); codeText != "" {
-		code, _ := strconv.Atoi(codeText)
-		respond(req, nil, code, msg.Header.Get(headerServiceError))
-		return
+	if se := service.ErrorOf(msg); se != nil {
+		return nil, se
 	}
-	respond(req, msg.Data, 0, "")
-}
-
-func respond(req micro.Request, body []byte, code int, text string) {
-	if code == 0 {
-		if err := req.Respond(body); err == nil {
-			return
-		}
-		code, text = 500, "the reply does not fit in a NATS message"
-	}
-	if req.Error(strconv.Itoa(code), capText(text), nil) != nil {
-		_ = req.Error(strconv.Itoa(code), fmt.Sprintf("control request failed (code %d)", code), nil) // always reply
-	}
-}
-
-// maxControlErrorText bounds the error text of a control reply, so that it always
-// fits in a NATS header whatever a request echoes.
-const maxControlErrorText = 1024
-
-// capText cuts an error text to maxControlErrorText bytes, on a rune boundary.
-func capText(s string) string {
-	if len(s) <= maxControlErrorText {
-		return s
-	}
-	n := maxControlErrorText
-	for n > 0 && !utf8.RuneStart(s[n]) {
-		n--
-	}
-	return s[:n] + "…"
+	return msg.Data, nil
 }
 
 // handleControl runs a control operation for a hosted kind and returns the
-// JSON reply, or an error code and text.
-func (n *Node) handleControl(op, kind string, data []byte) (body []byte, code int, text string) {
+// JSON reply.
+func (n *Node) handleControl(op, kind string, data []byte) ([]byte, error) {
 	ctx, cancel := context.WithTimeout(n.runCtx, 30*time.Second)
 	defer cancel()
 	var doc Document
@@ -209,30 +268,169 @@ func (n *Node) handleControl(op, kind string, data []byte) (body []byte, code in
 		doc, err = n.terminate(ctx, kind, data)
 	case opReset:
 		doc, err = n.reset(ctx, kind, data)
+	case opActivate:
+		return n.activate(kind, data)
 	default:
-		err = invalidf("unknown control operation %q", op)
+		err = failf(ErrInvalid, "unknown control operation %s", service.Quote(op))
 	}
 	if err != nil {
-		var ce *ControlError
-		if errors.As(err, &ce) {
-			return nil, ce.Code, ce.Message
-		}
-		return nil, 500, err.Error()
+		return nil, err
 	}
-	body, err = json.Marshal(doc)
-	if err != nil {
-		return nil, 500, fmt.Sprintf("encode state document: %v", err)
-	}
-	return body, 0, ""
+	return renderDocument(doc)
 }
 
-func decodeStrict(data []byte, v any) error {
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		return &ControlError{Code: 400, Message: fmt.Sprintf("bad request body: %s (want JSON like {\"id\": \"c1\"})", cutText(err.Error()))}
+// renderDocument is the JSON reply of a document.
+func renderDocument(doc Document) ([]byte, error) {
+	body, err := json.Marshal(doc)
+	if err != nil {
+		return nil, fmt.Errorf("encode state document of %s as JSON: %w", doc.Ref(), err)
+	}
+	return body, nil
+}
+
+// decodeRequest decodes a control request body into v, strictly; errors are
+// 400s.
+func decodeRequest(data []byte, v any, want string) error {
+	if err := service.Decode(data, v, MaxControlRequest, want); err != nil {
+		return failf(ErrInvalid, "%v", err)
 	}
 	return nil
+}
+
+// requestRef decodes an {"id"} control request for kind into the effector
+// it names.
+func requestRef(kind string, data []byte) (records.Ref, error) {
+	var req IDRequest
+	if err := decodeRequest(data, &req, wantID); err != nil {
+		return records.Ref{}, err
+	}
+	return checkedRef(kind, req.ID)
+}
+
+// checkedRef is kind/id, or a 400 saying what is wrong with it.
+func checkedRef(kind, id string) (records.Ref, error) {
+	ref := records.Ref{Kind: kind, ID: id}
+	if err := ref.Validate(); err != nil {
+		return ref, failf(ErrInvalid, "%s", service.Text(err.Error()))
+	}
+	return ref, nil
+}
+
+// state answers <prefix>.ctl.state.<kind>: the state document as JSON, its
+// state decoded from msgpack. Any node answers, hosting the kind or not.
+func (n *Node) state(kind string, data []byte) ([]byte, error) {
+	ref, err := requestRef(kind, data)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(n.runCtx, 30*time.Second)
+	defer cancel()
+	ent, err := n.states.Get(ctx, n.names.StateKey(ref))
+	switch {
+	case errors.Is(err, kv.ErrNotFound):
+		return nil, failf(ErrNotFound, "effector %s not found", ref)
+	case errors.Is(err, ErrCorruptState):
+		return nil, failf(ErrCorruptState, "%s: %s", cutText(err.Error()), n.repairHint(ref))
+	case err != nil:
+		return nil, fmt.Errorf("read state of %s: %w", ref, err)
+	}
+	return renderDocument(ent.Value)
+}
+
+// activate answers <prefix>.ctl.activate.<kind> on a node hosting kind: the
+// node reading the effector's partition (the lease holder) loads it.
+func (n *Node) activate(kind string, data []byte) ([]byte, error) {
+	ref, err := requestRef(kind, data)
+	if err != nil {
+		return nil, err
+	}
+	p := n.place
+	if p == nil {
+		return nil, failf(ErrNotLoaded, "node %s is not placing partitions yet: retry", n.opts.NodeID)
+	}
+	s := slot{kind, n.names.Partition(ref)}
+	p.mu.Lock()
+	owner := p.leases[s].node
+	p.mu.Unlock()
+	switch owner {
+	case "":
+		return nil, failf(ErrNotLoaded, "partition %d of kind %s has no reader right now (a hand-over): retry shortly", s.num, kind)
+	case n.opts.NodeID:
+		return n.activateHere(kind, data)
+	}
+	body, err := n.forward(n.names.NodeControl(owner, opActivate, kind), data)
+	if errors.Is(err, nats.ErrNoResponders) {
+		return nil, failf(ErrNotLoaded, "node %s, which reads partition %d of kind %s, does not answer (it may be stopping): retry shortly", owner, s.num, kind)
+	}
+	return body, err
+}
+
+// activateHere loads ref's state document into this node, which must read
+// its partition, and returns the document as JSON: its next record finds it
+// loaded. It stays loaded until idle for Options.IdleTimeout.
+func (n *Node) activateHere(kind string, data []byte) ([]byte, error) {
+	ref, err := requestRef(kind, data)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(n.runCtx, 30*time.Second)
+	defer cancel()
+	p := n.place
+	var part *partition
+	if p != nil {
+		p.readMu.Lock()
+		part = p.reading[slot{kind, n.names.Partition(ref)}]
+		p.readMu.Unlock()
+	}
+	if part == nil {
+		return nil, failf(ErrNotLoaded, "node %s does not read partition %d of kind %s right now (a hand-over): retry shortly", n.opts.NodeID, n.names.Partition(ref), kind)
+	}
+	ent, err := n.states.Get(ctx, n.names.StateKey(ref))
+	switch {
+	case errors.Is(err, kv.ErrNotFound):
+		return nil, failf(ErrNotFound, "effector %s not found: create it", ref)
+	case errors.Is(err, ErrCorruptState):
+		return nil, failf(ErrCorruptState, "%s: %s", cutText(err.Error()), n.repairHint(ref))
+	case err != nil:
+		return nil, fmt.Errorf("read state of %s: %w", ref, err)
+	case ent.Value.Status == StatusTerminated:
+		return nil, failf(ErrTerminated, "effector %s is terminated", ref)
+	}
+	e := part.effector(ref)
+	if e == nil {
+		return nil, failf(ErrNotLoaded, "node %s is stopping: retry shortly", n.opts.NodeID)
+	}
+	select {
+	case <-e.activate():
+	case <-ctx.Done():
+		return nil, fmt.Errorf("activate %s: %w", ref, ctx.Err())
+	}
+	return renderDocument(ent.Value)
+}
+
+// activate makes the effector load its state document now, as its drain
+// goroutine would before its first record, and returns a channel closed
+// once it did. An effector already running needs nothing: the channel is
+// closed at once.
+func (e *effector) activate() <-chan struct{} {
+	done := make(chan struct{})
+	e.mu.Lock()
+	if e.stopped || e.running {
+		e.mu.Unlock()
+		close(done)
+		return done
+	}
+	// Taking the drain role: records delivered meanwhile are held, and
+	// drained by this goroutine once loaded.
+	e.running = true
+	e.drainers.Add(1)
+	e.mu.Unlock()
+	go func() {
+		e.load()
+		close(done)
+		e.drain()
+	}()
+	return done
 }
 
 // requestedState is the msgpack of the state a create or reset request
@@ -248,7 +446,7 @@ func (n *Node) requestedState(kind string, raw json.RawMessage) ([]byte, error) 
 		state, err = k.fromJSON(raw)
 	}
 	if err != nil {
-		return nil, &ControlError{Code: 400, Message: err.Error()}
+		return nil, failf(ErrInvalid, "%s", service.Text(err.Error()))
 	}
 	return state, nil
 }
@@ -256,12 +454,12 @@ func (n *Node) requestedState(kind string, raw json.RawMessage) ([]byte, error) 
 // create writes a new state document and starts driving the effector.
 func (n *Node) create(ctx context.Context, kind string, data []byte) (Document, error) {
 	var req CreateRequest
-	if err := decodeStrict(data, &req); err != nil {
+	if err := decodeRequest(data, &req, wantState); err != nil {
 		return Document{}, err
 	}
-	ref := records.Ref{Kind: kind, ID: req.ID}
-	if err := ref.Validate(); err != nil {
-		return Document{}, &ControlError{Code: 400, Message: err.Error()}
+	ref, err := checkedRef(kind, req.ID)
+	if err != nil {
+		return Document{}, err
 	}
 	if err := checkOwner(req.Owner); err != nil {
 		return Document{}, err
@@ -281,7 +479,7 @@ func (n *Node) create(ctx context.Context, kind string, data []byte) (Document, 
 		case errors.Is(gerr, ErrCorruptState):
 			msg += fmt.Sprintf(", but its %s: %s", cutText(gerr.Error()), n.repairHint(ref))
 		}
-		return Document{}, &ControlError{Code: 409, Message: msg}
+		return Document{}, failf(ErrExists, "%s", msg)
 	}
 	if err != nil {
 		return Document{}, fmt.Errorf("write state: %w", err)
@@ -297,13 +495,9 @@ var errAlreadyTerminated = errors.New("already terminated")
 // loaded; records that reach it from then on go to dead letters.
 // Terminating a terminated effector returns its document.
 func (n *Node) terminate(ctx context.Context, kind string, data []byte) (Document, error) {
-	var req TerminateRequest
-	if err := decodeStrict(data, &req); err != nil {
+	ref, err := requestRef(kind, data)
+	if err != nil {
 		return Document{}, err
-	}
-	ref := records.Ref{Kind: kind, ID: req.ID}
-	if err := ref.Validate(); err != nil {
-		return Document{}, &ControlError{Code: 400, Message: err.Error()}
 	}
 	key := n.names.StateKey(ref)
 	ent, err := n.states.Modify(ctx, key, func(d Document) (Document, error) {
@@ -315,10 +509,10 @@ func (n *Node) terminate(ctx context.Context, kind string, data []byte) (Documen
 	})
 	switch {
 	case errors.Is(err, kv.ErrNotFound):
-		return Document{}, &ControlError{Code: 404, Message: fmt.Sprintf("effector %s not found", ref)}
+		return Document{}, failf(ErrNotFound, "effector %s not found", ref)
 	case errors.Is(err, ErrStateMismatch):
 		// Not this effector's document: never acted on, even to terminate.
-		return Document{}, &ControlError{Code: 409, Message: fmt.Sprintf("%s: %s", cutText(err.Error()), n.repairHint(ref))}
+		return Document{}, failf(ErrCorruptState, "%s: %s", cutText(err.Error()), n.repairHint(ref))
 	case errors.Is(err, ErrCorruptState):
 		// Undecodable: replaced by a valid TERMINATED document.
 		doc, err := n.rewrite(ctx, ref, StatusTerminated, nil, true)
@@ -376,12 +570,12 @@ func (n *Node) repairHint(ref records.Ref) string {
 // the cursor it keeps. A terminated effector stays terminated (410).
 func (n *Node) reset(ctx context.Context, kind string, data []byte) (Document, error) {
 	var req ResetRequest
-	if err := decodeStrict(data, &req); err != nil {
+	if err := decodeRequest(data, &req, wantState); err != nil {
 		return Document{}, err
 	}
-	ref := records.Ref{Kind: kind, ID: req.ID}
-	if err := ref.Validate(); err != nil {
-		return Document{}, &ControlError{Code: 400, Message: err.Error()}
+	ref, err := checkedRef(kind, req.ID)
+	if err != nil {
+		return Document{}, err
 	}
 	state, err := n.requestedState(kind, req.State)
 	if err != nil {
@@ -423,12 +617,12 @@ func (n *Node) rewrite(ctx context.Context, ref records.Ref, status Status, stat
 		switch {
 		case err == nil:
 			if ent.Value.Status == StatusTerminated && !terminated {
-				return Document{}, &ControlError{Code: 410, Message: fmt.Sprintf("effector %s is terminated: a terminated effector stays terminated; create another id", ref)}
+				return Document{}, failf(ErrTerminated, "effector %s is terminated: a terminated effector stays terminated; create another id", ref)
 			}
 			doc.Seq, doc.Ahead, rev = ent.Value.Seq, ent.Value.Ahead, ent.Revision
 			doc.Owner = ent.Value.Owner
 		case errors.Is(err, kv.ErrNotFound):
-			return Document{}, &ControlError{Code: 404, Message: fmt.Sprintf("effector %s not found: create it", ref)}
+			return Document{}, failf(ErrNotFound, "effector %s not found: create it", ref)
 		case errors.As(err, &cs):
 			seq, err := n.lastMailboxSeq(ctx, ref)
 			if err != nil {

@@ -97,9 +97,16 @@
 // # Control
 //
 // Nodes serve a NATS micro service (named after the prefix) with endpoints
-// <prefix>.ctl.create.<kind>, <prefix>.ctl.terminate.<kind> and
-// <prefix>.ctl.reset.<kind>, taking JSON, so any NATS client can create
-// effectors; [Client.Create], [Client.Terminate] and [Client.Reset] use them.
+// <prefix>.ctl.create.<kind>, <prefix>.ctl.terminate.<kind>,
+// <prefix>.ctl.reset.<kind>, <prefix>.ctl.state.<kind> and
+// <prefix>.ctl.activate.<kind>, taking JSON, so any NATS client can create
+// effectors, read their state as JSON and load them ahead of traffic;
+// [Client.Create], [Client.Terminate], [Client.Reset] and [Client.Activate]
+// use them. Request bodies are decoded strictly (one JSON object, no unknown
+// or repeated field, at most [MaxControlRequest] bytes); an error reply
+// carries a code and a reason (header EA-Error-Reason) that the client turns
+// into the typed error ([*ControlError], matching [ErrNotFound] and the
+// others with errors.Is), never by reading its text.
 // Reset writes a fresh, valid state document over a corrupt one
 // ([ErrCorruptState]), keeping the cursor when the old document decodes and
 // otherwise starting after the last record stored in the mailbox, so nothing

@@ -17,6 +17,10 @@ var (
 	ErrTerminated = errors.New("effector terminated")
 	// ErrNoHost: no running node hosts the kind.
 	ErrNoHost = errors.New("no node hosts the kind")
+	// ErrNotLoaded: the effector to activate ([Client.Activate]) could not
+	// be loaded because its partition is changing hands (no node reads it
+	// right now); retry shortly.
+	ErrNotLoaded = errors.New("effector's partition is not read by any node right now")
 	// ErrInvalid: a request, record or definition is malformed.
 	ErrInvalid = errors.New("invalid")
 	// ErrDuplicateKind: a node was asked to host one kind twice.
@@ -118,31 +122,25 @@ type PanicError struct {
 func (e *PanicError) Error() string { return fmt.Sprintf("logic panicked: %v", e.Value) }
 
 // ControlError is an error answered by a control endpoint, with its HTTP-like
-// code (400, 404, 409, 503, 500). It matches the sentinel for its code with
-// errors.Is.
+// code (400, 404, 409, 410, 503, 500) and reason (header EA-Error-Reason:
+// invalid, not_found, exists, corrupt_state, terminated, no_host,
+// not_loaded, internal). It matches the sentinel its code and reason stand
+// for with errors.Is: 400 ErrInvalid, 404 ErrNotFound, 409 ErrExists or
+// ErrCorruptState, 410 ErrTerminated, 503 ErrNoHost or ErrNotLoaded.
 type ControlError struct {
 	Code    int
+	Reason  string
 	Message string
 }
 
 func (e *ControlError) Error() string { return fmt.Sprintf("%s (code %d)", e.Message, e.Code) }
 
-// Is maps codes to sentinels: 400 ErrInvalid, 404 ErrNotFound, 409 ErrExists,
-// 410 ErrTerminated, 503 ErrNoHost.
-func (e *ControlError) Is(target error) bool {
-	switch e.Code {
-	case 400:
-		return target == ErrInvalid
-	case 404:
-		return target == ErrNotFound
-	case 409:
-		return target == ErrExists
-	case 410:
-		return target == ErrTerminated
-	case 503:
-		return target == ErrNoHost
-	}
-	return false
+// Is reports whether the error stands for target (see the type's doc).
+func (e *ControlError) Is(target error) bool { return controlErrors.Is(e.Code, e.Reason, target) }
+
+// Reply returns the code, reason and message the error is answered with.
+func (e *ControlError) Reply() (code int, reason, message string) {
+	return e.Code, e.Reason, e.Message
 }
 
 func invalidf(format string, args ...any) error {

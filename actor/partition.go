@@ -243,7 +243,7 @@ func (p *partition) stray(d delivery, ref records.Ref, reason string, why error)
 	n := p.node
 	ctx, cancel := context.WithTimeout(n.runCtx, 30*time.Second)
 	defer cancel()
-	subject := n.names.Prefix() + ".dead." + p.kind.name + "._"
+	subject := n.names.StrayDead(p.kind.name)
 	if ref.Validate() == nil {
 		subject = n.names.Dead(ref)
 	}

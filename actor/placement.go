@@ -7,7 +7,6 @@ import (
 	"hash/fnv"
 	"slices"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -46,12 +45,6 @@ import (
 // effector with nothing to do for IdleTimeout is dropped from memory, and
 // its next record loads its state document again.
 
-// Placement key prefixes in the placement bucket.
-const (
-	keyNode  = "node."
-	keyLease = "part."
-)
-
 type memberDoc struct {
 	ID      string    `json:"id"`
 	Kinds   []string  `json:"kinds"`
@@ -77,7 +70,6 @@ type slot struct {
 
 func (s slot) String() string { return s.kind + "/" + strconv.Itoa(s.num) }
 
-func (s slot) key() string { return keyLease + s.kind + "." + strconv.Itoa(s.num) }
 
 type lease struct {
 	node string
@@ -200,7 +192,7 @@ func (p *placement) leave(ctx context.Context) {
 		})
 	}
 	wg.Wait()
-	_ = p.kv.Delete(ctx, keyNode+p.id)
+	_ = p.kv.Delete(ctx, p.n.names.NodeKey(p.id))
 }
 
 func (p *placement) putMember(ctx context.Context, m memberDoc) error {
@@ -208,7 +200,7 @@ func (p *placement) putMember(ctx context.Context, m memberDoc) error {
 	if err != nil {
 		return err
 	}
-	if _, err := p.kv.Put(ctx, keyNode+p.id, b); err != nil {
+	if _, err := p.kv.Put(ctx, p.n.names.NodeKey(p.id), b); err != nil {
 		return fmt.Errorf("announce node %s: %w", p.id, err)
 	}
 	return nil
@@ -248,8 +240,11 @@ func (p *placement) poke() {
 // watchMembers follows the node.* keys. ready gets nil once the initial
 // values are in (or the error that stopped the watch).
 func (p *placement) watchMembers(ctx context.Context, ready chan<- error) {
-	p.watch(ctx, keyNode+"*", ready, func(e jetstream.KeyValueEntry, initial bool) {
-		id := strings.TrimPrefix(e.Key(), keyNode)
+	p.watch(ctx, p.n.names.NodeKeys(), ready, func(e jetstream.KeyValueEntry, initial bool) {
+		id, ok := p.n.names.NodeOfKey(e.Key())
+		if !ok {
+			return
+		}
 		p.mu.Lock()
 		defer p.mu.Unlock()
 		if e.Operation() != jetstream.KeyValuePut {
@@ -271,8 +266,9 @@ func (p *placement) watchMembers(ctx context.Context, ready chan<- error) {
 
 // watchLeases follows the part.<kind>.<n> keys.
 func (p *placement) watchLeases(ctx context.Context, ready chan<- error) {
-	p.watch(ctx, keyLease+">", ready, func(e jetstream.KeyValueEntry, initial bool) {
-		s, ok := slotOfKey(strings.TrimPrefix(e.Key(), keyLease))
+	p.watch(ctx, p.n.names.LeaseKeys(), ready, func(e jetstream.KeyValueEntry, initial bool) {
+		kind, num, ok := p.n.names.LeaseOfKey(e.Key())
+		s := slot{kind: kind, num: num}
 		if !ok {
 			return
 		}
@@ -327,12 +323,6 @@ func (p *placement) watch(ctx context.Context, pattern string, ready chan<- erro
 			fn(e, initial)
 		}
 	}
-}
-
-func slotOfKey(key string) (slot, bool) {
-	kind, num, ok := strings.Cut(key, ".")
-	n, err := strconv.Atoi(num)
-	return slot{kind: kind, num: n}, ok && err == nil && n >= 0
 }
 
 // refresh recomputes the live nodes; when they changed it asks the
@@ -530,9 +520,9 @@ func (p *placement) take(ctx context.Context, s slot) error {
 		}
 		var rev uint64
 		if ok {
-			rev, err = p.kv.Update(ctx, s.key(), b, l.rev)
+			rev, err = p.kv.Update(ctx, p.n.names.LeaseKey(s.kind, s.num), b, l.rev)
 		} else {
-			rev, err = p.kv.Create(ctx, s.key(), b)
+			rev, err = p.kv.Create(ctx, p.n.names.LeaseKey(s.kind, s.num), b)
 		}
 		if err == nil {
 			p.mu.Lock()
@@ -546,7 +536,7 @@ func (p *placement) take(ctx context.Context, s slot) error {
 			return fmt.Errorf("take lease of %s: %w", s, err)
 		}
 		// Someone wrote it meanwhile: read it and try again.
-		e, gerr := p.kv.Get(ctx, s.key())
+		e, gerr := p.kv.Get(ctx, p.n.names.LeaseKey(s.kind, s.num))
 		p.mu.Lock()
 		switch {
 		case errors.Is(gerr, jetstream.ErrKeyNotFound):
@@ -572,7 +562,7 @@ func (p *placement) free(ctx context.Context, s slot) error {
 	if !ok || l.node != p.id {
 		return nil
 	}
-	err := p.kv.Delete(ctx, s.key(), jetstream.LastRevision(l.rev))
+	err := p.kv.Delete(ctx, p.n.names.LeaseKey(s.kind, s.num), jetstream.LastRevision(l.rev))
 	if err != nil && !isConflict(err) {
 		return fmt.Errorf("free lease of %s: %w", s, err)
 	}
@@ -643,6 +633,6 @@ func (p *placement) tidy(ctx context.Context, now time.Time) {
 	}
 	p.mu.Unlock()
 	for _, id := range stale {
-		_ = p.kv.Delete(ctx, keyNode+id)
+		_ = p.kv.Delete(ctx, p.n.names.NodeKey(id))
 	}
 }

@@ -22,6 +22,15 @@
 //	ea_state              KV bucket of state documents, key <kind>.<id>
 //	ea_orch               KV bucket of orchestration state
 //	ea.ctl.<op>.<kind>    control endpoints of the "ea" micro service
+//	ea.ctl.host.<op>.<kind>, ea.ctl.node.<node>.<op>.<kind>
+//	                      internal: forwarded control requests
+//	ea.orch.<op>          orchestration endpoints ("ea-orch" micro service)
+//	ea.store.<op>, ea.idx.… the record store's endpoints and indexes
+//	ea.pipe.<name>        pipelines ("ea_pipelines" micro service)
+//	ea_place              KV bucket of placement: node.<id>, part.<kind>.<p>
+//
+// Every name the runtime puts on the wire is built by a method of [Names];
+// no package concatenates subjects of its own.
 //
 // # Partitions
 //

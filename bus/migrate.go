@@ -35,7 +35,7 @@ func (c *Conn) Migrate(ctx context.Context) error {
 	}
 	cfg := s.CachedInfo().Config
 	last := s.CachedInfo().State.LastSeq
-	legacy := c.names.prefix + ".legacy.>"
+	legacy := c.names.LegacySubjects()
 	if !slices.Equal(cfg.Subjects, []string{legacy}) {
 		for name := range s.ConsumerNames(ctx).Name() {
 			if err := s.DeleteConsumer(ctx, name); err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {

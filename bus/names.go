@@ -197,6 +197,48 @@ func (n Names) OrchBucket() string { return n.prefix + "_orch" }
 // node that reads each).
 func (n Names) PlaceBucket() string { return n.prefix + "_place" }
 
+// NodeKey is node's heartbeat key in the placement bucket: node.<node id>.
+func (n Names) NodeKey(node string) string { return "node." + node }
+
+// NodeKeys is the filter of every heartbeat key in the placement bucket:
+// node.*.
+func (n Names) NodeKeys() string { return "node.*" }
+
+// NodeOfKey is the node id of heartbeat key key (see [Names.NodeKey]), and
+// false for a key that is not one.
+func (n Names) NodeOfKey(key string) (string, bool) {
+	id, ok := strings.CutPrefix(key, "node.")
+	return id, ok && id != "" && !strings.Contains(id, ".")
+}
+
+// LeaseKey is the key of the lease of partition num of kind in the
+// placement bucket: part.<kind>.<num>.
+func (n Names) LeaseKey(kind string, num int) string {
+	return "part." + kind + "." + strconv.Itoa(num)
+}
+
+// LeaseKeys is the filter of every lease key in the placement bucket:
+// part.>.
+func (n Names) LeaseKeys() string { return "part.>" }
+
+// LeaseOfKey is the kind and partition of lease key key (see
+// [Names.LeaseKey]), and false for a key that is not one.
+func (n Names) LeaseOfKey(key string) (kind string, num int, ok bool) {
+	rest, ok := strings.CutPrefix(key, "part.")
+	if !ok {
+		return "", 0, false
+	}
+	kind, numText, ok := strings.Cut(rest, ".")
+	if !ok || kind == "" {
+		return "", 0, false
+	}
+	num, err := strconv.Atoi(numText)
+	if err != nil || num < 0 || strconv.Itoa(num) != numText {
+		return "", 0, false
+	}
+	return kind, num, true
+}
+
 // KeyBucket is the KV bucket of the runtime's secrets (ea_keys): the key
 // nodes sign output record ids with (see [Conn.OutputKey]). Only nodes may
 // read it; the client role of deploy/nats cannot.
@@ -246,3 +288,123 @@ func (n Names) Stored(subject string) (stream, filter string, ok bool) {
 	}
 	return n.MailboxStream(), n.prefix + ".mbox.*." + tokens[0] + "." + tokens[1], true
 }
+
+// The runtime's other subjects, streams, services and keys. Every name the
+// runtime puts on the wire is built here, so that the contract is read in
+// one file.
+
+// Mailboxes is the subject filter of every mailbox: <prefix>.mbox.>.
+func (n Names) Mailboxes() string { return n.prefix + ".mbox.>" }
+
+// Outboxes is the subject filter of every outbox: <prefix>.out.>.
+func (n Names) Outboxes() string { return n.prefix + ".out.>" }
+
+// DeadLetters is the subject filter of every dead letter: <prefix>.dead.>.
+func (n Names) DeadLetters() string { return n.prefix + ".dead.>" }
+
+// StrayDead is the dead-letter subject of a record stored in kind's
+// mailboxes whose subject names no valid effector: <prefix>.dead.<kind>._
+// ('_' is not a valid id on its own; see [records.ValidateID]).
+func (n Names) StrayDead(kind string) string { return n.prefix + ".dead." + kind + "._" }
+
+// LegacySubjects is the subject filter the previous layout's stream is moved
+// to while it is migrated: <prefix>.legacy.>.
+func (n Names) LegacySubjects() string { return n.prefix + ".legacy.>" }
+
+// StateStream is the stream behind the state bucket: KV_<prefix>_state.
+func (n Names) StateStream() string { return "KV_" + n.StateBucket() }
+
+// StateSubject is the subject r's state document is stored under in
+// [Names.StateStream]: $KV.<prefix>_state.<kind>.<id>.
+func (n Names) StateSubject(r records.Ref) string {
+	return "$KV." + n.StateBucket() + "." + n.StateKey(r)
+}
+
+// StateFilter is the subject filter of every state document of kind in
+// [Names.StateStream]: $KV.<prefix>_state.<kind>.*.
+func (n Names) StateFilter(kind string) string { return "$KV." + n.StateBucket() + "." + kind + ".*" }
+
+// HostControl is the internal subject of control operation op answered by
+// the nodes hosting kind (a queue group): <prefix>.ctl.host.<op>.<kind>.
+// Public control requests for a kind a node does not host are forwarded
+// there.
+func (n Names) HostControl(op, kind string) string {
+	return n.prefix + ".ctl.host." + op + "." + kind
+}
+
+// NodeControl is the internal subject of control operation op for kind
+// answered by node alone: <prefix>.ctl.node.<node>.<op>.<kind>. A request
+// that must reach the node reading a partition (activate) is forwarded
+// there.
+func (n Names) NodeControl(node, op, kind string) string {
+	return n.prefix + ".ctl.node." + node + "." + op + "." + kind
+}
+
+// OrchService is the name of the orchestration micro service: <prefix>-orch.
+func (n Names) OrchService() string { return n.prefix + "-orch" }
+
+// Orch is the subject of orchestration operation op: <prefix>.orch.<op>.
+func (n Names) Orch(op string) string { return n.prefix + ".orch." + op }
+
+// Orchestrations is the subject filter of every orchestration endpoint:
+// <prefix>.orch.*.
+func (n Names) Orchestrations() string { return n.prefix + ".orch.*" }
+
+// PipelineService is the name of the micro service nodes offer their
+// pipelines under: <prefix>_pipelines.
+func (n Names) PipelineService() string { return n.prefix + "_pipelines" }
+
+// Pipeline is the subject pipeline name is served on:
+// <prefix>.pipe.<name>.
+func (n Names) Pipeline(name string) string { return n.prefix + ".pipe." + name }
+
+// StoreService is the name of the record store's micro service:
+// <prefix>_store.
+func (n Names) StoreService() string { return n.prefix + "_store" }
+
+// Store is the subject of record store operation op: <prefix>.store.<op>.
+func (n Names) Store(op string) string { return n.prefix + ".store." + op }
+
+// IndexStream is the record store's index stream of index kind:
+// <PREFIX>_IDX_<KIND> (upper case).
+func (n Names) IndexStream(kind string) string { return n.upper + "_IDX_" + strings.ToUpper(kind) }
+
+// Index is the subject of a record store index entry:
+// <prefix>.idx.<kind>.<token>… (each token already a valid subject token).
+func (n Names) Index(kind string, tokens ...string) string {
+	s := n.prefix + ".idx." + kind
+	for _, t := range tokens {
+		s += "." + t
+	}
+	return s
+}
+
+// IndexFilter is the subject filter of a record store index stream:
+// <prefix>.idx.<kind>.<token>….> (tokens may be empty).
+func (n Names) IndexFilter(kind string, tokens ...string) string {
+	return n.Index(kind, tokens...) + ".>"
+}
+
+// StrayConsumer is the durable consumer of the mailbox stream that reads
+// kind's records stored under no partition: <kind>~strays. A publish to a
+// mailbox subject with a wildcard token (<prefix>.mbox.counter.* or
+// <prefix>.mbox.counter.>) is stored as sent, since the stream's subject
+// transform does not apply to it, and no partition reads it; nodes hosting
+// the kind dead-letter what this consumer delivers.
+func (n Names) StrayConsumer(kind string) string { return kind + "~strays" }
+
+// StrayFilter is the subject filter of [Names.StrayConsumer]:
+// <prefix>.mbox.<kind>.>. Stored mailbox subjects have the partition number
+// where it has the kind, so it matches only records stored under no
+// partition — unless kind is all digits, when it would match partition
+// <kind>: ok is false then.
+func (n Names) StrayFilter(kind string) (filter string, ok bool) {
+	if strings.Trim(kind, "0123456789") == "" {
+		return "", false
+	}
+	return n.prefix + ".mbox." + kind + ".>", true
+}
+
+// VectorBucket is the default KV bucket of the vector store (package
+// core/vector): <prefix>_vectors.
+func (n Names) VectorBucket() string { return n.prefix + "_vectors" }

@@ -189,3 +189,32 @@ func TestNewNamesRejectsBadPrefix(t *testing.T) {
 		}
 	}
 }
+
+func TestPlacementKeys(t *testing.T) {
+	n, err := bus.NewNames("ea")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := n.LeaseKey("counter", 7); got != "part.counter.7" {
+		t.Fatalf("LeaseKey = %q", got)
+	}
+	if kind, num, ok := n.LeaseOfKey(n.LeaseKey("task-a", 63)); !ok || kind != "task-a" || num != 63 {
+		t.Fatalf("LeaseOfKey(LeaseKey) = %q %d %v", kind, num, ok)
+	}
+	for _, bad := range []string{"part.counter", "part..1", "part.counter.x", "part.counter.-1", "part.counter.07", "node.n1", "part.counter.1.2"} {
+		if kind, num, ok := n.LeaseOfKey(bad); ok {
+			t.Errorf("LeaseOfKey(%q) = %q %d, want not a lease key", bad, kind, num)
+		}
+	}
+	if got := n.NodeKey("n1"); got != "node.n1" {
+		t.Fatalf("NodeKey = %q", got)
+	}
+	if id, ok := n.NodeOfKey("node.n1"); !ok || id != "n1" {
+		t.Fatalf("NodeOfKey = %q %v", id, ok)
+	}
+	for _, bad := range []string{"node.", "part.counter.1", "node.a.b"} {
+		if _, ok := n.NodeOfKey(bad); ok {
+			t.Errorf("NodeOfKey(%q) ok, want not a heartbeat key", bad)
+		}
+	}
+}

@@ -21,11 +21,11 @@ func (c *Conn) Provision(ctx context.Context) error {
 	if err := c.checkLegacy(ctx); err != nil {
 		return err
 	}
-	dead := c.logStream(n.DeadStream(), "dead letters: records effectors could not process", n.prefix+".dead.>")
+	dead := c.logStream(n.DeadStream(), "dead letters: records effectors could not process", n.DeadLetters())
 	dead.MaxConsumers = 0 // the server's default
 	streams := []jetstream.StreamConfig{
 		c.mailboxConfig(),
-		c.logStream(n.OutboxStream(), "effector outboxes: the record log of what effectors emitted", n.prefix+".out.>"),
+		c.logStream(n.OutboxStream(), "effector outboxes: the record log of what effectors emitted", n.Outboxes()),
 		dead,
 	}
 	for i, sc := range streams {
@@ -249,7 +249,7 @@ func (c *Conn) checkLegacy(ctx context.Context) error {
 		return nil
 	}
 	info := s.CachedInfo()
-	if !slices.Contains(info.Config.Subjects, c.names.prefix+".mbox.>") {
+	if !slices.Contains(info.Config.Subjects, c.names.Mailboxes()) {
 		return nil // migrated: kept for its history
 	}
 	return fmt.Errorf("%w: stream %s (%d records, last sequence %d) holds mailboxes of the previous layout, which this release reads through partitions of stream %s instead: "+

@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/micro"
 
+	"github.com/effectors/effectors/bus"
 	"github.com/effectors/effectors/records"
 )
 
@@ -21,10 +22,21 @@ type NodePipelines struct {
 	Pipelines []PipelineInfo `json:"pipelines"`
 }
 
-func pipelineService(prefix string) string { return prefix + "_pipelines" }
+// names are the subjects of prefix; an invalid prefix gives names that
+// match nothing the runtime serves (ServePipelines refuses it first).
+func names(prefix string) bus.Names {
+	n, err := bus.NewNames(prefix)
+	if err != nil {
+		return bus.Names{}
+	}
+	return n
+}
 
-// PipelineSubject is the subject pipeline name is served on by ServePipelines.
-func PipelineSubject(prefix, name string) string { return prefix + ".pipe." + name }
+func pipelineService(prefix string) string { return names(prefix).PipelineService() }
+
+// PipelineSubject is the subject pipeline name is served on by
+// ServePipelines: <prefix>.pipe.<name> ([bus.Names.Pipeline]).
+func PipelineSubject(prefix, name string) string { return names(prefix).Pipeline(name) }
 
 // ServePipelines serves every pipeline of p over NATS as a micro service named
 // <prefix>_pipelines, one endpoint per pipeline on <prefix>.pipe.<name>

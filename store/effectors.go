@@ -44,7 +44,7 @@ func (c *Client) Kinds(ctx context.Context) ([]Kind, error) {
 	if err != nil {
 		return nil, unavailable(c.n.PlaceBucket(), err)
 	}
-	lister, err := bucket.ListKeysFiltered(ctx, "node.*")
+	lister, err := bucket.ListKeysFiltered(ctx, c.n.NodeKeys())
 	if err != nil {
 		return nil, unavailable(c.n.PlaceBucket(), err)
 	}
@@ -143,8 +143,8 @@ func (c *Client) Effectors(ctx context.Context, q EffectorQuery) (EffectorPage, 
 		}
 		pos = p[0]
 	}
-	stream := "KV_" + c.n.StateBucket()
-	filter := "$KV." + c.n.StateBucket() + "." + q.Kind + ".*"
+	stream := c.n.StateStream()
+	filter := c.n.StateFilter(q.Kind)
 	page := EffectorPage{}
 	examined := 0
 	for len(page.Effectors) < limit && examined < maxScan {

@@ -4,7 +4,6 @@ import (
 	"encoding/base64"
 	"hash/fnv"
 	"strconv"
-	"strings"
 
 	"github.com/effectors/effectors/bus"
 )
@@ -23,15 +22,9 @@ const (
 	indexOwner   = "owner"
 )
 
-// IndexStream is the index stream of kind: <PREFIX>_IDX_PROC, _IDX_TYPE,
-// _IDX_ID.
-func (n names) IndexStream(kind string) string {
-	return strings.TrimSuffix(n.MailboxStream(), "_MBOX") + "_IDX_" + strings.ToUpper(kind)
-}
-
 // indexFilter is the subject filter of the index stream of kind:
 // <prefix>.idx.<kind>.>.
-func (n names) indexFilter(kind string) string { return n.Prefix() + ".idx." + kind + ".>" }
+func (n names) indexFilter(kind string) string { return n.IndexFilter(kind) }
 
 // processShards is how many streams the process index is spread over, by
 // a hash of the process: reading one process walks the entries of its
@@ -54,12 +47,12 @@ func (n names) processStream(shard int) string {
 // processStream(shard).
 func (n names) processIndex(process string) (stream, subject string) {
 	shard := processShard(process)
-	return n.processStream(shard), n.Prefix() + ".idx.proc." + strconv.Itoa(shard) + "." + token(process)
+	return n.processStream(shard), n.Index(indexProcess, strconv.Itoa(shard), token(process))
 }
 
 // processFilter is the subject filter of shard: <prefix>.idx.proc.<shard>.>.
 func (n names) processFilter(shard int) string {
-	return n.Prefix() + ".idx.proc." + strconv.Itoa(shard) + ".>"
+	return n.IndexFilter(indexProcess, strconv.Itoa(shard))
 }
 
 // ownerShards is how many streams the owner index is spread over, by a
@@ -84,22 +77,22 @@ func (n names) ownerFilter(shard int) string {
 }
 
 // typeIndex is <prefix>.idx.type.<token(type)>.
-func (n names) typeIndex(typ string) string { return n.Prefix() + ".idx.type." + token(typ) }
+func (n names) typeIndex(typ string) string { return n.Index(indexType, token(typ)) }
 
 // idIndex is <prefix>.idx.id.<token(id)>: one subject per record id, so a
 // lookup is JetStream's per-subject index, whatever the size of the log.
-func (n names) idIndex(id string) string { return n.Prefix() + ".idx.id." + token(id) }
+func (n names) idIndex(id string) string { return n.Index(indexID, token(id)) }
 
 // outboxes and mailboxes are the stored subject filters of every outbox and
 // every mailbox.
-func (n names) outboxes() string  { return n.Prefix() + ".out.>" }
-func (n names) mailboxes() string { return n.Prefix() + ".mbox.>" }
+func (n names) outboxes() string  { return n.Outboxes() }
+func (n names) mailboxes() string { return n.Mailboxes() }
 
 // subject is the service endpoint subject <prefix>.store.<op>.
-func (n names) subject(op string) string { return n.Prefix() + ".store." + op }
+func (n names) subject(op string) string { return n.Store(op) }
 
 // service is the micro service name: <prefix>_store.
-func (n names) service() string { return n.Prefix() + "_store" }
+func (n names) service() string { return n.StoreService() }
 
 // token makes s (printable ASCII, as record ids, process ids and types are)
 // one subject token: s itself when it is made of A-Z a-z 0-9 _ - : and does

@@ -440,6 +440,11 @@ func (s *Supervisor) publish(ctx context.Context, ef effect) error {
 			return err
 		}
 	}
+	// The one check of where records may go (bus.Routes): task records
+	// go to mailboxes only.
+	if _, err := s.routes.Check(records.Ref{}, ef.subject); err != nil {
+		return fmt.Errorf("publish %s: %w", ef.rec.Type, err)
+	}
 	if _, err := s.conn.JS.PublishMsg(ctx, ef.rec.Msg(ef.subject), jetstream.WithMsgID(ef.rec.ID)); err != nil {
 		return fmt.Errorf("publish %s to %s: %w", ef.rec.Type, ef.subject, err)
 	}

@@ -3,7 +3,22 @@ package supervisor
 import (
 	"encoding/json"
 	"time"
+
+	"github.com/effectors/effectors/internal/service"
 )
+
+// apiErrors maps the orchestration API's errors to codes and reasons
+// (header EA-Error-Reason), for the supervisor answering and the [Client]
+// reading the answer alike.
+var apiErrors = service.Table{
+	{Err: ErrInvalid, Code: CodeInvalid, Reason: "invalid"},
+	{Err: ErrUnknownName, Code: CodeNotFound, Reason: "unknown_name"},
+	{Err: ErrUnknownOrchestration, Code: CodeNotFound, Reason: "unknown_orchestration"},
+	{Err: ErrConflict, Code: CodeConflict, Reason: "conflict"},
+	{Err: ErrNotWaiting, Code: CodeConflict, Reason: "not_waiting"},
+	{Err: ErrFinished, Code: CodeFinished, Reason: "finished"},
+	{Err: ErrUnavailable, Code: CodeUnavailable, Reason: "unavailable"},
+}
 
 // Status is where an orchestration stands.
 type Status string

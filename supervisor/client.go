@@ -5,19 +5,18 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strconv"
 
 	"github.com/effectors/effectors/bus"
+	"github.com/effectors/effectors/internal/service"
 	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/micro"
 )
 
 // Client drives orchestrations through the orchestration API
 // (<prefix>.orch.*) served by any running supervisor. It is safe for
 // concurrent use and holds nothing but the connection.
 type Client struct {
-	nc     *nats.Conn
-	prefix string
+	nc    *nats.Conn
+	names bus.Names
 }
 
 // NewClient returns a client using conn's NATS connection and prefix.
@@ -25,11 +24,18 @@ func NewClient(conn *bus.Conn) (*Client, error) {
 	if conn == nil || conn.NC == nil {
 		return nil, invalidf("new client: conn is nil: pass a connected *bus.Conn")
 	}
-	return &Client{nc: conn.NC, prefix: conn.Names().Prefix()}, nil
+	return &Client{nc: conn.NC, names: conn.Names()}, nil
 }
 
-// Subject returns the subject of operation op: <prefix>.orch.<op>.
-func Subject(prefix, op string) string { return prefix + ".orch." + op }
+// Subject returns the subject of operation op: <prefix>.orch.<op>
+// ([bus.Names.Orch]); "" when prefix is not a valid prefix.
+func Subject(prefix, op string) string {
+	n, err := bus.NewNames(prefix)
+	if err != nil {
+		return ""
+	}
+	return n.Orch(op)
+}
 
 // Start starts orchestration name with input (any value that encodes as
 // JSON; nil for none) and returns its id. It fails with ErrUnknownName when
@@ -116,19 +122,19 @@ func (c *Client) call(ctx context.Context, op string, req, rep any) error {
 	if err != nil {
 		return invalidf("encode request: %v", err)
 	}
-	msg, err := c.nc.RequestWithContext(ctx, Subject(c.prefix, op), body)
+	subject := c.names.Orch(op)
+	msg, err := c.nc.RequestWithContext(ctx, subject, body)
 	if errors.Is(err, nats.ErrNoResponders) {
-		return fmt.Errorf("%w: nobody answers %s: start ea-supervisor", ErrUnavailable, Subject(c.prefix, op))
+		return fmt.Errorf("%w: nobody answers %s: start ea-supervisor", ErrUnavailable, subject)
 	}
 	if err != nil {
 		return err
 	}
-	if code := msg.Header.Get(micro.ErrorCodeHeader); code != "" {
-		n, _ := strconv.Atoi(code)
-		return &APIError{Code: n, Message: msg.Header.Get(micro.ErrorHeader)}
+	if se := service.ErrorOf(msg); se != nil {
+		return &APIError{Code: se.Code, Reason: se.Reason, Message: se.Message}
 	}
 	if err := json.Unmarshal(msg.Data, rep); err != nil {
-		return fmt.Errorf("decode reply of %s: %w", Subject(c.prefix, op), err)
+		return fmt.Errorf("decode reply of %s: %w", subject, err)
 	}
 	return nil
 }

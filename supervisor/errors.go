@@ -45,11 +45,17 @@ const (
 	CodeUnavailable = 503
 )
 
-// APIError is an error answered by an orchestration endpoint: the code and
-// text of the NATS micro error headers. It matches the sentinel its code
-// and text stand for with errors.Is.
+// APIError is an error answered by an orchestration endpoint: the code,
+// reason and text of its error headers (Nats-Service-Error-Code,
+// EA-Error-Reason, Nats-Service-Error). It matches the sentinel its code and
+// reason stand for with errors.Is: 400 ErrInvalid, 404
+// ErrUnknownOrchestration (reason unknown_orchestration) or ErrUnknownName
+// (unknown_name), 409 ErrNotWaiting (not_waiting) or ErrConflict
+// (conflict), 410 ErrFinished, 503 ErrUnavailable. The text is never read
+// to decide.
 type APIError struct {
 	Code    int
+	Reason  string
 	Message string
 }
 
@@ -57,49 +63,16 @@ func (e *APIError) Error() string {
 	return fmt.Sprintf("orchestration API: %d %s", e.Code, e.Message)
 }
 
-// Is maps codes to sentinels: 400 ErrInvalid, 404 ErrUnknownOrchestration
-// or ErrUnknownName, 409 ErrNotWaiting or ErrConflict, 410 ErrFinished,
-// 503 ErrUnavailable. Where one code stands for two sentinels the message
-// (which starts with the sentinel's text) decides.
-func (e *APIError) Is(target error) bool {
-	switch e.Code {
-	case CodeInvalid:
-		return target == ErrInvalid
-	case CodeNotFound:
-		if hasPrefix(e.Message, ErrUnknownName.Error()) {
-			return target == ErrUnknownName
-		}
-		return target == ErrUnknownOrchestration
-	case CodeConflict:
-		if hasPrefix(e.Message, ErrConflict.Error()) {
-			return target == ErrConflict
-		}
-		return target == ErrNotWaiting
-	case CodeFinished:
-		return target == ErrFinished
-	case CodeUnavailable:
-		return target == ErrUnavailable
-	}
-	return false
-}
+// Is reports whether the error stands for target (see the type's doc).
+func (e *APIError) Is(target error) bool { return apiErrors.Is(e.Code, e.Reason, target) }
 
-func hasPrefix(s, p string) bool { return len(s) >= len(p) && s[:len(p)] == p }
+// Reply returns the code, reason and message the error is answered with.
+func (e *APIError) Reply() (code int, reason, message string) { return e.Code, e.Reason, e.Message }
 
 // codeOf returns the API code for err.
 func codeOf(err error) int {
-	switch {
-	case errors.Is(err, ErrInvalid):
-		return CodeInvalid
-	case errors.Is(err, ErrUnknownOrchestration), errors.Is(err, ErrUnknownName):
-		return CodeNotFound
-	case errors.Is(err, ErrNotWaiting), errors.Is(err, ErrConflict):
-		return CodeConflict
-	case errors.Is(err, ErrFinished):
-		return CodeFinished
-	case errors.Is(err, ErrUnavailable):
-		return CodeUnavailable
-	}
-	return CodeInternal
+	code, _ := apiErrors.Encode(err)
+	return code
 }
 
 // StepError is how an orchestration failed: the step (graph node) and what

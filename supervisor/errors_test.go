@@ -17,14 +17,17 @@ func TestAPIErrorIs(t *testing.T) {
 		err  *supervisor.APIError
 		want error
 	}{
-		{&supervisor.APIError{Code: 400, Message: "invalid: bad"}, supervisor.ErrInvalid},
-		{&supervisor.APIError{Code: 404, Message: `unknown orchestration "x"`}, supervisor.ErrUnknownOrchestration},
-		{&supervisor.APIError{Code: 404, Message: `no orchestration definition by that name "x": ...`}, supervisor.ErrUnknownName},
-		{&supervisor.APIError{Code: 409, Message: "orchestration is not waiting for input: ..."}, supervisor.ErrNotWaiting},
-		{&supervisor.APIError{Code: 409, Message: "orchestration changed concurrently: ..."}, supervisor.ErrConflict},
-		{&supervisor.APIError{Code: 410, Message: "orchestration already finished: ..."}, supervisor.ErrFinished},
-		{&supervisor.APIError{Code: 503, Message: "unavailable: ..."}, supervisor.ErrUnavailable},
-		{&supervisor.APIError{Code: 500, Message: "boom"}, nil},
+		{&supervisor.APIError{Code: 400, Reason: "invalid", Message: "bad"}, supervisor.ErrInvalid},
+		{&supervisor.APIError{Code: 404, Reason: "unknown_orchestration", Message: "x"}, supervisor.ErrUnknownOrchestration},
+		{&supervisor.APIError{Code: 404, Reason: "unknown_name", Message: `unknown orchestration "x"`}, supervisor.ErrUnknownName}, // the text is not read
+		{&supervisor.APIError{Code: 409, Reason: "not_waiting", Message: "..."}, supervisor.ErrNotWaiting},
+		{&supervisor.APIError{Code: 409, Reason: "conflict", Message: "orchestration is not waiting for input"}, supervisor.ErrConflict},
+		{&supervisor.APIError{Code: 410, Reason: "finished", Message: "..."}, supervisor.ErrFinished},
+		{&supervisor.APIError{Code: 503, Reason: "unavailable", Message: "..."}, supervisor.ErrUnavailable},
+		{&supervisor.APIError{Code: 404, Message: "no reason: the first sentinel of the code"}, supervisor.ErrUnknownName},
+		{&supervisor.APIError{Code: 409, Reason: "exists", Message: "a reason of no entry"}, nil},
+		{&supervisor.APIError{Code: 404, Reason: "invalid", Message: "a reason of another code"}, nil},
+		{&supervisor.APIError{Code: 500, Reason: "internal", Message: "boom"}, nil},
 	} {
 		for _, s := range all {
 			if got := errors.Is(tc.err, s); got != (s == tc.want) {

@@ -1,16 +1,15 @@
 package supervisor
 
 import (
-	"fmt"
-	"strconv"
-	"strings"
-	"unicode/utf8"
+	"github.com/effectors/effectors/internal/service"
+	"github.com/effectors/effectors/records"
 )
 
 // Limits of orchestration API requests. A request past them gets a 400 that
-// echoes at most the first [maxEcho] bytes of what it refuses, and every
-// reply's error text is at most [maxErrorText] bytes, so that a reply always
-// fits in a NATS message (a 1 MiB id echoed whole did not, and got no reply).
+// quotes at most the first 64 bytes of what it refuses, and every reply's
+// error text is at most 1 KiB, so that a reply always fits in a NATS message
+// (a 1 MiB id echoed whole did not, and got no reply). Request bodies are
+// decoded strictly: one JSON object, no unknown field, nothing after it.
 const (
 	// MaxRequestSize is the largest request body the orchestration API
 	// takes, in bytes: 512 KiB, room for a large input while a reply
@@ -19,30 +18,10 @@ const (
 	// MaxFieldLength is the longest orchestration id or name, in bytes:
 	// both are 1-128 of [A-Za-z0-9_-].
 	MaxFieldLength = 128
-
-	maxEcho      = 64
-	maxErrorText = 1024
 )
 
-// echo quotes s for an error message, cut to its first maxEcho bytes (on a
-// rune boundary) plus "…" and its length when longer.
-func echo(s string) string {
-	if len(s) <= maxEcho {
-		return strconv.Quote(s)
-	}
-	return fmt.Sprintf("%s… (%d bytes)", strconv.Quote(prefix(s, maxEcho)), len(s))
-}
-
-// prefix is s cut to at most n bytes, on a rune boundary.
-func prefix(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	for n > 0 && !utf8.RuneStart(s[n]) {
-		n--
-	}
-	return s[:n]
-}
+// echo quotes s for an error message, cut to its first 64 bytes.
+func echo(s string) string { return service.Quote(s) }
 
 // checkSize refuses a request body larger than MaxRequestSize.
 func checkSize(data []byte) error {
@@ -52,36 +31,19 @@ func checkSize(data []byte) error {
 	return nil
 }
 
-// checkName refuses an orchestration name longer than MaxFieldLength.
+// checkName refuses an orchestration name that is not 1-MaxFieldLength of
+// [A-Za-z0-9_-]: no definition can have it.
 func checkName(name string) error {
-	if len(name) > MaxFieldLength {
+	switch {
+	case name == "":
+		return invalidf("empty orchestration name: say which orchestration to start, e.g. {\"name\": \"demo\"}")
+	case len(name) > MaxFieldLength:
 		return invalidf("orchestration name %s is %d bytes: a name is 1-%d of [A-Za-z0-9_-]", echo(name), len(name), MaxFieldLength)
+	case records.ValidateKind(name) != nil:
+		return invalidf("orchestration name %s: a name is 1-%d of [A-Za-z0-9_-]", echo(name), MaxFieldLength)
 	}
 	return nil
 }
 
-// errorText is err's message cut to maxErrorText bytes (the start, where the
-// sentinel's text is, is kept: clients map codes by it).
-func errorText(err error) string {
-	s := err.Error()
-	if len(s) <= maxErrorText {
-		return s
-	}
-	return prefix(s, maxErrorText) + "…"
-}
-
-// jsonErrorText is a JSON decoding error's message with what it quotes of
-// the request (an unknown field's name) cut as echo cuts it.
-func jsonErrorText(err error) string {
-	s := err.Error()
-	const unknown = "json: unknown field "
-	if rest, ok := strings.CutPrefix(s, unknown); ok {
-		if field, err := strconv.Unquote(rest); err == nil {
-			return unknown + echo(field)
-		}
-	}
-	if len(s) > 2*maxEcho {
-		return prefix(s, 2*maxEcho) + "…"
-	}
-	return s
-}
+// errorText is err's message as a reply carries it: one line, at most 1 KiB.
+func errorText(err error) string { return service.Text(err.Error()) }

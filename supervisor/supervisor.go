@@ -14,6 +14,7 @@ import (
 
 	"github.com/effectors/effectors/actor"
 	"github.com/effectors/effectors/bus"
+	"github.com/effectors/effectors/internal/service"
 	"github.com/effectors/effectors/kv"
 	"github.com/effectors/effectors/records"
 	"github.com/nats-io/nats.go/jetstream"
@@ -71,11 +72,12 @@ type Options struct {
 // record in KV, so a supervisor can stop at any moment and another (or the
 // same, restarted) picks it up.
 type Supervisor struct {
-	conn  *bus.Conn
-	names bus.Names
-	log   *slog.Logger
-	opts  Options
-	m     *metrics
+	conn   *bus.Conn
+	names  bus.Names
+	routes bus.Routes
+	log    *slog.Logger
+	opts   Options
+	m      *metrics
 
 	mu      sync.Mutex
 	defs    map[string]Definition
@@ -124,8 +126,12 @@ func New(conn *bus.Conn, opts Options) (*Supervisor, error) {
 	if err != nil {
 		return nil, err
 	}
+	routes, err := conn.Names().Routes(nil)
+	if err != nil {
+		return nil, fmt.Errorf("new supervisor: %w", err)
+	}
 	return &Supervisor{
-		conn: conn, names: conn.Names(), log: opts.Logger, opts: opts, m: m,
+		conn: conn, names: conn.Names(), routes: routes, log: opts.Logger, opts: opts, m: m,
 		defs: map[string]Definition{}, ensured: map[records.Ref]bool{}, locks: map[string]*idLock{}, told: map[string]int{},
 	}, nil
 }
@@ -260,7 +266,7 @@ func (s *Supervisor) Run(ctx context.Context) error {
 	}()
 
 	svc, err := micro.AddService(s.conn.NC, micro.Config{
-		Name:        s.names.Prefix() + "-orch",
+		Name:        s.names.OrchService(),
 		Version:     "0.1.0",
 		Description: "effectors orchestrations: start, status, input, cancel",
 	})
@@ -270,17 +276,17 @@ func (s *Supervisor) Run(ctx context.Context) error {
 	defer func() { _ = svc.Stop() }()
 	for _, op := range []string{OpStart, OpStatus, OpInput, OpCancel} {
 		err := svc.AddEndpoint(op, micro.HandlerFunc(func(req micro.Request) { s.serve(op, req) }),
-			micro.WithEndpointSubject(Subject(s.names.Prefix(), op)),
+			micro.WithEndpointSubject(s.names.Orch(op)),
 			micro.WithEndpointMetadata(map[string]string{"format": "application/json"}))
 		if err != nil {
-			return fmt.Errorf("supervisor: add endpoint %s: %w", Subject(s.names.Prefix(), op), err)
+			return fmt.Errorf("supervisor: add endpoint %s: %w", s.names.Orch(op), err)
 		}
 	}
 	if err := s.conn.NC.Flush(); err != nil {
 		return fmt.Errorf("supervisor: flush subscriptions: %w", err)
 	}
 	s.ready.Store(true)
-	s.log.Info("supervisor ready", "orchestrations", strings.Join(s.Names(), ","), "api", s.names.Prefix()+".orch.*")
+	s.log.Info("supervisor ready", "orchestrations", strings.Join(s.Names(), ","), "api", s.names.Orchestrations())
 	<-ctx.Done()
 	s.ready.Store(false)
 	return nil
@@ -291,20 +297,16 @@ func (s *Supervisor) serve(op string, req micro.Request) {
 	ctx, cancel := context.WithTimeout(s.runCtx, s.opts.RequestTimeout)
 	defer cancel()
 	rep, err := s.handle(ctx, op, req.Data())
+	var body []byte
 	if err == nil {
-		if err = req.RespondJSON(rep); err == nil {
-			return
+		if body, err = json.Marshal(rep); err != nil {
+			err = fmt.Errorf("encode the reply to %s: %w", op, err)
 		}
-		err = fmt.Errorf("reply to %s: %w", op, err) // e.g. larger than the server takes
 	}
-	code := codeOf(err)
-	if code == CodeInternal {
+	if err != nil && codeOf(err) == CodeInternal {
 		s.log.Error("orchestration request failed", "op", op, "err", errorText(err))
 	}
-	if req.Error(fmt.Sprint(code), errorText(err), nil) != nil {
-		// Always reply, if only with the code.
-		_ = req.Error(fmt.Sprint(code), fmt.Sprintf("%s failed (code %d)", op, code), nil)
-	}
+	apiErrors.Respond(req, body, err)
 }
 
 func (s *Supervisor) handle(ctx context.Context, op string, data []byte) (any, error) {
@@ -351,11 +353,11 @@ func (s *Supervisor) handle(ctx context.Context, op string, data []byte) (any, e
 	return nil, invalidf("unknown operation %s", echo(op))
 }
 
+// decodeStrict decodes a request body into v (see [service.Decode]); its
+// errors match ErrInvalid.
 func decodeStrict(data []byte, v any, want string) error {
-	dec := json.NewDecoder(strings.NewReader(string(data)))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		return invalidf("bad request body: %s (want JSON like %s)", jsonErrorText(err), want)
+	if err := service.Decode(data, v, MaxRequestSize, want); err != nil {
+		return invalidf("%v", err)
 	}
 	return nil
 }
@@ -510,7 +512,7 @@ func (s *Supervisor) consumeDead(ctx context.Context) (jetstream.ConsumeContext,
 	cons, err := stream.CreateOrUpdateConsumer(ctx, jetstream.ConsumerConfig{
 		Durable:       ConsumerName,
 		Description:   "dead letters, for the tasks of orchestrations",
-		FilterSubject: s.names.Prefix() + ".dead.>",
+		FilterSubject: s.names.DeadLetters(),
 		AckPolicy:     jetstream.AckExplicitPolicy,
 		AckWait:       s.opts.AckWait,
 		MaxAckPending: 256,

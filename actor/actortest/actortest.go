@@ -9,6 +9,8 @@
 // gracefully; the test fails if Run returns an error or the node does not stop
 // within a minute. [Node.Registry] holds the node's Prometheus metrics.
 //
+// [Create] creates an effector and terminates it when the test ends.
+//
 // [Eventually] polls a condition with a deadline, for tests that must wait for
 // something to happen without sleeping.
 package actortest
@@ -16,12 +18,14 @@ package actortest
 import (
 	"cmp"
 	"context"
+	"errors"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/effectors/effectors/actor"
 	"github.com/effectors/effectors/bus"
+	"github.com/effectors/effectors/records"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -134,4 +138,27 @@ func Eventually(t testing.TB, timeout time.Duration, what string, cond func() bo
 		}
 		time.Sleep(PollInterval)
 	}
+}
+
+// Create creates effector ref through c with state (nil for the kind's
+// initial state), failing the test if it cannot, and terminates it when the
+// test ends, so that tests sharing one server leave no live effector behind
+// for the next. It returns the new state document.
+func Create(t testing.TB, c *actor.Client, ref records.Ref, state any) actor.Document {
+	t.Helper()
+	if c == nil {
+		t.Fatal("actortest: Create needs a client: pass the *actor.Client of actor.NewClient")
+	}
+	doc, err := c.Create(context.Background(), ref, state)
+	if err != nil {
+		t.Fatalf("actortest: create %s: %v", ref, err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), StopTimeout)
+		defer cancel()
+		if _, err := c.Terminate(ctx, ref); err != nil && !errors.Is(err, actor.ErrNotFound) {
+			t.Errorf("actortest: terminate %s at cleanup: %v", ref, err)
+		}
+	})
+	return doc
 }

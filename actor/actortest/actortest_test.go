@@ -121,3 +121,26 @@ func TestEventually(t *testing.T) {
 		t.Fatalf("fatal = %q, want %q", f.fatal, want)
 	}
 }
+
+// TestCreate: an effector made with Create is live during the test (and its
+// subtest) and terminated when the (sub)test ends.
+func TestCreate(t *testing.T) {
+	srv := bustest.NewServer(t)
+	conn := srv.Connect(t)
+	actortest.StartNode(t, conn, actor.Options{}, kinds.Counter())
+	c, err := actor.NewClient(context.Background(), conn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := records.Ref{Kind: "counter", ID: "temp"}
+	t.Run("uses it", func(t *testing.T) {
+		doc := actortest.Create(t, c, r, kinds.CounterState{Count: 4})
+		if doc.Status != actor.StatusIdle || doc.Ref() != r {
+			t.Fatalf("created %+v", doc)
+		}
+	})
+	doc, err := c.State(context.Background(), r)
+	if err != nil || doc.Status != actor.StatusTerminated {
+		t.Fatalf("after the subtest: %+v %v, want TERMINATED", doc, err)
+	}
+}

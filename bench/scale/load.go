@@ -103,7 +103,7 @@ func CreateDocs(ctx context.Context, conn *bus.Conn, refs []records.Ref, window 
 		if err != nil {
 			return nil, err
 		}
-		return &nats.Msg{Subject: "$KV." + names.StateBucket() + "." + names.StateKey(r), Data: data}, nil
+		return &nats.Msg{Subject: names.StateSubject(r), Data: data}, nil
 	})
 }
 

@@ -279,7 +279,7 @@ func Latency(ctx context.Context, env Env, conn *bus.Conn, refs []records.Ref) e
 		return fmt.Errorf("%w: Latency: no effectors", ErrInvalid)
 	}
 	ch := make(chan string, 1024)
-	sub, err := conn.NC.Subscribe(conn.Names().Prefix()+".out.>", func(m *nats.Msg) {
+	sub, err := conn.NC.Subscribe(conn.Names().Outboxes(), func(m *nats.Msg) {
 		select {
 		case ch <- m.Subject:
 		default:
@@ -550,7 +550,7 @@ func markers(ctx context.Context, conn *bus.Conn, refs []records.Ref) (map[strin
 	if err != nil {
 		return nil, err
 	}
-	w, err := kv.WatchFiltered(ctx, []string{"part.>"}, jetstream.IgnoreDeletes())
+	w, err := kv.WatchFiltered(ctx, []string{conn.Names().LeaseKeys()}, jetstream.IgnoreDeletes())
 	if err != nil {
 		return nil, err
 	}
@@ -560,7 +560,7 @@ func markers(ctx context.Context, conn *bus.Conn, refs []records.Ref) (map[strin
 		if e == nil {
 			out := map[string]string{}
 			for _, r := range refs {
-				key := r.Kind + "." + strconv.Itoa(conn.Names().Partition(r))
+				key := conn.Names().LeaseKey(r.Kind, conn.Names().Partition(r))
 				if node, ok := leases[key]; ok {
 					out[r.ID] = node
 				}
@@ -573,7 +573,7 @@ func markers(ctx context.Context, conn *bus.Conn, refs []records.Ref) (map[strin
 		if err := codec.Unmarshal(e.Value(), &doc); err != nil {
 			return nil, fmt.Errorf("lease %s: %w", e.Key(), err)
 		}
-		leases[strings.TrimPrefix(e.Key(), "part.")] = doc.Node
+		leases[e.Key()] = doc.Node
 	}
 	return nil, fmt.Errorf("leases: watch closed")
 }

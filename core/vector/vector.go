@@ -48,7 +48,7 @@ func Open(ctx context.Context, conn *bus.Conn, emb Embedder, cfg Config) (*Store
 		return nil, core.Errorf(core.CodeInvalid, op, "needs a connection and an embedder")
 	}
 	if cfg.Bucket == "" {
-		cfg.Bucket = conn.Names().Prefix() + "_vectors"
+		cfg.Bucket = conn.Names().VectorBucket()
 	}
 	if cfg.Collection == "" {
 		cfg.Collection = "default"
