@@ -61,7 +61,7 @@ func checkOwner(owner string) error {
 		return nil
 	}
 	if err := records.ValidateOwner(owner); err != nil {
-		return &ControlError{Code: 400, Message: err.Error()}
+		return &ControlError{Code: 400, Reason: reasonInvalid, Message: err.Error()}
 	}
 	return nil
 }
