@@ -135,6 +135,16 @@ func (m *metrics) Collect(ch chan<- prometheus.Metric) {
 	}
 }
 
+// hosted starts the per-kind counters of a hosted kind at 0, so that a
+// dashboard shows 0 (not "no data") for events that have not happened yet:
+// Prometheus' advice for labels known in advance.
+func (m *metrics) hosted(kind string) {
+	for _, v := range []*prometheus.CounterVec{m.redelivers, m.conflicts, m.retries, m.activations, m.passivations, m.handovers, m.overflows} {
+		v.WithLabelValues(kind)
+	}
+	m.forKind(kind)
+}
+
 // kindMetrics holds the children of the hot-path metrics for one kind, so
 // processing a record does no label lookups.
 type kindMetrics struct {

@@ -177,6 +177,7 @@ func (n *Node) Host(defs ...Definition) error {
 			return fmt.Errorf("%w: %s", ErrDuplicateKind, s.name)
 		}
 		n.kinds[s.name] = s
+		n.metrics.hosted(s.name)
 	}
 	return nil
 }

@@ -73,6 +73,7 @@ const maxConflicts = 16
 func (s *Supervisor) advance(ctx context.Context, id string, ev event) (orchRecord, error) {
 	unlock := s.lock(id)
 	defer unlock()
+	began := time.Now()
 	for range maxConflicts {
 		var cur orchRecord
 		var rev uint64
@@ -126,7 +127,7 @@ func (s *Supervisor) advance(ctx context.Context, id string, ev event) (orchReco
 		if err != nil {
 			return cur, fmt.Errorf("write orchestration %s: %w", id, err)
 		}
-		s.counted(next, ev)
+		s.counted(next, ev, time.Since(began))
 		s.tell(ctx, next, &ev)
 		return next, nil
 	}
@@ -143,12 +144,13 @@ func (s *Supervisor) recordSize(r orchRecord) (int, int) {
 	return len(b), limit
 }
 
-func (s *Supervisor) counted(r orchRecord, ev event) {
+func (s *Supervisor) counted(r orchRecord, ev event, took time.Duration) {
 	evName := ev.kind.String()
 	if ev.kind == evResult && ev.rec.Type == answerError {
 		evName = answerError
 	}
 	s.m.steps.WithLabelValues(r.Name, evName).Inc()
+	s.m.stepSeconds.WithLabelValues(r.Name, evName).Observe(took.Seconds())
 	if ev.kind == evStart {
 		s.m.started.WithLabelValues(r.Name).Inc()
 	}

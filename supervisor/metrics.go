@@ -14,6 +14,10 @@ type metrics struct {
 	conflicts prometheus.Counter
 	dropped   *prometheus.CounterVec // reason
 	tasks     *prometheus.CounterVec // name
+	// stepSeconds: how long applying one change took, from reading the
+	// orchestration's record to writing it (graph steps and publishes
+	// included).
+	stepSeconds *prometheus.HistogramVec // name, event
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
@@ -36,11 +40,16 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		tasks: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "ea_orchestration_tasks_sent_total", Help: "Task records published to workers, by orchestration name.",
 		}, []string{"name"}),
+		stepSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "ea_orchestration_step_seconds",
+			Help:    "Time to apply one change to an orchestration (read its record, run the graph to its next pause, publish, write), by name and event (start, result, error, input, cancel).",
+			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30},
+		}, []string{"name", "event"}),
 	}
 	if reg == nil {
 		return m, nil
 	}
-	for _, c := range []prometheus.Collector{m.started, m.finished, m.steps, m.conflicts, m.dropped, m.tasks} {
+	for _, c := range []prometheus.Collector{m.started, m.finished, m.steps, m.conflicts, m.dropped, m.tasks, m.stepSeconds} {
 		if err := reg.Register(c); err != nil {
 			var are prometheus.AlreadyRegisteredError
 			if errors.As(err, &are) {

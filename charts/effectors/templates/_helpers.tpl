@@ -36,13 +36,100 @@ Chart name and version, for the helm.sh/chart label.
 {{- end }}
 
 {{/*
-Labels of every object.
+Name of the supervisor Deployment, Service and PodDisruptionBudget.
 */}}
-{{- define "effectors.labels" -}}
+{{- define "effectors.supervisorName" -}}
+{{- printf "%s-supervisor" (include "effectors.fullname" . | trunc 52 | trimSuffix "-") }}
+{{- end }}
+
+{{/*
+Labels of every object of the release, whatever its component.
+*/}}
+{{- define "effectors.commonLabels" -}}
 helm.sh/chart: {{ include "effectors.chart" . }}
-{{ include "effectors.selectorLabels" . }}
+app.kubernetes.io/name: {{ include "effectors.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
 app.kubernetes.io/version: {{ .Values.image.tag | default .Chart.AppVersion | quote }}
 app.kubernetes.io/managed-by: {{ .Release.Service }}
+app.kubernetes.io/part-of: effectors
+{{- end }}
+
+{{/*
+Labels of the node objects.
+*/}}
+{{- define "effectors.labels" -}}
+{{ include "effectors.commonLabels" . }}
+app.kubernetes.io/component: node
+{{- end }}
+
+{{/*
+Labels of the supervisor objects.
+*/}}
+{{- define "effectors.supervisorLabels" -}}
+{{ include "effectors.commonLabels" . }}
+app.kubernetes.io/component: supervisor
+{{- end }}
+
+{{/*
+Labels that select the supervisor pods.
+*/}}
+{{- define "effectors.supervisorSelectorLabels" -}}
+app.kubernetes.io/name: {{ include "effectors.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/component: supervisor
+{{- end }}
+
+{{/*
+The EA_NATS environment entry: from nats.url, or from a key of a Secret.
+*/}}
+{{- define "effectors.natsEnv" -}}
+- name: EA_NATS
+  {{- if .Values.nats.existingSecret.name }}
+  valueFrom:
+    secretKeyRef:
+      name: {{ .Values.nats.existingSecret.name | quote }}
+      key: {{ .Values.nats.existingSecret.key | quote }}
+  {{- else }}
+  value: {{ .Values.nats.url | quote }}
+  {{- end }}
+{{- end }}
+
+{{/*
+Supervisor image reference.
+*/}}
+{{- define "effectors.supervisorImage" -}}
+{{- printf "%s:%s" .Values.supervisor.image.repository (.Values.supervisor.image.tag | default .Values.image.tag | default .Chart.AppVersion) }}
+{{- end }}
+
+{{/*
+Port of a host:port address; fails naming the value when it has none.
+*/}}
+{{- define "effectors.portOf" -}}
+{{- $addr := index . 0 | toString }}
+{{- if or (eq $addr "") (eq $addr "off") (not (contains ":" $addr)) }}
+{{- fail (printf "%s must be host:port, e.g. 0.0.0.0:%s" (index . 1) (index . 2)) }}
+{{- end }}
+{{- splitList ":" $addr | last }}
+{{- end }}
+
+{{/*
+"true" when the gateway listens on an address other pods can reach (not
+loopback): the Service then carries its port, and a token is required.
+*/}}
+{{- define "effectors.gatewayPublic" -}}
+{{- $host := .Values.supervisor.gateway.address | toString | splitList ":" | initial | join ":" | trimPrefix "[" | trimSuffix "]" }}
+{{- if not (has $host (list "127.0.0.1" "localhost" "::1")) }}true{{ end }}
+{{- end }}
+
+{{/*
+Fails when the supervisors serve the gateway on a pod address without a
+token: anyone reaching the Service could send records and drive
+orchestrations (and ea-supervisor refuses to start so).
+*/}}
+{{- define "effectors.checkGateway" -}}
+{{- if and .Values.supervisor.enabled .Values.supervisor.gateway.enabled (include "effectors.gatewayPublic" .) (not .Values.supervisor.gateway.token.existingSecret.name) }}
+{{- fail (printf "supervisor.gateway.token.existingSecret.name is required with supervisor.gateway.address %s: the gateway then listens on the pod's address and needs a bearer token. Create a Secret (kubectl create secret generic ea-gateway --from-literal=token=$(openssl rand -hex 32)) and set supervisor.gateway.token.existingSecret.name=ea-gateway, or keep the address on 127.0.0.1 (reach it with kubectl port-forward)." .Values.supervisor.gateway.address) }}
+{{- end }}
 {{- end }}
 
 {{/*

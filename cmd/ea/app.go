@@ -1,0 +1,568 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/effectors/effectors/actor"
+	"github.com/effectors/effectors/bus"
+	"github.com/effectors/effectors/internal/cli"
+	"github.com/effectors/effectors/records"
+	"github.com/effectors/effectors/store"
+	"github.com/effectors/effectors/supervisor"
+	"github.com/nats-io/nats.go"
+)
+
+// Exit statuses; see the package doc.
+const (
+	exitOK          = 0
+	exitError       = 1
+	exitUsage       = 2
+	exitNotFound    = 3
+	exitUnavailable = 4
+	exitConflict    = 5
+)
+
+// DefaultNATS is where ea connects by default: the embedded server of an
+// ea-node started with no flags (make run).
+const DefaultNATS = "nats://127.0.0.1:4222"
+
+// env is the process's environment as ea reads it.
+type env struct {
+	stdin          io.Reader
+	stdout, stderr io.Writer
+	getenv         func(string) string
+	// now is the clock (tests keep the real one).
+	now func() time.Time
+}
+
+// global are the settings every command takes.
+type global struct {
+	nats    string
+	prefix  string
+	timeout time.Duration
+	json    bool
+}
+
+// command is one ea command.
+type command struct {
+	name  string
+	args  string // placeholder text of the positional arguments
+	short string
+	long  string
+	// flags adds the command's own flags.
+	flags func(fs *flag.FlagSet)
+	// run runs the command with its positional arguments.
+	run func(ctx context.Context, a *app, args []string) error
+	// sub are the subcommands (ea orch ...); a command has run or sub.
+	sub []*command
+}
+
+// app is one invocation of ea.
+type app struct {
+	env
+	g    global
+	cmd  *command
+	fs   *flag.FlagSet
+	conn *bus.Conn
+	// auth: how to authenticate to NATS (the settings every binary shares).
+	auth cli.Auth
+	// following: the command runs until interrupted (tail --follow, top),
+	// so an interrupt ends it with status 0.
+	following bool
+}
+
+// usageError is a bad command line: exit status 2, with the command's usage
+// hint.
+type usageError struct {
+	cmd string // the command path, e.g. "ea send"
+	msg string
+}
+
+func (e *usageError) Error() string { return e.msg }
+
+func usagef(cmd string, format string, args ...any) error {
+	return &usageError{cmd: cmd, msg: fmt.Sprintf(format, args...)}
+}
+
+// exitErr carries an explicit exit status.
+type exitErr struct {
+	code int
+	err  error
+}
+
+func (e *exitErr) Error() string { return e.err.Error() }
+func (e *exitErr) Unwrap() error { return e.err }
+
+func withCode(code int, err error) error { return &exitErr{code: code, err: err} }
+
+// run is ea: it parses args, runs the command and returns the exit status.
+// Everything it prints goes to stdout (results) and stderr (errors).
+func run(ctx context.Context, args []string, e env) int {
+	if e.getenv == nil {
+		e.getenv = func(string) string { return "" }
+	}
+	if e.now == nil {
+		e.now = time.Now
+	}
+	a := &app{env: e}
+	err := a.dispatch(ctx, args)
+	if a.conn != nil {
+		// The server refuses what a user's permissions do not allow by
+		// dropping the request: say so rather than "timed out".
+		if le := a.conn.NC.LastError(); err != nil && errors.Is(le, nats.ErrPermissionViolation) {
+			err = withCode(exitError, fmt.Errorf("%w: %w (the NATS user may not do this: tail dead, top and orch ls read %s, %s and %s, which the client role of deploy/nats does not open)",
+				errPermission, le, a.conn.Names().MailboxStream(), a.conn.Names().DeadStream(), a.conn.Names().OrchBucket()))
+		}
+		_ = a.conn.Close()
+	}
+	if err == nil {
+		return exitOK
+	}
+	if errors.Is(err, flag.ErrHelp) {
+		return exitOK
+	}
+	code := exitStatus(err)
+	var ue *usageError
+	if errors.As(err, &ue) {
+		fmt.Fprintf(e.stderr, "ea: %s\n", ue.msg)
+		fmt.Fprintf(e.stderr, "run '%s --help' for usage\n", ue.cmd)
+		return code
+	}
+	if a.following && ctx.Err() != nil && errors.Is(err, context.Canceled) {
+		return exitOK // interrupted (Ctrl-C) while following: how following ends
+	}
+	fmt.Fprintf(e.stderr, "ea: %s\n", bus.RedactURL(err.Error()))
+	return code
+}
+
+// exitStatus maps an error to the exit status the package doc documents.
+func exitStatus(err error) int {
+	var ee *exitErr
+	var ue *usageError
+	switch {
+	case errors.As(err, &ee):
+		return ee.code
+	case errors.As(err, &ue):
+		return exitUsage
+	case errors.Is(err, actor.ErrNotFound), errors.Is(err, store.ErrNotFound),
+		errors.Is(err, store.ErrUnknownKind),
+		errors.Is(err, supervisor.ErrUnknownOrchestration), errors.Is(err, supervisor.ErrUnknownName):
+		return exitNotFound
+	case errors.Is(err, actor.ErrNoHost), errors.Is(err, store.ErrUnavailable),
+		errors.Is(err, supervisor.ErrUnavailable), errors.Is(err, context.DeadlineExceeded),
+		errors.Is(err, errConnect):
+		return exitUnavailable
+	case errors.Is(err, actor.ErrExists), errors.Is(err, actor.ErrTerminated),
+		errors.Is(err, supervisor.ErrNotWaiting), errors.Is(err, supervisor.ErrFinished),
+		errors.Is(err, actor.ErrCorruptState):
+		return exitConflict
+	case errors.Is(err, actor.ErrInvalid), errors.Is(err, store.ErrInvalid), errors.Is(err, supervisor.ErrInvalid),
+		errors.Is(err, actor.ErrForbidden), errors.Is(err, actor.ErrTooLarge):
+		// The server refused what was given: the caller's input.
+		return exitUsage
+	}
+	return exitError
+}
+
+// errConnect marks a failure to reach NATS.
+var errConnect = errors.New("cannot reach NATS")
+
+// errPermission marks a request the server refused for the user's
+// permissions.
+var errPermission = errors.New("permission denied")
+
+// globalFlags adds the settings every command takes to fs, with defaults from
+// the environment (EA_NATS, EA_PREFIX, EA_TIMEOUT, EA_JSON).
+func (a *app) globalFlags(fs *flag.FlagSet) {
+	nats := firstNonEmpty(a.getenv("EA_NATS"), DefaultNATS)
+	prefix := firstNonEmpty(a.getenv("EA_PREFIX"), bus.DefaultPrefix)
+	fs.StringVar(&a.g.nats, "nats", nats, "NATS server URL(s), comma-separated (env EA_NATS)")
+	fs.StringVar(&a.g.prefix, "prefix", prefix, "subject prefix of the deployment (env EA_PREFIX)")
+	fs.Func("timeout", "how long to wait for NATS and for each answer, e.g. 5s (env EA_TIMEOUT; default 10s)", func(v string) error {
+		d, err := time.ParseDuration(v)
+		if err != nil || d <= 0 {
+			return errors.New("want a positive duration such as 5s")
+		}
+		a.g.timeout = d
+		return nil
+	})
+	for _, st := range authSettings() {
+		if e := a.getenv(st.Env()); e != "" {
+			st.Check(a, e) // checked again by Auth.Load
+		}
+		fs.Func(st.Name, st.Usage+" (env "+st.Env()+")", func(v string) error {
+			if want := st.Check(a, v); want != "" {
+				return errors.New(want)
+			}
+			return nil
+		})
+	}
+	fs.BoolVar(&a.g.json, "json", a.getenv("EA_JSON") == "1" || a.getenv("EA_JSON") == "true", "print JSON (one value per line) instead of tables (env EA_JSON=1)")
+}
+
+// authSettings are the NATS authentication and TLS settings every effectors
+// binary shares (--creds, --nkey, --user, --password-file, --token-file,
+// --tls-ca, --tls-cert, --tls-key; passwords and tokens never on the
+// command line: EA_PASSWORD, EA_TOKEN or a file).
+func authSettings() []*cli.Setting[app] {
+	return cli.AuthSettings(func(a *app) *cli.Auth { return &a.auth })
+}
+
+func firstNonEmpty(vs ...string) string {
+	for _, v := range vs {
+		if v != "" {
+			return v
+		}
+	}
+	return ""
+}
+
+// dispatch finds the command and runs it.
+func (a *app) dispatch(ctx context.Context, args []string) error {
+	cmds := commands()
+	if len(args) == 0 {
+		a.topUsage(a.stderr, cmds)
+		return usagef("ea", "no command given")
+	}
+	name := args[0]
+	switch name {
+	case "-h", "--help", "-help":
+		a.topUsage(a.stdout, cmds)
+		return nil
+	case "help":
+		return a.help(cmds, args[1:])
+	}
+	if strings.HasPrefix(name, "-") {
+		// Global flags before the command (ea --nats URL state x/y), as the
+		// nats CLI allows: moved after the command's arguments.
+		moved, rest, err := leadingGlobals(args)
+		if err != nil {
+			return err
+		}
+		if len(rest) == 0 {
+			return usagef("ea", "no command given after %s", strings.Join(moved, " "))
+		}
+		if i := slices.Index(rest, "--"); i >= 0 {
+			args = slices.Concat(rest[:i], moved, rest[i:])
+		} else {
+			args = slices.Concat(rest, moved)
+		}
+		name = args[0]
+	}
+	cmd := find(cmds, name)
+	if cmd == nil {
+		return usagef("ea", "unknown command %q (commands: %s)", name, names(cmds))
+	}
+	path := "ea " + cmd.name
+	args = args[1:]
+	for cmd.sub != nil {
+		if len(args) == 0 || args[0] == "-h" || args[0] == "--help" {
+			if len(args) == 0 {
+				a.cmdUsage(a.stderr, path, cmd)
+				return usagef(path, "%s needs a subcommand: %s", path, names(cmd.sub))
+			}
+			a.cmdUsage(a.stdout, path, cmd)
+			return nil
+		}
+		sub := find(cmd.sub, args[0])
+		if sub == nil {
+			return usagef(path, "unknown subcommand %q of %s (subcommands: %s)", args[0], path, names(cmd.sub))
+		}
+		cmd, path, args = sub, path+" "+sub.name, args[1:]
+	}
+	a.cmd = cmd
+	fs := flag.NewFlagSet(path, flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	a.globalFlags(fs)
+	if cmd.flags != nil {
+		cmd.flags(fs)
+	}
+	a.fs = fs
+	if t := a.getenv("EA_TIMEOUT"); t != "" && a.g.timeout == 0 {
+		d, err := time.ParseDuration(t)
+		if err != nil || d <= 0 {
+			return usagef(path, "EA_TIMEOUT %q: want a positive duration such as 5s", t)
+		}
+		a.g.timeout = d
+	}
+	pos, err := parseInterspersed(fs, args)
+	if errors.Is(err, flag.ErrHelp) {
+		a.cmdUsage(a.stdout, path, cmd)
+		return err
+	}
+	if err != nil {
+		return usagef(path, "%v", err)
+	}
+	if a.g.timeout == 0 {
+		a.g.timeout = 10 * time.Second
+	}
+	if err := a.auth.Load(a.getenv); err != nil {
+		return usagef(path, "%v", err)
+	}
+	if _, err := bus.NewNames(a.g.prefix); err != nil || a.g.prefix == "" {
+		return usagef(path, "--prefix %q: want one subject token: 1-128 characters of A-Z a-z 0-9 _ -", a.g.prefix)
+	}
+	if strings.TrimSpace(a.g.nats) == "" {
+		return usagef(path, "--nats: want a NATS URL such as %s", DefaultNATS)
+	}
+	return cmd.run(ctx, a, pos)
+}
+
+// leadingGlobals splits the global flags before the command from the rest.
+func leadingGlobals(args []string) (flags, rest []string, err error) {
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		if !strings.HasPrefix(a, "-") || a == "-" {
+			return flags, args[i:], nil
+		}
+		if a == "--" {
+			return nil, nil, usagef("ea", "no command given before --")
+		}
+		name, _, hasValue := strings.Cut(strings.TrimLeft(a, "-"), "=")
+		switch name {
+		case "json":
+			flags = append(flags, a)
+		case "nats", "prefix", "timeout", "creds", "nkey", "user", "password-file", "token-file", "tls-ca", "tls-cert", "tls-key":
+			flags = append(flags, a)
+			if !hasValue {
+				if i+1 >= len(args) {
+					return nil, nil, usagef("ea", "flag needs an argument: %s", a)
+				}
+				i++
+				flags = append(flags, args[i])
+			}
+		default:
+			return nil, nil, usagef("ea", "%s before the command: only the connection flags (--nats, --prefix, --timeout, --json, --creds, --user, ...) may come first; put the command's flags after it", a)
+		}
+	}
+	return flags, nil, nil
+}
+
+// parseInterspersed parses flags anywhere among the arguments (ea send
+// counter/c1 '{}' --type inc), the way the nats CLI does; "--" ends the
+// flags. It returns the positional arguments.
+func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
+	var pos []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			return nil, err
+		}
+		rest := fs.Args()
+		if len(rest) == 0 {
+			return pos, nil
+		}
+		// fs stopped at a positional argument, or after "--".
+		consumed := len(args) - len(rest)
+		if consumed > 0 && args[consumed-1] == "--" {
+			return append(pos, rest...), nil
+		}
+		pos = append(pos, rest[0])
+		args = rest[1:]
+	}
+}
+
+func find(cmds []*command, name string) *command {
+	for _, c := range cmds {
+		if c.name == name {
+			return c
+		}
+	}
+	return nil
+}
+
+func names(cmds []*command) string {
+	var ns []string
+	for _, c := range cmds {
+		ns = append(ns, c.name)
+	}
+	return strings.Join(ns, ", ")
+}
+
+// connect returns the connection, making it on first use.
+func (a *app) connect(ctx context.Context) (*bus.Conn, error) {
+	if a.conn != nil {
+		return a.conn, nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, a.g.timeout)
+	defer cancel()
+	conn, err := bus.Connect(ctx, bus.Config{
+		URL: a.g.nats, Prefix: a.g.prefix, Name: "ea-cli", ConnectTimeout: a.g.timeout, Options: a.auth.Options(),
+		Logger: slog.New(slog.DiscardHandler),
+	})
+	if err != nil {
+		if errors.Is(err, bus.ErrAuth) {
+			return nil, withCode(exitUnavailable, err)
+		}
+		if errors.Is(err, bus.ErrInvalidConfig) {
+			return nil, usagef("ea "+a.cmd.name, "%v", err)
+		}
+		cause := err
+		for u := errors.Unwrap(cause); u != nil; u = errors.Unwrap(cause) {
+			cause = u
+		}
+		return nil, fmt.Errorf("%w at %s: %w (is ea-node running? start one with make run, or set --nats / EA_NATS)", errConnect, bus.RedactURL(a.g.nats), cause)
+	}
+	a.conn = conn
+	return conn, nil
+}
+
+// actorClient returns an actor.Client on the connection.
+func (a *app) actorClient(ctx context.Context) (*actor.Client, error) {
+	conn, err := a.connect(ctx)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, a.g.timeout)
+	defer cancel()
+	c, err := actor.NewClient(ctx, conn)
+	if err != nil {
+		return nil, withCode(exitUnavailable, fmt.Errorf("%w (was the deployment provisioned? ea-node does it at start)", err))
+	}
+	return c, nil
+}
+
+// storeReader returns the record store's client over NATS (served by ea-node,
+// --record-store).
+func (a *app) storeReader(ctx context.Context) (store.Reader, error) {
+	conn, err := a.connect(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return store.NewRemote(conn)
+}
+
+// supervisorClient returns the orchestration API's client.
+func (a *app) supervisorClient(ctx context.Context) (*supervisor.Client, error) {
+	conn, err := a.connect(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return supervisor.NewClient(conn)
+}
+
+// call bounds one request by the timeout.
+func (a *app) call(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ctx, a.g.timeout)
+}
+
+// ref parses a <kind>/<id> argument.
+func (a *app) ref(arg string) (records.Ref, error) {
+	r, err := records.ParseRef(arg)
+	if err != nil {
+		return records.Ref{}, usagef(a.fs.Name(), "%q: want <kind>/<id>, each 1-128 characters of A-Z a-z 0-9 _ - (%v)", arg, err)
+	}
+	return r, nil
+}
+
+// nargs checks the number of positional arguments.
+func (a *app) nargs(args []string, min, max int) error {
+	if len(args) < min {
+		return usagef(a.fs.Name(), "%s needs %s", a.fs.Name(), a.cmd.args)
+	}
+	if max >= 0 && len(args) > max {
+		return usagef(a.fs.Name(), "unexpected argument %q (%s takes %s)", args[max], a.fs.Name(), a.cmd.args)
+	}
+	return nil
+}
+
+// help answers ea help [command [subcommand]].
+func (a *app) help(cmds []*command, args []string) error {
+	if len(args) == 0 {
+		a.topUsage(a.stdout, cmds)
+		return nil
+	}
+	path := "ea"
+	var cmd *command
+	list := cmds
+	for _, n := range args {
+		c := find(list, n)
+		if c == nil {
+			return usagef("ea help", "no command %q in %s (commands: %s)", n, path, names(list))
+		}
+		cmd, path, list = c, path+" "+c.name, c.sub
+	}
+	a.cmdUsage(a.stdout, path, cmd)
+	return nil
+}
+
+func (a *app) topUsage(w io.Writer, cmds []*command) {
+	fmt.Fprint(w, `ea drives effectors at a terminal: send records, read state, follow the
+record log, run orchestrations, watch the load.
+
+Usage: ea [--nats URLS] [--prefix NAME] <command> [arguments] [flags]
+
+Commands:
+`)
+	for _, c := range cmds {
+		fmt.Fprintf(w, "  %-11s %s\n", c.name, c.short)
+	}
+	fmt.Fprint(w, `  help        help about a command (ea help tail)
+
+Flags every command takes:
+  --nats URLS      NATS server URL(s) (env EA_NATS; default `+DefaultNATS+`)
+  --prefix NAME    subject prefix of the deployment (env EA_PREFIX; default ea)
+  --timeout D      how long to wait for NATS and each answer (env EA_TIMEOUT; default 10s)
+  --json           JSON output, one value per line (env EA_JSON=1)
+  --creds FILE, --nkey FILE, --user NAME (password from EA_PASSWORD or
+  --password-file FILE), --token-file FILE (or EA_TOKEN), --tls-ca FILE,
+  --tls-cert FILE, --tls-key FILE: NATS authentication and TLS, as for
+  ea-node and ea-supervisor (env EA_CREDS, EA_NKEY, EA_USER, ...)
+
+Exit status: 0 ok, 1 error (or permission denied), 2 usage (bad arguments, or input the server
+refused), 3 not found, 4 unavailable (NATS, or no node / supervisor / record
+store answering), 5 conflict (already exists, terminated, not waiting, finished).
+
+Try (after make run):
+  ea create counter/c1
+  ea send counter/c1 '{"by":2}' --type inc
+  ea state counter/c1
+  ea tail outbox counter/c1 --follow
+`)
+}
+
+func (a *app) cmdUsage(w io.Writer, path string, cmd *command) {
+	fmt.Fprintf(w, "Usage: %s", path)
+	if cmd.sub != nil {
+		fmt.Fprintf(w, " <subcommand>\n\n%s\n", strings.TrimSpace(firstNonEmpty(cmd.long, cmd.short)))
+		fmt.Fprint(w, "\nSubcommands:\n")
+		for _, s := range cmd.sub {
+			fmt.Fprintf(w, "  %-7s %-24s %s\n", s.name, s.args, s.short)
+		}
+		return
+	}
+	if cmd.args != "" {
+		fmt.Fprintf(w, " %s", cmd.args)
+	}
+	fmt.Fprintf(w, " [flags]\n\n%s\n", strings.TrimSpace(firstNonEmpty(cmd.long, cmd.short)))
+	fs := flag.NewFlagSet(path, flag.ContinueOnError)
+	if cmd.flags != nil {
+		cmd.flags(fs)
+	}
+	var own []*flag.Flag
+	fs.VisitAll(func(f *flag.Flag) { own = append(own, f) })
+	if len(own) > 0 {
+		sort.Slice(own, func(i, j int) bool { return own[i].Name < own[j].Name })
+		fmt.Fprint(w, "\nFlags:\n")
+		for _, f := range own {
+			dash := "--"
+			if len(f.Name) == 1 {
+				dash = "-"
+			}
+			fmt.Fprintf(w, "  %s%-12s %s", dash, f.Name, f.Usage)
+			if f.DefValue != "" && f.DefValue != "false" && f.DefValue != "0" {
+				fmt.Fprintf(w, " (default %s)", f.DefValue)
+			}
+			fmt.Fprintln(w)
+		}
+	}
+	fmt.Fprint(w, "\nand --nats, --prefix, --timeout, --json and the NATS authentication flags (ea help)\n")
+}

@@ -1,0 +1,38 @@
+// Command ea drives effectors at a terminal, in the style of the nats CLI:
+// send records, read and list state, follow the record log, run
+// orchestrations and watch the load.
+//
+//	ea send counter/c1 '{"by":2}' --type inc
+//	ea state counter/c1
+//	ea tail outbox counter/c1 --follow
+//	ea orch start demo '{"text":"hello world"}' --wait
+//	ea top
+//
+// Commands: send, state, create, terminate, ls, kinds, tail, orch
+// (start, status, input, cancel, ls), top, completion, help. Flags may follow
+// the arguments; every command takes --nats (EA_NATS), --prefix (EA_PREFIX),
+// --timeout (EA_TIMEOUT) and --json (EA_JSON=1). Tables by default, one JSON
+// value per line with --json.
+//
+// # Exit status
+//
+//	0  ok
+//	1  error (anything not below), permission denied by NATS
+//	2  usage: bad arguments or flags, or input the runtime refused (a bad
+//	   id, JSON, header or reply subject)
+//	3  not found: effector, kind, orchestration or definition
+//	4  unavailable: NATS unreachable, no node hosting the kind, no
+//	   supervisor or record store answering, a timeout
+//	5  conflict: already exists, terminated, not waiting for input,
+//	   already finished
+//
+// # What it reads
+//
+// Effector commands go through actor.Client (control endpoints, the state
+// bucket, the mailbox); ls, kinds and tail of mailboxes, outboxes, processes
+// and types go through the record store's NATS service (store.Remote, served
+// by ea-node); tail dead reads the dead-letter stream, top counts with
+// short-lived consumers and the partition consumers' info, and orch ls reads
+// the orchestration bucket; orch start, status, input and cancel use the
+// orchestration API (supervisor.Client).
+package main
