@@ -88,10 +88,22 @@ func NewClient(ctx context.Context, conn *bus.Conn) (*Client, error) {
 // ErrExists when ref exists (even terminated), ErrNoHost when no running node
 // hosts the kind, and ErrInvalid for a bad id or a state that does not fit.
 func (c *Client) Create(ctx context.Context, ref records.Ref, state any) (Document, error) {
+	return c.CreateOwned(ctx, ref, state, "")
+}
+
+// CreateOwned is [Client.Create] of an effector that belongs to owner (a
+// user or tenant id; see [Document.Owner]); lists and queries of the record
+// store filter by it.
+func (c *Client) CreateOwned(ctx context.Context, ref records.Ref, state any, owner string) (Document, error) {
 	if err := ref.Validate(); err != nil {
 		return Document{}, fmt.Errorf("create %s: %w: %w", ref, ErrInvalid, err)
 	}
-	req := CreateRequest{ID: ref.ID}
+	if owner != "" {
+		if err := records.ValidateOwner(owner); err != nil {
+			return Document{}, fmt.Errorf("create %s: %w: %w", ref, ErrInvalid, err)
+		}
+	}
+	req := CreateRequest{ID: ref.ID, Owner: owner}
 	if state != nil {
 		b, err := json.Marshal(state)
 		if err != nil {
@@ -274,8 +286,9 @@ func FromSeq(seq uint64) SubscribeOption {
 // Subscribe follows the records effector ref emits (its outbox), from now on
 // unless an option says otherwise. The subscription exists when Subscribe
 // returns, so records emitted after it are not missed. Range over the result;
-// it ends when ctx ends or the loop breaks. A record that cannot be decoded
-// is yielded with its error and the stream goes on.
+// it ends when ctx ends, the loop breaks, or after the effector's end record
+// ([TypeEnd], written when it is terminated), with no error. A record that
+// cannot be decoded is yielded with its error and the stream goes on.
 func (c *Client) Subscribe(ctx context.Context, ref records.Ref, opts ...SubscribeOption) (iter.Seq2[records.Record, error], error) {
 	if err := ref.Validate(); err != nil {
 		return nil, fmt.Errorf("subscribe to %s: %w: %w", ref, ErrInvalid, err)
@@ -284,7 +297,7 @@ func (c *Client) Subscribe(ctx context.Context, ref records.Ref, opts ...Subscri
 	if err != nil {
 		return nil, fmt.Errorf("subscribe to %s: %w", ref, err)
 	}
-	return recordsOf(msgs), nil
+	return untilEnd(ref, recordsOf(msgs)), nil
 }
 
 // recordsOf turns followed messages into records: a message that does not

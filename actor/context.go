@@ -209,6 +209,7 @@ func (c *Context) build(typ string, payload any, opts []SendOption) (records.Rec
 		Type:        typ,
 		From:        c.self,
 		Process:     c.rec.Process,
+		Owner:       c.rec.Owner,
 		Cause:       c.rec.ID,
 		Time:        c.now,
 		ContentType: records.ContentMsgpack,

@@ -68,6 +68,8 @@ type CreateRequest struct {
 	ID string `json:"id"`
 	// State is the initial state as JSON; empty for the kind's Initial.
 	State json.RawMessage `json:"state,omitempty"`
+	// Owner is the user or tenant the effector belongs to (optional).
+	Owner string `json:"owner,omitempty"`
 }
 
 // TerminateRequest is the JSON body of a terminate request.
@@ -459,11 +461,14 @@ func (n *Node) create(ctx context.Context, kind string, data []byte) (Document, 
 	if err != nil {
 		return Document{}, err
 	}
+	if err := checkOwner(req.Owner); err != nil {
+		return Document{}, err
+	}
 	state, err := n.requestedState(kind, req.State)
 	if err != nil {
 		return Document{}, err
 	}
-	doc := Document{ID: ref.ID, Kind: ref.Kind, Status: StatusIdle, State: state, Updated: time.Now().UTC()}
+	doc := Document{ID: ref.ID, Kind: ref.Kind, Status: StatusIdle, State: state, Updated: time.Now().UTC(), Owner: req.Owner}
 	rev, err := n.states.Create(ctx, n.names.StateKey(ref), doc)
 	if errors.Is(err, kv.ErrExists) {
 		msg := fmt.Sprintf("effector %s already exists", ref)
@@ -515,6 +520,9 @@ func (n *Node) terminate(ctx context.Context, kind string, data []byte) (Documen
 			return Document{}, err
 		}
 		n.retireNotice(ref)
+		if err := n.announceEnd(ctx, ref); err != nil {
+			return Document{}, err
+		}
 		n.log.Warn("effector with a corrupt state document terminated", "effector", ref.String(), "seq", doc.Seq)
 		return doc, nil
 	case errors.Is(err, errAlreadyTerminated):
@@ -525,6 +533,9 @@ func (n *Node) terminate(ctx context.Context, kind string, data []byte) (Documen
 		return Document{}, fmt.Errorf("write state: %w", err)
 	}
 	n.retireNotice(ref)
+	if err := n.announceEnd(ctx, ref); err != nil {
+		return Document{}, err
+	}
 	n.log.Info("effector terminated", "effector", ref.String())
 	return ent.Value, nil
 }
@@ -609,6 +620,7 @@ func (n *Node) rewrite(ctx context.Context, ref records.Ref, status Status, stat
 				return Document{}, failf(ErrTerminated, "effector %s is terminated: a terminated effector stays terminated; create another id", ref)
 			}
 			doc.Seq, doc.Ahead, rev = ent.Value.Seq, ent.Value.Ahead, ent.Revision
+			doc.Owner = ent.Value.Owner
 		case errors.Is(err, kv.ErrNotFound):
 			return Document{}, failf(ErrNotFound, "effector %s not found: create it", ref)
 		case errors.As(err, &cs):

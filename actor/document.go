@@ -46,6 +46,9 @@ type Document struct {
 	Updated time.Time `json:"updated"`
 	// Error is the last failure while Status is ERROR.
 	Error string `json:"error,omitempty"`
+	// Owner is the user or tenant the effector belongs to, set at create
+	// (empty: none).
+	Owner string `json:"owner,omitempty"`
 }
 
 // Ref returns the effector this document belongs to.

@@ -16,6 +16,9 @@ func (d Document) EncodeMsgpack(enc *msgpack.Encoder) error {
 	if d.Error != "" {
 		n++
 	}
+	if d.Owner != "" {
+		n++
+	}
 	if err := enc.EncodeMapLen(n); err != nil {
 		return err
 	}
@@ -70,7 +73,12 @@ func (d Document) EncodeMsgpack(enc *msgpack.Encoder) error {
 		return err
 	}
 	if d.Error != "" {
-		return str("error", d.Error)
+		if err := str("error", d.Error); err != nil {
+			return err
+		}
+	}
+	if d.Owner != "" {
+		return str("owner", d.Owner)
 	}
 	return nil
 }
@@ -118,6 +126,8 @@ func (d *Document) DecodeMsgpack(dec *msgpack.Decoder) error {
 			d.Updated, err = dec.DecodeTime()
 		case "error":
 			d.Error, err = dec.DecodeString()
+		case "owner":
+			d.Owner, err = dec.DecodeString()
 		default:
 			err = dec.Skip()
 		}

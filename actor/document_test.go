@@ -17,6 +17,8 @@ func TestDocumentMsgpack(t *testing.T) {
 	docs := []Document{
 		{ID: "c1", Kind: "counter", Status: StatusIdle, State: state, Seq: 42, Updated: now},
 		{ID: "c1", Kind: "counter", Status: StatusError, Seq: 1 << 40, Ahead: []uint64{1<<40 + 5, 1<<40 + 9}, Updated: now, Error: "boom"},
+		{ID: "c2", Kind: "counter", Status: StatusIdle, State: state, Seq: 7, Updated: now, Owner: "user-42"},
+		{ID: "c3", Kind: "counter", Status: StatusError, Updated: now, Error: "x", Owner: "u"},
 		{},
 	}
 	type generic struct { // the same fields, encoded by reflection
@@ -28,6 +30,7 @@ func TestDocumentMsgpack(t *testing.T) {
 		Ahead   []uint64           `json:"ahead,omitempty"`
 		Updated time.Time          `json:"updated"`
 		Error   string             `json:"error,omitempty"`
+		Owner   string             `json:"owner,omitempty"`
 	}
 	for _, d := range docs {
 		ours, err := codec.Marshal(&d)

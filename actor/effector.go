@@ -404,7 +404,7 @@ func (e *effector) process(d delivery) {
 		if !ok {
 			continue // lost the compare-and-set: evaluate again on what won
 		}
-		if e.crashed(afterState, d.seq) {
+		if e.crashed(afterState, d.seq) || !e.emitState(d) {
 			return
 		}
 		e.ack(d)
@@ -444,6 +444,9 @@ func (e *effector) processBatch(batch []delivery) {
 			m.redelivers.WithLabelValues(kind).Inc()
 		}
 		if next.applied(d.seq) {
+			if !e.restate(d) {
+				return // stopping: the batch stays unacknowledged
+			}
 			acks = append(acks, d)
 			skips++
 			continue
@@ -506,6 +509,9 @@ func (e *effector) processBatch(batch []delivery) {
 			if e.crashed(afterState, d.seq) {
 				return
 			}
+		}
+		if !e.emitState(batch[len(batch)-1]) {
+			return
 		}
 	}
 	for _, d := range acks {
@@ -592,6 +598,9 @@ func (e *effector) skip(d delivery) {
 			e.doc, e.rev = next, rev
 			e.docMu.Unlock()
 		} // else: the next record's write catches up
+	}
+	if !e.restate(d) {
+		return // stopping: d stays unacknowledged
 	}
 	e.ack(d)
 	e.km.duplicate.Inc()

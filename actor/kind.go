@@ -72,6 +72,11 @@ type Kind[S any] struct {
 	MaxDeliveries int
 	// Timeout bounds one attempt of the logic. Default 0: no limit.
 	Timeout time.Duration
+	// StateRecords, when true, writes a [TypeState] record with the new
+	// state document to the effector's outbox after every state write that
+	// applies records, so that the log shows each transition. It costs a
+	// publish per write (BENCHMARKS.md, "State records"). Default false.
+	StateRecords bool
 }
 
 // RetryPolicy says how often and how fast failing logic is retried. A record
@@ -129,6 +134,7 @@ type kindSpec struct {
 	ackWait       time.Duration
 	maxDeliveries int
 	timeout       time.Duration
+	stateRecords  bool
 	// initial returns the msgpack of the initial state.
 	initial func() ([]byte, error)
 	// fromJSON converts a JSON state (as sent to the create endpoint) to
@@ -157,6 +163,7 @@ func (k Kind[S]) spec() (*kindSpec, error) {
 		ackWait:       orDefault(k.AckWait, 30*time.Second),
 		maxDeliveries: orDefault(k.MaxDeliveries, 10),
 		timeout:       k.Timeout,
+		stateRecords:  k.StateRecords,
 	}
 	switch {
 	case retry.Attempts < 1:

@@ -70,7 +70,6 @@ type slot struct {
 
 func (s slot) String() string { return s.kind + "/" + strconv.Itoa(s.num) }
 
-
 type lease struct {
 	node string
 	rev  uint64

@@ -75,6 +75,9 @@ func (c *Context) refusal(o *output) error {
 		return Permanent(fmt.Errorf("record %q: %w", o.rec.Type, err))
 	}
 	o.stream = stream
+	if err := reservedType(c.self, o.subject, o.rec.Type, c.names.Outbox(c.self)); err != nil {
+		return err
+	}
 	if c.maxMsg <= 0 {
 		return nil
 	}

@@ -46,8 +46,13 @@ type Config struct {
 	// DuplicateWindow is how long the records stream remembers record ids to
 	// drop duplicates. Default 2 minutes.
 	DuplicateWindow time.Duration
-	// MaxAge bounds how long records are kept. Default 0: forever.
+	// MaxAge bounds how long records and dead letters are kept, when
+	// Retention does not say (it sets Retention.LogMaxAge and DeadMaxAge
+	// where they are 0). Prefer Retention.
 	MaxAge time.Duration
+	// Retention bounds the age and size of the record log and of the dead
+	// letters; see [Retention]. The zero value keeps what the streams have.
+	Retention Retention
 	// MaxConsumers is the most consumers the mailbox and outbox streams
 	// allow (the runtime needs one per kind and partition; the rest are
 	// readers'). Default 1,000,000.
@@ -92,6 +97,12 @@ func (c Config) withDefaults() Config {
 	if c.StateHistory == 0 {
 		c.StateHistory = 5
 	}
+	if c.MaxAge > 0 && c.Retention.LogMaxAge == 0 {
+		c.Retention.LogMaxAge = c.MaxAge
+	}
+	if c.MaxAge > 0 && c.Retention.DeadMaxAge == 0 {
+		c.Retention.DeadMaxAge = c.MaxAge
+	}
 	if c.Partitions == 0 {
 		c.Partitions = DefaultPartitions
 	}
@@ -124,6 +135,8 @@ func (c Config) Validate() error {
 		return fmtInvalid("max age %s: must be 0 (forever) or positive", c.MaxAge)
 	case c.MaxAge > 0 && c.MaxAge < c.DuplicateWindow:
 		return fmtInvalid("max age %s: must not be shorter than the duplicate window %s", c.MaxAge, c.DuplicateWindow)
+	case c.Retention.validate(c.DuplicateWindow) != nil:
+		return c.Retention.validate(c.DuplicateWindow)
 	case c.MaxConsumers < 1:
 		return fmtInvalid("max consumers %d: must be positive", c.MaxConsumers)
 	case c.StateHistory < 1 || c.StateHistory > 64:

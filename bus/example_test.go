@@ -6,6 +6,7 @@ import (
 	"log"
 	"log/slog"
 	"os"
+	"time"
 
 	"github.com/effectors/effectors/bus"
 )
@@ -63,4 +64,39 @@ func ExampleNames() {
 	// acme.ctl.create.echo
 	// echo/42 true
 	// 6 acme.mbox.6.echo.42
+}
+
+// Retention bounds the record log and the dead letters; provisioning applies
+// it to the streams, existing ones included. Zero fields keep what the
+// streams have.
+func ExampleRetention() {
+	dir, err := os.MkdirTemp("", "bus-example")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	ctx := context.Background()
+	conn, err := bus.Connect(ctx, bus.Config{
+		Listen: "127.0.0.1:0", StoreDir: dir, Logger: slog.New(slog.DiscardHandler),
+		Retention: bus.Retention{LogMaxAge: 30 * 24 * time.Hour, LogMaxBytes: 10 << 30, DeadMaxAge: 90 * 24 * time.Hour},
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer conn.Close()
+	if err := conn.Provision(ctx); err != nil {
+		log.Fatal(err)
+	}
+	for _, name := range []string{"EA_MBOX", "EA_OUT", "EA_DEAD"} {
+		s, err := conn.JS.Stream(ctx, name)
+		if err != nil {
+			log.Fatal(err)
+		}
+		c := s.CachedInfo().Config
+		fmt.Println(name, c.MaxAge, c.MaxBytes)
+	}
+	// Output:
+	// EA_MBOX 720h0m0s 10737418240
+	// EA_OUT 720h0m0s 10737418240
+	// EA_DEAD 2160h0m0s -1
 }

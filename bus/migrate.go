@@ -63,6 +63,7 @@ func (c *Conn) Migrate(ctx context.Context) error {
 		return fmt.Errorf("migrate: read stream %s: %w", c.names.MailboxStream(), err)
 	}
 	sc := c.mailboxConfig()
+	c.retain(&sc, nil)
 	sc.FirstSeq = last + 1
 	if _, err := c.JS.CreateStream(ctx, sc); err != nil {
 		return fmt.Errorf("migrate: create stream %s after sequence %d: %w", sc.Name, last, c.explain(err))

@@ -28,10 +28,15 @@ func (c *Conn) Provision(ctx context.Context) error {
 		c.logStream(n.OutboxStream(), "effector outboxes: the record log of what effectors emitted", n.Outboxes()),
 		dead,
 	}
-	for _, sc := range streams {
+	for i, sc := range streams {
 		if err := c.checkStreamPrefix(ctx, sc.Name); err != nil {
 			return err
 		}
+		var have *jetstream.StreamConfig
+		if s, err := c.JS.Stream(ctx, sc.Name); err == nil {
+			have = &s.CachedInfo().Config
+		}
+		c.retain(&streams[i], have)
 	}
 	if err := c.checkPartitions(ctx); err != nil {
 		return err
@@ -79,7 +84,7 @@ func (c *Conn) streamInPlace(ctx context.Context, sc jetstream.StreamConfig) boo
 	sameTransform := (have.SubjectTransform == nil) == (sc.SubjectTransform == nil) &&
 		(sc.SubjectTransform == nil || *have.SubjectTransform == *sc.SubjectTransform)
 	return sameTransform && slices.Equal(have.Subjects, sc.Subjects) && have.Description == sc.Description &&
-		have.Replicas == sc.Replicas && have.Duplicates == sc.Duplicates && have.MaxAge == sc.MaxAge &&
+		have.Replicas == sc.Replicas && have.Duplicates == sc.Duplicates && have.MaxAge == sc.MaxAge && have.MaxBytes == sc.MaxBytes &&
 		have.MaxConsumers == sc.MaxConsumers && have.Retention == sc.Retention && have.Storage == sc.Storage &&
 		have.AllowDirect == sc.AllowDirect
 }
@@ -115,7 +120,8 @@ func (c *Conn) mailboxConfig() jetstream.StreamConfig {
 
 // logStream is the configuration of a stream of the record log: file
 // storage, limits retention (records stay after processing), the
-// connection's replicas, duplicate window, age limit and consumer limit.
+// connection's replicas, duplicate window and consumer limit. Its age and
+// size limits are set by [Conn.retain].
 func (c *Conn) logStream(name, description, subject string) jetstream.StreamConfig {
 	cfg := c.cfg
 	return jetstream.StreamConfig{
@@ -126,7 +132,6 @@ func (c *Conn) logStream(name, description, subject string) jetstream.StreamConf
 		Storage:      jetstream.FileStorage,
 		Replicas:     cfg.Replicas,
 		Duplicates:   cfg.DuplicateWindow,
-		MaxAge:       cfg.MaxAge,
 		MaxConsumers: cfg.MaxConsumers,
 		AllowDirect:  true,
 	}

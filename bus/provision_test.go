@@ -199,7 +199,8 @@ func TestProvisionConfigured(t *testing.T) {
 	if err := conn2.Provision(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	checkProvisioned(t, conn.JS, want{prefix: "ea", duplicateWindow: time.Minute, maxConsumers: 7000, stateHistory: 3})
+	// No age given: the streams keep theirs (bus.Retention).
+	checkProvisioned(t, conn.JS, want{prefix: "ea", duplicateWindow: time.Minute, maxAge: time.Hour, maxConsumers: 7000, stateHistory: 3})
 	s, err := conn.MailboxStream(t.Context())
 	if err != nil {
 		t.Fatal(err)

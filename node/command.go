@@ -153,6 +153,7 @@ func (c Command) serve(ctx context.Context, program string, cfg config, log *slo
 		Partitions: cfg.Partitions,
 		Name:       program,
 		Replicas:   cfg.Replicas,
+		Retention:  cfg.Retention,
 		Logger:     log,
 		Options:    cfg.Auth.Options(),
 		// The embedded server's users and permissions.

@@ -28,7 +28,8 @@ type config struct {
 	Migrate       bool // move a store of the previous layout to partitions first
 	RecordStore   bool // serve the record store (index and query service)
 	Replicas      int
-	Metrics       string // empty: no metrics server
+	Retention     bus.Retention // of the record log and dead letters
+	Metrics       string        // empty: no metrics server
 	LogLevel      slog.Level
 	LogFormat     string // "text" or "json"
 	ShutdownGrace time.Duration
@@ -243,7 +244,7 @@ func settings() []*cli.Setting[config] {
 			out = append(out, cli.AuthSettings(func(c *config) *cli.Auth { return &c.Auth })...)
 		}
 	}
-	return out
+	return append(out, cli.RetentionSettings(func(c *config) *bus.Retention { return &c.Retention })...)
 }
 
 // Logging is how the node logs; see cli.Run.

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/effectors/effectors/actor"
+	"github.com/effectors/effectors/bus"
 	"github.com/effectors/effectors/internal/cli"
 )
 
@@ -49,6 +50,10 @@ func TestParseConfig(t *testing.T) {
 	}{
 		{"env nats", nil, map[string]string{"EA_NATS": "nats://a:4222,nats://b:4222"},
 			func(c config) bool { return c.NATS == "nats://a:4222,nats://b:4222" }},
+		{"retention", []string{"--log-max-bytes", "10GB", "--dead-max-age", "unlimited"}, map[string]string{"EA_LOG_MAX_AGE": "30d", "EA_DEAD_MAX_BYTES": "1GiB"},
+			func(c config) bool {
+				return c.Retention == bus.Retention{LogMaxAge: 720 * time.Hour, LogMaxBytes: 10e9, DeadMaxAge: bus.Unlimited, DeadMaxBytes: 1 << 30}
+			}},
 		{"flag nats wins", []string{"--nats", "nats://flag:4222"}, map[string]string{"EA_NATS": "nats://env:4222"},
 			func(c config) bool { return c.NATS == "nats://flag:4222" }},
 		{"env listen", nil, map[string]string{"EA_LISTEN": "0.0.0.0:5222"},
@@ -201,6 +206,7 @@ func TestEnvNames(t *testing.T) {
 		"log-level": "EA_LOG_LEVEL", "log-format": "EA_LOG_FORMAT", "shutdown-grace": "EA_SHUTDOWN_GRACE",
 		"node-id": "EA_NODE_ID", "heartbeat": "EA_HEARTBEAT", "heartbeat-ttl": "EA_HEARTBEAT_TTL", "idle": "EA_IDLE",
 		"reply-subjects": "EA_REPLY_SUBJECTS", "partitions": "EA_PARTITIONS", "migrate": "EA_MIGRATE", "record-store": "EA_RECORD_STORE",
+		"log-max-age": "EA_LOG_MAX_AGE", "log-max-bytes": "EA_LOG_MAX_BYTES", "dead-max-age": "EA_DEAD_MAX_AGE", "dead-max-bytes": "EA_DEAD_MAX_BYTES",
 		"server-config": "EA_SERVER_CONFIG", "creds": "EA_CREDS", "nkey": "EA_NKEY", "user": "EA_USER", "password-file": "EA_PASSWORD_FILE",
 		"token-file": "EA_TOKEN_FILE", "tls-ca": "EA_TLS_CA", "tls-cert": "EA_TLS_CERT", "tls-key": "EA_TLS_KEY",
 	}

@@ -19,6 +19,7 @@
 //	EA-From        From         sender as <kind>/<id>; absent for outside publishers
 //	EA-Process     Process      process, orchestration or session id
 //	EA-Cause       Cause        id of the record that caused this one
+//	EA-Owner       Owner        the user or tenant it belongs to (outputs inherit it)
 //	EA-Reply       Reply        the subject a reply should go to
 //	EA-Priority    Priority     "high" or absent
 //	EA-Time        Time         RFC 3339 with nanoseconds, written in UTC
@@ -45,7 +46,7 @@
 // what it got:
 //
 //   - EA-Type: 1-128 characters of A-Z a-z 0-9 _ . : / -
-//   - Nats-Msg-Id, EA-Process, EA-Cause: 1-256 printable ASCII characters,
+//   - Nats-Msg-Id, EA-Process, EA-Cause, EA-Owner: 1-256 printable ASCII characters,
 //     no spaces
 //   - EA-From: <kind>/<id>, each 1-128 characters of A-Z a-z 0-9 _ -
 //     (see [ParseRef])

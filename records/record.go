@@ -24,6 +24,8 @@ const (
 	HeaderPriority    = "EA-Priority"
 	HeaderTime        = "EA-Time"
 	HeaderContentType = "Content-Type"
+	// HeaderOwner is the user (or tenant) the record belongs to.
+	HeaderOwner = "EA-Owner"
 	// HeaderError carries the reason on a dead letter. It is not part of
 	// [Record]; [FromMsg] ignores it.
 	HeaderError = "EA-Error"
@@ -56,6 +58,7 @@ type Record struct {
 	Type        string    // EA-Type; "" means DefaultType when read
 	From        Ref       // EA-From "<kind>/<id>"; zero when absent (outside publishers)
 	Process     string    // EA-Process: process, orchestration or session id
+	Owner       string    // EA-Owner: the user or tenant the record belongs to
 	Cause       string    // EA-Cause: id of the record that caused this one
 	Reply       string    // EA-Reply: the NATS subject a reply should go to
 	Priority    Priority  // EA-Priority
@@ -148,6 +151,7 @@ func (r Record) Header() nats.Header {
 	set(HeaderType, r.Type)
 	set(HeaderFrom, r.From.String())
 	set(HeaderProcess, r.Process)
+	set(HeaderOwner, r.Owner)
 	set(HeaderCause, r.Cause)
 	set(HeaderReply, r.Reply)
 	set(HeaderPriority, string(r.Priority))
@@ -172,7 +176,7 @@ func (r Record) Msg(subject string) *nats.Msg {
 // slots of headerValues.
 var envelope = [...]string{
 	HeaderID, HeaderType, HeaderFrom, HeaderProcess, HeaderCause,
-	HeaderReply, HeaderPriority, HeaderTime, HeaderContentType,
+	HeaderReply, HeaderPriority, HeaderTime, HeaderContentType, HeaderOwner,
 }
 
 const (
@@ -185,6 +189,7 @@ const (
 	slotPriority
 	slotTime
 	slotContentType
+	slotOwner
 	numSlots
 )
 
@@ -232,6 +237,12 @@ func FromMsg(subject string, h nats.Header, data []byte) (Record, error) {
 			return Record{}, fieldErr(HeaderCause, s, idRule, got)
 		}
 		r.Cause = s
+	}
+	if s := v[slotOwner]; s != "" {
+		if got := idGot(s); got != "" {
+			return Record{}, fieldErr(HeaderOwner, s, idRule, got)
+		}
+		r.Owner = s
 	}
 	if s := v[slotReply]; s != "" {
 		if got := replyGot(s); got != "" {

@@ -38,6 +38,7 @@ func TestRoundTrip(t *testing.T) {
 				Type:        "task",
 				From:        records.Ref{Kind: "supervisor", ID: "s1"},
 				Process:     "orch-1",
+				Owner:       "user-42",
 				Cause:       "01JH5R4Q7Z3W9X2Y8V6T0S1R2P:0",
 				Reply:       "ea.mbox.supervisor.s1",
 				Priority:    records.PriorityHigh,

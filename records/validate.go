@@ -13,7 +13,7 @@ import (
 // Limits of the envelope fields, in bytes.
 const (
 	MaxTypeLen  = 128 // EA-Type
-	MaxIDLen    = 256 // Nats-Msg-Id, EA-Process, EA-Cause
+	MaxIDLen    = 256 // Nats-Msg-Id, EA-Process, EA-Cause, EA-Owner
 	MaxReplyLen = 512 // EA-Reply
 )
 
@@ -56,6 +56,11 @@ func (r Record) Validate() error {
 	if r.Cause != "" {
 		if got := idGot(r.Cause); got != "" {
 			return fieldErr(HeaderCause, r.Cause, idRule, got)
+		}
+	}
+	if r.Owner != "" {
+		if got := idGot(r.Owner); got != "" {
+			return fieldErr(HeaderOwner, r.Owner, idRule, got)
 		}
 	}
 	if r.Reply != "" {
@@ -102,6 +107,15 @@ func typeGot(s string) string {
 		return strconv.Itoa(len(s)) + " characters"
 	}
 	return ""
+}
+
+// ValidateOwner checks an owner (the EA-Owner rule: 1-256 printable ASCII
+// characters without spaces), returning a [*FieldError] naming EA-Owner.
+func ValidateOwner(owner string) error {
+	if got := idGot(owner); got != "" {
+		return fieldErr(HeaderOwner, owner, idRule, got)
+	}
+	return nil
 }
 
 // idGot returns "" when s is a valid record id (also the rule of EA-Process

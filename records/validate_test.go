@@ -248,6 +248,7 @@ func TestValidate(t *testing.T) {
 		{"from bad kind", func(r *records.Record) { r.From.Kind = "a/b" }, records.HeaderFrom},
 		{"bad process", func(r *records.Record) { r.Process = "\x00" }, records.HeaderProcess},
 		{"bad cause", func(r *records.Record) { r.Cause = "x\ny" }, records.HeaderCause},
+		{"bad owner", func(r *records.Record) { r.Owner = "a user" }, records.HeaderOwner},
 		{"wildcard reply", func(r *records.Record) { r.Reply = "ea.>" }, records.HeaderReply},
 		{"empty token reply", func(r *records.Record) { r.Reply = "ea..x" }, records.HeaderReply},
 		{"upper-case priority", func(r *records.Record) { r.Priority = "HIGH" }, records.HeaderPriority},

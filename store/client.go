@@ -63,7 +63,7 @@ func (c *Client) plan(q Query) []source {
 		e := it.e
 		return inBox(e.Stream) && (e.Stream == mbox || e.Stream == out) &&
 			(effSubjects == nil || effSubjects[e.Subject]) &&
-			(q.Process == "" || e.Process == q.Process) &&
+			(q.Process == "" || e.Process == q.Process) && (q.Owner == "" || e.Owner == q.Owner) &&
 			(typ == "" || e.Type == typ) && inTime(it.time)
 	}
 	keepRecord := func(it item) bool {
@@ -83,7 +83,8 @@ func (c *Client) plan(q Query) []source {
 				return false
 			}
 		}
-		return (q.Process == "" || first(records.HeaderProcess) == q.Process) && inTime(it.time)
+		return (q.Process == "" || first(records.HeaderProcess) == q.Process) &&
+			(q.Owner == "" || first(records.HeaderOwner) == q.Owner) && inTime(it.time)
 	}
 	switch {
 	case q.Process != "":
@@ -98,6 +99,9 @@ func (c *Client) plan(q Query) []source {
 			s = append(s, source{stream: out, filter: c.n.Outbox(q.Effector), keep: keepRecord})
 		}
 		return s
+	case q.Owner != "":
+		stream, subject := c.n.ownerIndex(q.Owner)
+		return []source{{stream: stream, filter: subject, index: true, keep: keepEntry}}
 	case q.Type != "":
 		return []source{{stream: c.n.IndexStream(indexType), filter: c.n.typeIndex(q.Type), index: true, keep: keepEntry}}
 	}
@@ -351,7 +355,7 @@ func (c *Client) Count(ctx context.Context, q Query) (uint64, error) {
 	}
 	sources := c.plan(q)
 	selectors := 0
-	for _, set := range []bool{q.Process != "", !q.Effector.IsZero(), q.Type != "", !q.Since.IsZero() || !q.Until.IsZero()} {
+	for _, set := range []bool{q.Process != "", !q.Effector.IsZero(), q.Owner != "", q.Type != "", !q.Since.IsZero() || !q.Until.IsZero()} {
 		if set {
 			selectors++
 		}

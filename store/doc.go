@@ -1,6 +1,7 @@
 // Package store is the record store: it reads the record log (the mailbox
-// and outbox streams) back by record id, effector, process, type and time,
-// lists kinds and effectors, and watches state documents. It serves Go
+// and outbox streams) back by record id, effector, process, owner, type and
+// time, lists kinds, effectors and orchestrations, and watches state
+// documents and orchestrations. It serves Go
 // callers through [Client] and every other language through a NATS micro
 // service of JSON request-reply endpoints, so a gateway, a CLI and a web view
 // ask the same thing the same way ([Remote] is the Go client of that
@@ -17,6 +18,7 @@
 //	<PREFIX>_IDX_PROC_<shard>  <prefix>.idx.proc.<shard>.<process>  every record with that EA-Process
 //	<PREFIX>_IDX_TYPE          <prefix>.idx.type.<type>             every record with that EA-Type
 //	<PREFIX>_IDX_ID            <prefix>.idx.id.<id>                 every record, by its id
+//	<PREFIX>_IDX_OWNER_<shard> <prefix>.idx.owner.<shard>.<owner>   every record with that EA-Owner
 //
 // The process index is spread over 16 streams (shard: FNV-1a of the
 // process modulo 16). JetStream finds the next message of a subject by
@@ -46,7 +48,7 @@
 // # Queries
 //
 // A [Query] picks its source by the most selective field set: Process, then
-// Effector, then Type, then the log; every other field filters. Results
+// Effector, then Owner, then Type, then the log; every other field filters. Results
 // come a page at a time ([Query.Limit], at most [MaxLimit]) with an opaque
 // cursor made of stream sequences, so it stays valid while records arrive:
 // oldest first, a cursor at the end reads what arrives later; newest first
@@ -70,7 +72,22 @@
 // effector updated while a caller pages is listed again later, never
 // missed). [Client.Watch] follows one effector or a whole kind from a
 // revision of the state bucket, so a watcher that reconnects resumes where
-// it stopped.
+// it stopped. [Client.Orchestrations] and [Client.WatchOrchestrations] do
+// the same for the orchestration bucket (by status, name and owner).
+//
+// # The log tells the whole story
+//
+// Besides what publishers send and logic emits, the log holds the
+// runtime's own records: state records (actor.Kind.StateRecords), the end
+// record of a terminated effector, and the status records supervisors write
+// after every change of an orchestration, in its process. So
+// Query{Process: id} is an orchestration's history. See docs/store.md.
+//
+// # Retention
+//
+// The index streams follow the log's retention (bus.Retention): its age
+// limit, and the sum of the log streams' size limits. Queries skip entries
+// whose record the log dropped; Get of such a record is [ErrNotFound].
 //
 // # Service
 //
@@ -79,10 +96,11 @@
 // [EffectorsRequest]):
 //
 //	<prefix>.store.get        {"id"}                        → record
-//	<prefix>.store.query      {"process","effector":"k/i","box","type","since","until","order","limit","cursor"} → {"records","cursor","more"}
+//	<prefix>.store.query      {"process","owner","effector":"k/i","box","type","since","until","order","limit","cursor"} → {"records","cursor","more"}
 //	<prefix>.store.count      same as query                 → {"count"}
 //	<prefix>.store.kinds      {}                            → {"kinds":[{"kind","nodes","beat"}]}
-//	<prefix>.store.effectors  {"kind","status","limit","cursor"} → {"effectors","cursor","more"}
+//	<prefix>.store.effectors  {"kind","status","owner","limit","cursor"} → {"effectors","cursor","more"}
+//	<prefix>.store.orchestrations {"status","name","owner","limit","cursor"} → {"orchestrations","cursor","more"}
 //
 // Requests are decoded strictly (unknown fields and trailing data are
 // errors). Errors use the NATS micro error headers with HTTP-like codes

@@ -80,6 +80,8 @@ type EffectorQuery struct {
 	Kind string
 	// Status keeps only effectors with this status (empty: all).
 	Status actor.Status
+	// Owner keeps only effectors created for this owner (empty: all).
+	Owner string
 	// Limit is the page size: 0 means [DefaultLimit]; at most [MaxLimit].
 	Limit int
 	// Cursor continues a previous page ([EffectorPage.Cursor]).
@@ -104,7 +106,7 @@ type EffectorPage struct {
 }
 
 func (q EffectorQuery) fingerprint() uint32 {
-	return Query{Type: q.Kind, Process: string(q.Status), Order: "effectors"}.fingerprint()
+	return Query{Type: q.Kind, Process: string(q.Status), Owner: q.Owner, Order: "effectors"}.fingerprint()
 }
 
 // Effectors lists the effectors of a kind from the state bucket, in the
@@ -122,6 +124,11 @@ func (c *Client) Effectors(ctx context.Context, q EffectorQuery) (EffectorPage, 
 	case "", actor.StatusIdle, actor.StatusProcessing, actor.StatusError, actor.StatusTerminated:
 	default:
 		return EffectorPage{}, invalidf("status %q: must be IDLE, PROCESSING, ERROR, TERMINATED or empty", q.Status)
+	}
+	if q.Owner != "" {
+		if err := records.ValidateOwner(q.Owner); err != nil {
+			return EffectorPage{}, invalidf("owner: %v", err)
+		}
 	}
 	pq := Query{Limit: q.Limit}
 	if _, err := pq.validate(0); err != nil {
@@ -171,7 +178,7 @@ func (c *Client) Effectors(ctx context.Context, q EffectorQuery) (EffectorPage, 
 				pos = m.seq
 				continue
 			}
-			if q.Status != "" && doc.Status != q.Status {
+			if (q.Status != "" && doc.Status != q.Status) || (q.Owner != "" && doc.Owner != q.Owner) {
 				pos = m.seq
 				continue
 			}

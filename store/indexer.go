@@ -31,6 +31,7 @@ type entry struct {
 	ID      string `json:"id"`
 	Type    string `json:"ty"`
 	Process string `json:"pr,omitempty"`
+	Owner   string `json:"ow,omitempty"`
 	Time    int64  `json:"ts"` // when the record's stream stored it, Unix ns
 }
 
@@ -43,14 +44,25 @@ func recordID(h map[string][]string, seq uint64) string {
 	return "s" + strconv.FormatUint(seq, 10)
 }
 
-// ensureIndex creates or updates the index stream, keeping index entries as
-// long as the mailbox stream keeps records.
+// ensureIndex creates or updates the index streams, keeping index entries
+// as long as the log keeps records: the mailbox stream's age limit and, when
+// both log streams have a size limit, their sum as each index stream's
+// (entries are smaller than most records, so they outlive them; a query
+// skips an entry whose record is gone).
 func ensureIndex(ctx context.Context, conn *bus.Conn, n names) error {
 	mbox, err := conn.MailboxStream(ctx)
 	if err != nil {
 		return fmt.Errorf("%w: %w", ErrUnavailable, err)
 	}
-	mc := mbox.CachedInfo().Config
+	out, err := conn.OutboxStream(ctx)
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrUnavailable, err)
+	}
+	mc, oc := mbox.CachedInfo().Config, out.CachedInfo().Config
+	maxBytes := int64(-1)
+	if mc.MaxBytes > 0 && oc.MaxBytes > 0 {
+		maxBytes = mc.MaxBytes + oc.MaxBytes
+	}
 	type index struct{ stream, filter, what string }
 	indexes := []index{
 		{n.IndexStream(indexType), n.indexFilter(indexType), "type"},
@@ -58,6 +70,9 @@ func ensureIndex(ctx context.Context, conn *bus.Conn, n names) error {
 	}
 	for shard := range processShards {
 		indexes = append(indexes, index{n.processStream(shard), n.processFilter(shard), fmt.Sprintf("process (shard %d of %d)", shard, processShards)})
+	}
+	for shard := range ownerShards {
+		indexes = append(indexes, index{n.ownerStream(shard), n.ownerFilter(shard), fmt.Sprintf("owner (shard %d of %d)", shard, ownerShards)})
 	}
 	for _, ix := range indexes {
 		_, err = conn.JS.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
@@ -68,7 +83,8 @@ func ensureIndex(ctx context.Context, conn *bus.Conn, n names) error {
 			Storage:     jetstream.FileStorage,
 			Replicas:    mc.Replicas,
 			Duplicates:  2 * time.Minute,
-			MaxAge:      mc.MaxAge,
+			MaxAge:      longest(mc.MaxAge, oc.MaxAge),
+			MaxBytes:    maxBytes,
 			AllowDirect: true,
 		})
 		if err != nil {
@@ -76,6 +92,14 @@ func ensureIndex(ctx context.Context, conn *bus.Conn, n names) error {
 		}
 	}
 	return nil
+}
+
+// longest is the longer of two age limits, 0 (none) being the longest.
+func longest(a, b time.Duration) time.Duration {
+	if a == 0 || b == 0 {
+		return 0
+	}
+	return max(a, b)
 }
 
 // indexer follows the mailbox and outbox streams (headers only) with the
@@ -190,6 +214,7 @@ func (ix *indexer) entries(meta *jetstream.MsgMetadata, msg jetstream.Msg) []*je
 		ID:      recordID(h, meta.Sequence.Stream),
 		Type:    first(records.HeaderType),
 		Process: first(records.HeaderProcess),
+		Owner:   first(records.HeaderOwner),
 		Time:    meta.Timestamp.UnixNano(),
 	}
 	if e.Type == "" {
@@ -204,6 +229,10 @@ func (ix *indexer) entries(meta *jetstream.MsgMetadata, msg jetstream.Msg) []*je
 	if e.Process != "" {
 		_, subject := ix.n.processIndex(e.Process)
 		out = append(out, newIndexMsg(subject, base+"p", body))
+	}
+	if e.Owner != "" {
+		_, subject := ix.n.ownerIndex(e.Owner)
+		out = append(out, newIndexMsg(subject, base+"o", body))
 	}
 	return out
 }

@@ -19,6 +19,7 @@ const (
 	indexProcess = "proc"
 	indexType    = "type"
 	indexID      = "id"
+	indexOwner   = "owner"
 )
 
 // indexFilter is the subject filter of the index stream of kind:
@@ -52,6 +53,27 @@ func (n names) processIndex(process string) (stream, subject string) {
 // processFilter is the subject filter of shard: <prefix>.idx.proc.<shard>.>.
 func (n names) processFilter(shard int) string {
 	return n.IndexFilter(indexProcess, strconv.Itoa(shard))
+}
+
+// ownerShards is how many streams the owner index is spread over, by a
+// hash of the owner (as the process index).
+const ownerShards = 4
+
+// ownerStream is the stream of shard: <PREFIX>_IDX_OWNER_<shard>.
+func (n names) ownerStream(shard int) string {
+	return n.IndexStream(indexOwner) + "_" + strconv.Itoa(shard)
+}
+
+// ownerIndex is <prefix>.idx.owner.<shard>.<token(owner)>, in stream
+// ownerStream(shard).
+func (n names) ownerIndex(owner string) (stream, subject string) {
+	shard := processShard(owner) % ownerShards
+	return n.ownerStream(shard), n.Prefix() + ".idx.owner." + strconv.Itoa(shard) + "." + token(owner)
+}
+
+// ownerFilter is the subject filter of shard: <prefix>.idx.owner.<shard>.>.
+func (n names) ownerFilter(shard int) string {
+	return n.Prefix() + ".idx.owner." + strconv.Itoa(shard) + ".>"
 }
 
 // typeIndex is <prefix>.idx.type.<token(type)>.

@@ -44,6 +44,7 @@ const maxScan = 20_000
 // optional; the zero Query lists every record, oldest first.
 //
 // Choose a selector that is indexed: Process (the per-process index),
+// Owner (the per-owner index),
 // Effector (the effector's own subjects), Type (the per-type index). With
 // none, the query reads the log itself (with Since, starting at that time).
 // The other fields filter what the selector yields, so a page may come
@@ -55,6 +56,8 @@ type Query struct {
 	Box Box
 	// Process restricts to records with this EA-Process.
 	Process string
+	// Owner restricts to records with this EA-Owner (the owner index).
+	Owner string
 	// Type restricts to records with this EA-Type ("message" matches records
 	// without the header).
 	Type string
@@ -127,6 +130,11 @@ func (q *Query) validate(sources int) ([]uint64, error) {
 			return nil, invalidf("type: %v", err)
 		}
 	}
+	if q.Owner != "" {
+		if err := records.ValidateOwner(q.Owner); err != nil {
+			return nil, invalidf("owner: %v", err)
+		}
+	}
 	if !q.Since.IsZero() && !q.Until.IsZero() && q.Until.Before(q.Since) {
 		return nil, invalidf("until %s is before since %s", q.Until.Format(time.RFC3339Nano), q.Since.Format(time.RFC3339Nano))
 	}
@@ -157,6 +165,9 @@ func (q Query) fingerprint() uint32 {
 		strconv.FormatInt(unixNano(q.Since), 10), strconv.FormatInt(unixNano(q.Until), 10), string(q.Order)} {
 		_, _ = h.Write([]byte(s))
 		_, _ = h.Write([]byte{0})
+	}
+	if q.Owner != "" { // only when set: cursors issued before owners existed stay valid
+		_, _ = h.Write([]byte("owner\x00" + q.Owner))
 	}
 	return h.Sum32()
 }

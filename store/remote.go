@@ -22,6 +22,7 @@ type Reader interface {
 	Count(ctx context.Context, q Query) (uint64, error)
 	Kinds(ctx context.Context) ([]Kind, error)
 	Effectors(ctx context.Context, q EffectorQuery) (EffectorPage, error)
+	Orchestrations(ctx context.Context, q OrchQuery) (OrchPage, error)
 }
 
 var (
@@ -118,15 +119,25 @@ func (r *Remote) Kinds(ctx context.Context) ([]Kind, error) {
 // Effectors is [Client.Effectors] over NATS.
 func (r *Remote) Effectors(ctx context.Context, q EffectorQuery) (EffectorPage, error) {
 	var j EffectorsJSON
-	req := EffectorsRequest{Kind: q.Kind, Status: string(q.Status), Limit: q.Limit, Cursor: q.Cursor}
+	req := EffectorsRequest{Kind: q.Kind, Status: string(q.Status), Owner: q.Owner, Limit: q.Limit, Cursor: q.Cursor}
 	if err := r.call(ctx, OpEffectors, req, &j); err != nil {
 		return EffectorPage{}, err
 	}
 	return EffectorPage{Effectors: j.Effectors, Cursor: j.Cursor, More: j.More}, nil
 }
 
+// Orchestrations is [Client.Orchestrations] over NATS.
+func (r *Remote) Orchestrations(ctx context.Context, q OrchQuery) (OrchPage, error) {
+	var j OrchestrationsJSON
+	req := OrchestrationsRequest{Status: q.Status, Name: q.Name, Owner: q.Owner, Limit: q.Limit, Cursor: q.Cursor}
+	if err := r.call(ctx, OpOrchestrations, req, &j); err != nil {
+		return OrchPage{}, err
+	}
+	return OrchPage{Orchestrations: j.Orchestrations, Cursor: j.Cursor, More: j.More}, nil
+}
+
 func requestOf(q Query) QueryRequest {
-	req := QueryRequest{Effector: q.Effector.String(), Box: q.Box, Process: q.Process, Type: q.Type,
+	req := QueryRequest{Effector: q.Effector.String(), Box: q.Box, Process: q.Process, Owner: q.Owner, Type: q.Type,
 		Order: q.Order, Limit: q.Limit, Cursor: q.Cursor}
 	if !q.Since.IsZero() {
 		req.Since = &q.Since
@@ -143,7 +154,7 @@ func (j RecordJSON) Record() Record {
 	r.Effector, _ = records.ParseRef(j.Effector)
 	from, _ := records.ParseRef(j.From)
 	r.Record = records.Record{
-		ID: j.ID, Type: j.Type, From: from, Process: j.Process, Cause: j.Cause, Reply: j.Reply,
+		ID: j.ID, Type: j.Type, From: from, Process: j.Process, Owner: j.Owner, Cause: j.Cause, Reply: j.Reply,
 		Priority: records.Priority(j.Priority), ContentType: j.ContentType, Payload: j.Payload,
 		Subject: j.Subject, Seq: j.Seq,
 	}

@@ -24,6 +24,8 @@ const (
 	OpCount     = "count"
 	OpKinds     = "kinds"
 	OpEffectors = "effectors"
+	// OpOrchestrations lists orchestrations.
+	OpOrchestrations = "orchestrations"
 )
 
 // ServerOptions configures a [Server].
@@ -38,7 +40,7 @@ type ServerOptions struct {
 }
 
 // Server runs the indexer and answers the store service
-// (<prefix>.store.get, .query, .count, .kinds, .effectors: JSON
+// (<prefix>.store.get, .query, .count, .kinds, .effectors, .orchestrations: JSON
 // request-reply, a NATS micro service named <prefix>_store in queue group
 // "q", so several servers share the load).
 type Server struct {
@@ -92,7 +94,7 @@ func (s *Server) Run(ctx context.Context) error {
 	svc, err := micro.AddService(s.client.conn.NC, micro.Config{
 		Name:        n.service(),
 		Version:     "0.1.0",
-		Description: "effectors record store: get, query and count records; list kinds and effectors",
+		Description: "effectors record store: get, query and count records; list kinds, effectors and orchestrations",
 	})
 	if err != nil {
 		return fmt.Errorf("start store service: %w", err)
@@ -150,11 +152,12 @@ func (s *Server) Run(ctx context.Context) error {
 		reqs.Wait()
 	}()
 	endpoints := map[string]func(context.Context, []byte) (any, error){
-		OpGet:       s.get,
-		OpQuery:     s.query,
-		OpCount:     s.count,
-		OpKinds:     s.kinds,
-		OpEffectors: s.effectors,
+		OpGet:            s.get,
+		OpQuery:          s.query,
+		OpCount:          s.count,
+		OpKinds:          s.kinds,
+		OpEffectors:      s.effectors,
+		OpOrchestrations: s.orchestrations,
 	}
 	for op, fn := range endpoints {
 		if err := svc.AddEndpoint(op, handle(fn), micro.WithEndpointSubject(n.subject(op)),
@@ -228,6 +231,7 @@ func (s *Server) kinds(ctx context.Context, data []byte) (any, error) {
 type EffectorsRequest struct {
 	Kind   string `json:"kind"`
 	Status string `json:"status,omitempty"`
+	Owner  string `json:"owner,omitempty"`
 	Limit  int    `json:"limit,omitempty"`
 	Cursor string `json:"cursor,omitempty"`
 }
@@ -244,11 +248,46 @@ func (s *Server) effectors(ctx context.Context, data []byte) (any, error) {
 	if err := decodeStrict(data, &r); err != nil {
 		return nil, err
 	}
-	p, err := s.client.Effectors(ctx, EffectorQuery{Kind: r.Kind, Status: actorStatus(r.Status), Limit: r.Limit, Cursor: r.Cursor})
+	p, err := s.client.Effectors(ctx, EffectorQuery{Kind: r.Kind, Status: actorStatus(r.Status), Owner: r.Owner, Limit: r.Limit, Cursor: r.Cursor})
 	if err != nil {
 		return nil, err
 	}
 	return EffectorsJSON{Effectors: p.Effectors, Cursor: p.Cursor, More: p.More}, nil
+}
+
+// OrchestrationsRequest is the JSON body of <prefix>.store.orchestrations.
+type OrchestrationsRequest struct {
+	Status string `json:"status,omitempty"`
+	Name   string `json:"name,omitempty"`
+	Owner  string `json:"owner,omitempty"`
+	Limit  int    `json:"limit,omitempty"`
+	Cursor string `json:"cursor,omitempty"`
+}
+
+// OrchestrationsJSON is the JSON reply of <prefix>.store.orchestrations.
+type OrchestrationsJSON struct {
+	Orchestrations []Orchestration `json:"orchestrations"`
+	Cursor         string          `json:"cursor"`
+	More           bool            `json:"more"`
+}
+
+func (r OrchestrationsRequest) query() OrchQuery {
+	return OrchQuery{Status: r.Status, Name: r.Name, Owner: r.Owner, Limit: r.Limit, Cursor: r.Cursor}
+}
+
+func (s *Server) orchestrations(ctx context.Context, data []byte) (any, error) {
+	var r OrchestrationsRequest
+	if err := decodeStrict(data, &r); err != nil {
+		return nil, err
+	}
+	p, err := s.client.Orchestrations(ctx, r.query())
+	if err != nil {
+		return nil, err
+	}
+	if p.Orchestrations == nil {
+		p.Orchestrations = []Orchestration{}
+	}
+	return OrchestrationsJSON{Orchestrations: p.Orchestrations, Cursor: p.Cursor, More: p.More}, nil
 }
 
 // answer replies to a request on its reply subject: body, or the error in

@@ -17,6 +17,7 @@ type QueryRequest struct {
 	Effector string     `json:"effector,omitempty"` // "<kind>/<id>"
 	Box      Box        `json:"box,omitempty"`      // "mailbox", "outbox" or absent (both)
 	Process  string     `json:"process,omitempty"`
+	Owner    string     `json:"owner,omitempty"`
 	Type     string     `json:"type,omitempty"`
 	Since    *time.Time `json:"since,omitempty"` // RFC 3339
 	Until    *time.Time `json:"until,omitempty"`
@@ -27,7 +28,7 @@ type QueryRequest struct {
 
 // Query converts the request, checking the effector reference.
 func (r QueryRequest) Query() (Query, error) {
-	q := Query{Box: r.Box, Process: r.Process, Type: r.Type, Order: r.Order, Limit: r.Limit, Cursor: r.Cursor}
+	q := Query{Box: r.Box, Process: r.Process, Owner: r.Owner, Type: r.Type, Order: r.Order, Limit: r.Limit, Cursor: r.Cursor}
 	if r.Effector != "" {
 		ref, err := records.ParseRef(r.Effector)
 		if err != nil {
@@ -69,6 +70,7 @@ type RecordJSON struct {
 	Type        string          `json:"type,omitempty"`
 	From        string          `json:"from,omitempty"`
 	Process     string          `json:"process,omitempty"`
+	Owner       string          `json:"owner,omitempty"`
 	Cause       string          `json:"cause,omitempty"`
 	Reply       string          `json:"reply,omitempty"`
 	Priority    string          `json:"priority,omitempty"`
@@ -88,7 +90,7 @@ type RecordJSON struct {
 // JSON returns the wire form of r.
 func (r Record) JSON() RecordJSON {
 	j := RecordJSON{
-		ID: r.ID, Type: r.Type, From: r.From.String(), Process: r.Process, Cause: r.Cause,
+		ID: r.ID, Type: r.Type, From: r.From.String(), Process: r.Process, Owner: r.Owner, Cause: r.Cause,
 		Reply: r.Reply, Priority: string(r.Priority), ContentType: r.ContentType,
 		Subject: r.Subject, Stream: r.Stream, Seq: r.Seq, Box: r.Box, Effector: r.Effector.String(),
 		Stored: r.Stored, Payload: r.Payload, Invalid: r.Invalid,

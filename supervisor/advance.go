@@ -38,6 +38,7 @@ type event struct {
 	kind  eventKind
 	def   Definition      // start
 	input json.RawMessage // start, input
+	owner string          // start
 	rec   records.Record  // result: a worker's result or error record
 }
 
@@ -85,6 +86,9 @@ func (s *Supervisor) advance(ctx context.Context, id string, ev event) (orchReco
 				return orchRecord{}, fmt.Errorf("read orchestration %s: %w", id, err)
 			}
 			cur, rev = e.Value, e.Revision
+			if err := s.catchUp(ctx, cur); err != nil {
+				return cur, err
+			}
 		}
 		next, effects, err := s.apply(ctx, id, cur, ev)
 		if err != nil {
@@ -124,6 +128,7 @@ func (s *Supervisor) advance(ctx context.Context, id string, ev event) (orchReco
 			return cur, fmt.Errorf("write orchestration %s: %w", id, err)
 		}
 		s.counted(next, ev, time.Since(began))
+		s.tell(ctx, next, &ev)
 		return next, nil
 	}
 	return orchRecord{}, fmt.Errorf("%w: %s: %d compare-and-set conflicts in a row", ErrConflict, id, maxConflicts)
@@ -159,7 +164,7 @@ func (s *Supervisor) counted(r orchRecord, ev event, took time.Duration) {
 func (s *Supervisor) apply(ctx context.Context, id string, cur orchRecord, ev event) (orchRecord, []effect, error) {
 	if ev.kind == evStart {
 		now := time.Now().UTC()
-		next := orchRecord{ID: id, Name: ev.def.Name(), Status: StatusRunning, Input: string(ev.input), Created: now, Steps: 1}
+		next := orchRecord{ID: id, Name: ev.def.Name(), Status: StatusRunning, Input: string(ev.input), Created: now, Steps: 1, Owner: ev.owner}
 		out, err := ev.def.engine().start(s.nodeContext(ctx, id, ev.def.Name()), id, ev.input)
 		if err != nil {
 			return cur, nil, err
@@ -192,7 +197,7 @@ func (s *Supervisor) apply(ctx context.Context, id string, cur orchRecord, ev ev
 				return cur, nil, err
 			}
 			rec.ID = cancelRecordID(s.idKey, id, next.Steps, t.Worker)
-			rec.Process = id
+			rec.Process, rec.Owner = id, cur.Owner
 			rec.Priority = records.PriorityHigh
 			rec.From = records.Ref{Kind: MailboxKind, ID: id}
 			effects = append(effects, effect{subject: s.names.Mailbox(to), rec: rec})
@@ -311,7 +316,7 @@ func (s *Supervisor) settleWaits(r *orchRecord, out outcome) ([]effect, error) {
 			rec := records.Record{
 				ID:   taskRecordID(s.idKey, r, w),
 				Type: w.req.Type, From: records.Ref{Kind: MailboxKind, ID: r.ID},
-				Process: r.ID, Reply: s.Mailbox(r.ID), Time: now,
+				Process: r.ID, Owner: r.Owner, Reply: s.Mailbox(r.ID), Time: now,
 				ContentType: ct, Payload: w.req.Payload,
 			}
 			if err := rec.Validate(); err != nil {

@@ -51,6 +51,9 @@ type StartRequest struct {
 	Name string `json:"name"`
 	// Input is the orchestration's input, any JSON value (null when absent).
 	Input json.RawMessage `json:"input,omitempty"`
+	// Owner is the user or tenant the orchestration belongs to (optional):
+	// its task and status records carry it in EA-Owner.
+	Owner string `json:"owner,omitempty"`
 }
 
 // StartReply is the JSON reply of <prefix>.orch.start.
@@ -101,6 +104,8 @@ type Orchestration struct {
 	Steps   int       `json:"steps"`
 	Created time.Time `json:"created"`
 	Updated time.Time `json:"updated"`
+	// Owner is the user or tenant it belongs to (empty: none).
+	Owner string `json:"owner,omitempty"`
 }
 
 // Task is a task record out with a worker, waiting for its result.

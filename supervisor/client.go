@@ -42,6 +42,12 @@ func Subject(prefix, op string) string {
 // no supervisor has a definition by that name, ErrInvalid for a bad input,
 // ErrUnavailable when no supervisor runs.
 func (c *Client) Start(ctx context.Context, name string, input any) (string, error) {
+	return c.StartOwned(ctx, name, input, "")
+}
+
+// StartOwned is [Client.Start] of an orchestration that belongs to owner (a
+// user or tenant id; empty for none).
+func (c *Client) StartOwned(ctx context.Context, name string, input any, owner string) (string, error) {
 	if name == "" {
 		return "", invalidf("start: empty name: say which orchestration to start, e.g. \"demo\"")
 	}
@@ -50,7 +56,7 @@ func (c *Client) Start(ctx context.Context, name string, input any) (string, err
 		return "", fmt.Errorf("start %s: %w", name, err)
 	}
 	var rep StartReply
-	if err := c.call(ctx, OpStart, StartRequest{Name: name, Input: raw}, &rep); err != nil {
+	if err := c.call(ctx, OpStart, StartRequest{Name: name, Input: raw, Owner: owner}, &rep); err != nil {
 		return "", fmt.Errorf("start %s: %w", name, err)
 	}
 	return rep.ID, nil

@@ -149,7 +149,7 @@ func (c Command) serve(ctx context.Context, program string, cfg config, log *slo
 
 	conn, err := bus.Connect(ctx, bus.Config{
 		URL: cfg.NATS, Prefix: cfg.Prefix, Name: program, Logger: log,
-		ConnectTimeout: cfg.ConnectTimeout, Options: cfg.Auth.Options(),
+		ConnectTimeout: cfg.ConnectTimeout, Options: cfg.Auth.Options(), Retention: cfg.Retention,
 	})
 	if err != nil {
 		if ctx.Err() != nil {
@@ -249,6 +249,7 @@ type config struct {
 	LogLevel       slog.Level
 	LogFormat      string // "text" or "json"
 	ConnectTimeout time.Duration
+	Retention      bus.Retention // of the record log and dead letters
 	// Gateway is the address of the WebSocket gateway and live view (empty:
 	// off); GatewayToken its bearer token (from --gateway-token-file or
 	// EA_GATEWAY_TOKEN); GatewayOrigins other origins allowed, comma-separated.
@@ -277,7 +278,7 @@ func settings() []*cli.Setting[config] {
 			return ""
 		}}
 	out := append([]*cli.Setting[config]{nats}, cli.AuthSettings(func(c *config) *cli.Auth { return &c.Auth })...)
-	return append(out,
+	return append(append(out,
 		&cli.Setting[config]{Name: "prefix", Arg: "NAME", Def: bus.DefaultPrefix,
 			Usage: "subject prefix of mailboxes, streams, buckets and the orchestration API (the nodes' --prefix)",
 			Check: func(c *config, v string) string { return cli.Prefix(v, &c.Prefix) }},
@@ -336,7 +337,7 @@ func settings() []*cli.Setting[config] {
 				c.GatewayOrigins = strings.Join(keep, ",")
 				return ""
 			}},
-	)
+	), cli.RetentionSettings(func(c *config) *bus.Retention { return &c.Retention })...)
 }
 
 // gatewayConfig is the gateway's configuration (Addr empty when off).

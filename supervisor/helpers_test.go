@@ -82,6 +82,12 @@ type sup struct {
 // startSupervisor runs a supervisor with the demo and defs.
 func startSupervisor(t testing.TB, conn *bus.Conn, defs ...supervisor.Definition) *sup {
 	t.Helper()
+	return startSupervisorWith(t, conn, nil, defs...)
+}
+
+// startSupervisorWith is startSupervisor with setup run before Run.
+func startSupervisorWith(t testing.TB, conn *bus.Conn, setup func(*supervisor.Supervisor), defs ...supervisor.Definition) *sup {
+	t.Helper()
 	reg := prometheus.NewRegistry()
 	s, err := supervisor.New(conn, supervisor.Options{Registerer: reg, AckWait: 5 * time.Second, Logger: quiet})
 	if err != nil {
@@ -93,6 +99,9 @@ func startSupervisor(t testing.TB, conn *bus.Conn, defs ...supervisor.Definition
 	}
 	if err := s.Register(append(defs, demoDef)...); err != nil {
 		t.Fatal(err)
+	}
+	if setup != nil {
+		setup(s)
 	}
 	return &sup{Supervisor: s, reg: reg, running: background(t, s.Run, s.Ready, "supervisor")}
 }

@@ -91,7 +91,7 @@ func TestHostileAPI(t *testing.T) {
 		{"start: empty body", "start", ``, "400", "invalid", []string{"bad request body: empty"}},
 		{"start: null", "start", `null`, "400", "invalid", []string{"not a JSON object"}},
 		{"start: an array", "start", `[{"name":"ask"}]`, "400", "invalid", []string{"not a JSON object"}},
-		{"start: unknown field", "start", `{"name":"ask","owner":"x"}`, "400", "invalid", []string{`unknown field "owner"`}},
+		{"start: unknown field", "start", `{"name":"ask","colour":"x"}`, "400", "invalid", []string{`unknown field "colour"`}},
 		{"start: Name", "start", `{"Name":"ask"}`, "400", "invalid", []string{`unknown field "Name": field names are case-sensitive ("name")`}},
 		{"start: name twice", "start", `{"name":"ask","name":"demo"}`, "400", "invalid", []string{`field "name" given twice`}},
 		{"start: two objects", "start", `{"name":"ask"}{"name":"ask"}`, "400", "invalid", []string{"data after the JSON object"}},

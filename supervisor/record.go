@@ -41,6 +41,8 @@ type orchRecord struct {
 	Steps   int       `json:"steps"`
 	Created time.Time `json:"created"`
 	Updated time.Time `json:"updated"`
+	// Owner is the user or tenant the orchestration belongs to.
+	Owner string `json:"owner,omitempty"`
 }
 
 // activeTask is a task record out with a worker.
@@ -56,7 +58,7 @@ type activeTask struct {
 func (r *orchRecord) view() Orchestration {
 	o := Orchestration{
 		ID: r.ID, Name: r.Name, Status: r.Status, Step: r.Step, WaitingFor: r.WaitingFor,
-		Error: r.Error, Steps: r.Steps, Created: r.Created, Updated: r.Updated,
+		Error: r.Error, Steps: r.Steps, Created: r.Created, Updated: r.Updated, Owner: r.Owner,
 		Results: json.RawMessage("null"),
 	}
 	if r.Prompt != "" {

@@ -84,6 +84,12 @@ type Supervisor struct {
 	running bool
 	ensured map[records.Ref]bool
 	locks   map[string]*idLock
+	// told: the Steps of each orchestration whose latest status record
+	// this supervisor wrote (story.go).
+	told map[string]int
+	// dieBeforeTell, set by tests, makes tell return without writing, as
+	// if the process died between a change and its status record.
+	dieBeforeTell func(id string, steps int) bool
 
 	ready   atomic.Bool
 	started atomic.Bool // store, client and runCtx are set
@@ -126,7 +132,7 @@ func New(conn *bus.Conn, opts Options) (*Supervisor, error) {
 	}
 	return &Supervisor{
 		conn: conn, names: conn.Names(), routes: routes, log: opts.Logger, opts: opts, m: m,
-		defs: map[string]Definition{}, ensured: map[records.Ref]bool{}, locks: map[string]*idLock{},
+		defs: map[string]Definition{}, ensured: map[records.Ref]bool{}, locks: map[string]*idLock{}, told: map[string]int{},
 	}, nil
 }
 
@@ -313,7 +319,7 @@ func (s *Supervisor) handle(ctx context.Context, op string, data []byte) (any, e
 		if err := decodeStrict(data, &r, `{"name": "demo", "input": {...}}`); err != nil {
 			return nil, err
 		}
-		id, err := s.Start(ctx, r.Name, r.Input)
+		id, err := s.StartOwned(ctx, r.Name, r.Input, r.Owner)
 		if err != nil {
 			return nil, err
 		}
@@ -381,8 +387,20 @@ func validID(id string) error {
 // returns its id: the first steps have run, and the tasks they send are
 // published, when it returns.
 func (s *Supervisor) Start(ctx context.Context, name string, input json.RawMessage) (string, error) {
+	return s.StartOwned(ctx, name, input, "")
+}
+
+// StartOwned is [Supervisor.Start] of an orchestration that belongs to
+// owner (a user or tenant id, the EA-Owner rule; empty for none): its record,
+// task and status records carry it.
+func (s *Supervisor) StartOwned(ctx context.Context, name string, input json.RawMessage, owner string) (string, error) {
 	if err := s.checkStarted(); err != nil {
 		return "", err
+	}
+	if owner != "" {
+		if err := records.ValidateOwner(owner); err != nil {
+			return "", invalidf("owner: %v", err)
+		}
 	}
 	if err := checkName(name); err != nil {
 		return "", err
@@ -405,7 +423,7 @@ func (s *Supervisor) Start(ctx context.Context, name string, input json.RawMessa
 		}
 	}
 	id := records.NewID()
-	if _, err := s.advance(ctx, id, event{kind: evStart, def: def, input: input}); err != nil {
+	if _, err := s.advance(ctx, id, event{kind: evStart, def: def, input: input, owner: owner}); err != nil {
 		return "", err
 	}
 	return id, nil

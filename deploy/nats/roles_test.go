@@ -310,6 +310,20 @@ func allowedClient(t *testing.T, url string, extra ...nats.Option) {
 		var n struct{ Count int }
 		return json.Unmarshal(msg.Data, &n) == nil && n.Count >= 2
 	})
+	// The orchestration's story: the supervisor wrote its status records to
+	// ea.out.supervisor.<id>, ending COMPLETED.
+	actortest.Eventually(t, 30*time.Second, "the orchestration's status records", func() bool {
+		msg, err := conn.NC.RequestWithContext(ctx, "ea.store.query", []byte(`{"process":"`+id+`","type":"status"}`))
+		if err != nil {
+			t.Fatalf("store query as client: %v", err)
+		}
+		var p struct {
+			Records []struct {
+				JSON struct{ Status string } `json:"json"`
+			} `json:"records"`
+		}
+		return json.Unmarshal(msg.Data, &p) == nil && len(p.Records) == 4 && p.Records[3].JSON.Status == "COMPLETED"
+	})
 }
 
 // deniedClient: every attack of issue 9 as client, refused by the server
