@@ -5,7 +5,9 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
+	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -25,7 +27,38 @@ const outputKeyName = "output-id"
 // readable by nodes only (deploy/nats); deleting it changes the ids of
 // records emitted from then on, which is harmless once the duplicate window
 // has passed.
+//
+// A bucket just created on a cluster answers only once its stream has a
+// leader: OutputKey retries what NATS answers meanwhile (no responders, a
+// timeout) for up to outputKeyPatience, or until ctx ends.
 func (c *Conn) OutputKey(ctx context.Context) ([]byte, error) {
+	deadline := time.Now().Add(outputKeyPatience)
+	for wait := 50 * time.Millisecond; ; wait = min(2*wait, time.Second) {
+		key, err := c.outputKey(ctx)
+		if err == nil || !transient(err) || time.Now().After(deadline) {
+			return key, err
+		}
+		select {
+		case <-ctx.Done():
+			return nil, errors.Join(err, ctx.Err())
+		case <-time.After(wait):
+		}
+	}
+}
+
+// outputKeyPatience is how long OutputKey retries transient failures.
+const outputKeyPatience = 30 * time.Second
+
+// transient reports whether err is NATS saying "not now" (no responders, a
+// request that timed out, a stream without a leader yet) rather than "no".
+func transient(err error) bool {
+	return errors.Is(err, nats.ErrNoResponders) || errors.Is(err, nats.ErrTimeout) ||
+		errors.Is(err, jetstream.ErrNoStreamResponse) || errors.Is(err, jetstream.ErrNoHeartbeat) ||
+		errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled)
+}
+
+// outputKey is one attempt of OutputKey.
+func (c *Conn) outputKey(ctx context.Context) ([]byte, error) {
 	name := c.names.KeyBucket()
 	bucket, err := c.JS.KeyValue(ctx, name)
 	if errors.Is(err, jetstream.ErrBucketNotFound) {
