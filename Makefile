@@ -33,29 +33,11 @@ build:
 # run starts ea-node (embedded NATS on 127.0.0.1:4222, hosting the example
 # kinds and the demo's workers) and ea-supervisor connected to it. Ctrl-C
 # reaches both (they stop gracefully); if one exits on its own with an
-# error, the other is stopped. Once the node announces its kinds, the hint
-# says what to try with the ea CLI (bin/ea).
-define EA_HINT
-
-Try it with the ea CLI (bin/ea help, and bin/ea help <command>):
-  bin/ea create counter/c1
-  bin/ea send counter/c1 '{"by":2}' --type inc
-  bin/ea state counter/c1
-  bin/ea tail outbox counter/c1 --follow     # in another terminal: what c1 emits
-  bin/ea ls counter
-  bin/ea orch start demo '{"text":"hello world"}' --wait    # WAITING for input
-  bin/ea orch input <ID> '{"note":"from me"}'               # then COMPLETED
-  bin/ea top                                                # records/s, backlog, dead letters
-
-endef
-export EA_HINT
-
+# error, the other is stopped. Once ready, each prints what to try with the
+# ea CLI (bin/ea).
 run: build
 	@./$(BIN)/ea-node --store $(STORE) $(ARGS) & node=$$!; \
 	./$(BIN)/ea-supervisor $(SUPERVISOR_ARGS) & sup=$$!; \
-	( for i in $$(seq 1 120); do \
-		./$(BIN)/ea kinds --timeout 1s 2>/dev/null | grep -q '^counter ' && { printf '%s\n' "$$EA_HINT"; exit 0; }; sleep 0.5; \
-	done ) & \
 	trap : INT TERM; first=0; \
 	while kill -0 $$node 2>/dev/null && kill -0 $$sup 2>/dev/null; do wait -n $$node $$sup && first=0 || first=$$?; done; \
 	if [ $$first != 0 ] && [ $$first -lt 128 ]; then kill -TERM $$node $$sup 2>/dev/null || true; fi; \

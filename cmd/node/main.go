@@ -24,6 +24,7 @@ import (
 	"strings"
 
 	"github.com/effectors/effectors/actor"
+	"github.com/effectors/effectors/bus"
 	"github.com/effectors/effectors/examples/kinds"
 	"github.com/effectors/effectors/node"
 	"github.com/effectors/effectors/records"
@@ -49,6 +50,17 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	return command().Run(ctx, args, getenv, stdout, stderr)
 }
 
+// writeEAEnv writes the environment the ea CLI needs to reach this NATS and
+// prefix, when they are not its defaults.
+func writeEAEnv(b *strings.Builder, url, prefix string) {
+	if url != "" && url != "nats://127.0.0.1:4222" {
+		fmt.Fprintf(b, "  export EA_NATS=%s\n", url)
+	}
+	if prefix != bus.DefaultPrefix {
+		fmt.Fprintf(b, "  export EA_PREFIX=%s\n", prefix)
+	}
+}
+
 // hint is what ea-node prints once ready: what to try with the example
 // kinds, with the real URL and prefix.
 func hint(in node.Info) string {
@@ -57,7 +69,16 @@ func hint(in node.Info) string {
 	ctl := records.Ref{Kind: "controller", ID: "ctl"}
 	var b strings.Builder
 	b.WriteString(in.Head())
-	b.WriteString("\nTry it with the nats CLI (https://github.com/nats-io/natscli):\n")
+	b.WriteString("\nTry it with the ea CLI of this repository (make build makes bin/ea; bin/ea help):\n")
+	writeEAEnv(&b, in.URL, n.Prefix())
+	b.WriteString("  bin/ea create counter/c1\n")
+	b.WriteString("  bin/ea send counter/c1 '{\"by\":2}' --type inc --wait    # stored, applied, the new state\n")
+	b.WriteString("  bin/ea tail outbox counter/c1 --follow                   # in another terminal: what c1 emits\n")
+	b.WriteString("  bin/ea create controller/ctl\n")
+	b.WriteString("  bin/ea send controller/ctl '{\"counter\":\"c1\",\"times\":100}' --type start\n")
+	b.WriteString("  bin/ea state counter/c1\n")
+	b.WriteString("  bin/ea top --once                                        # records/s, backlog, dead letters\n")
+	b.WriteString("\nOr with the nats CLI (https://github.com/nats-io/natscli):\n")
 	fmt.Fprintf(&b, "  export NATS_URL=%s\n", in.URL)
 	fmt.Fprintf(&b, "  nats req %s '{\"id\":\"c1\"}'\n", n.Control("create", c1.Kind))
 	fmt.Fprintf(&b, "  nats sub '%s'    # in another terminal: what c1 emits\n", n.Outbox(c1))

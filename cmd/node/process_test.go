@@ -351,6 +351,9 @@ func TestEmbeddedDefault(t *testing.T) {
 	})
 	out := p.Stdout.String()
 	for _, want := range []string{
+		"export EA_NATS=nats://" + listen,
+		"bin/ea create counter/c1",
+		`bin/ea send counter/c1 '{"by":2}' --type inc --wait`,
 		"export NATS_URL=nats://" + listen,
 		`nats req ea.ctl.create.counter '{"id":"c1"}'`,
 		`nats pub ea.mbox.counter.c1 '{"by":2}' -H EA-Type:inc -H Content-Type:application/json`,

@@ -43,6 +43,9 @@ func TestRunInProcess(t *testing.T) {
 	})
 	eventually(t, 5*time.Second, "the hint", func() bool { return strings.Contains(stdout.String(), "curl") })
 	for _, want := range []string{
+		"export EA_NATS=" + srv.URL,
+		"export EA_PREFIX=t1",
+		"bin/ea create counter/c1",
 		"export NATS_URL=" + srv.URL,
 		`nats req t1.ctl.create.counter '{"id":"c1"}'`,
 		"nats kv get t1_state counter.c1",

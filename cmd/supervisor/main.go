@@ -29,6 +29,7 @@ import (
 	"os"
 	"strings"
 
+	"github.com/effectors/effectors/bus"
 	"github.com/effectors/effectors/examples/demo"
 	"github.com/effectors/effectors/supervisor"
 )
@@ -82,7 +83,18 @@ func hint(in supervisor.Info) string {
 	p := in.Names.Prefix()
 	var b strings.Builder
 	b.WriteString(in.Head())
-	b.WriteString("\nRun the demo with the nats CLI (https://github.com/nats-io/natscli); it needs\nan ea-node hosting task-a and task-b on the same NATS (make run starts both):\n")
+	b.WriteString("\nRun the demo with the ea CLI of this repository (make build makes bin/ea); it\nneeds an ea-node hosting task-a and task-b on the same NATS (make run starts both):\n")
+	if in.URL != "" && in.URL != "nats://127.0.0.1:4222" {
+		fmt.Fprintf(&b, "  export EA_NATS=%s\n", in.URL)
+	}
+	if p != bus.DefaultPrefix {
+		fmt.Fprintf(&b, "  export EA_PREFIX=%s\n", p)
+	}
+	b.WriteString("  bin/ea orch start demo '{\"text\":\"hello world\"}' --wait   # its id; WAITING for input, task A's result\n")
+	b.WriteString("  bin/ea orch input <ID> '{\"note\":\"from me\"}'              # then COMPLETED\n")
+	b.WriteString("  bin/ea orch status <ID>\n")
+	b.WriteString("  bin/ea tail process <ID>                                # its story in the log\n")
+	b.WriteString("\nOr with the nats CLI (https://github.com/nats-io/natscli):\n")
 	fmt.Fprintf(&b, "  export NATS_URL=%s\n", in.URL)
 	fmt.Fprintf(&b, "  nats req %s '{\"name\":\"demo\",\"input\":{\"text\":\"hello world\"}}'   # -> {\"id\":\"<ID>\"}\n", supervisor.Subject(p, supervisor.OpStart))
 	fmt.Fprintf(&b, "  nats req %s '{\"id\":\"<ID>\"}'     # WAITING for input, with task A's result\n", supervisor.Subject(p, supervisor.OpStatus))

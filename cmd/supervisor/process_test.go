@@ -44,7 +44,9 @@ func TestCrashResume(t *testing.T) {
 	actortest.Eventually(t, 10*time.Second, "the hint of how to start the demo", func() bool {
 		out := first.Stdout.String()
 		return strings.Contains(out, "nats req ea.orch.start") && strings.Contains(out, `"name":"demo"`) &&
-			strings.Contains(out, "nats req ea.orch.input")
+			strings.Contains(out, "nats req ea.orch.input") &&
+			strings.Contains(out, `bin/ea orch start demo '{"text":"hello world"}' --wait`) &&
+			strings.Contains(out, "bin/ea orch input <ID>")
 	})
 
 	id, err := c.Start(ctx, "demo", demo.Input{Text: "crash test"})
