@@ -3,6 +3,9 @@ package charts
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"flag"
+	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -18,6 +21,7 @@ import (
 	"github.com/effectors/effectors/bus/bustest"
 	"github.com/effectors/effectors/examples/demo"
 	"github.com/effectors/effectors/examples/kinds"
+	"github.com/effectors/effectors/node"
 	"github.com/effectors/effectors/records"
 	"github.com/effectors/effectors/supervisor"
 	"github.com/prometheus/client_golang/prometheus"
@@ -573,19 +577,18 @@ func TestChart(t *testing.T) {
 			t.Errorf("deployment.yaml does not set %s", want)
 		}
 	}
-	// The flags are ea-node's settings, named in node/config.go (package node).
-	nodeConfig, err := os.ReadFile(filepath.Join("..", "node", "config.go"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	// The flags are ea-node's settings, as its -h lists them.
+	nodeUsage := usageOf(t, func(ctx context.Context, stdout io.Writer) error {
+		return node.Command{Name: "ea-node", Kinds: []actor.Definition{kinds.Counter()}}.Run(ctx, []string{"-h"}, func(string) string { return "" }, stdout, stdout)
+	})
 	chartReadme, err := os.ReadFile(filepath.Join(chartDir, "README.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, e := range env {
 		name := strings.ReplaceAll(strings.ToLower(strings.TrimPrefix(e, "EA_")), "_", "-")
-		if !strings.Contains(string(nodeConfig), `{name: "`+name+`",`) {
-			t.Errorf("deployment.yaml sets %s, but ea-node has no flag --%s (node/config.go)", e, name)
+		if !hasFlag(nodeUsage, name) {
+			t.Errorf("deployment.yaml sets %s, but ea-node has no flag --%s (ea-node -h)", e, name)
 		}
 		flag := "`--" + name + "`"
 		if !strings.Contains(string(readme), flag) && !strings.Contains(string(chartReadme), flag) {
@@ -598,8 +601,15 @@ func TestChart(t *testing.T) {
 		}
 	}
 
-	// The supervisor deployment's variables are ea-supervisor settings,
-	// declared in its command, its package or the shared settings.
+	// The supervisor deployment's variables are ea-supervisor settings (as
+	// its -h lists them), or variables without a flag that its code names.
+	demoDef, err := demo.Definition()
+	if err != nil {
+		t.Fatal(err)
+	}
+	supUsage := usageOf(t, func(ctx context.Context, stdout io.Writer) error {
+		return supervisor.Command{Name: "ea-supervisor", Definitions: []supervisor.Definition{demoDef}}.Run(ctx, []string{"-h"}, func(string) string { return "" }, stdout, stdout)
+	})
 	supConfig := goSources(t, filepath.Join("..", "cmd", "supervisor"), filepath.Join("..", "supervisor"), filepath.Join("..", "internal", "cli"), filepath.Join("..", "web"))
 	supEnv := envRe.FindAllString(templates["supervisor-deployment.yaml"]+templates["_helpers.tpl"], -1)
 	for _, want := range []string{"EA_NATS", "EA_PREFIX", "EA_LOG_LEVEL", "EA_LOG_FORMAT", "EA_METRICS", "EA_GATEWAY", "EA_GATEWAY_TOKEN"} {
@@ -617,7 +627,7 @@ func TestChart(t *testing.T) {
 		}
 		// A setting (--name), or a variable without a flag (a secret such as
 		// EA_GATEWAY_TOKEN) that the code names.
-		if !strings.Contains(supConfig, `Name: "`+name+`"`) && !strings.Contains(supConfig, e) {
+		if !hasFlag(supUsage, name) && !strings.Contains(supConfig, e) {
 			t.Errorf("supervisor-deployment.yaml sets %s, but ea-supervisor has no setting --%s and does not read %s", e, name, e)
 		}
 	}
@@ -645,4 +655,28 @@ func goSources(t *testing.T, dirs ...string) string {
 		}
 	}
 	return b.String()
+}
+
+// usageOf returns what a command prints for -h.
+func usageOf(t *testing.T, run func(context.Context, io.Writer) error) string {
+	t.Helper()
+	var out strings.Builder
+	if err := run(context.Background(), &out); err != nil && !errors.Is(err, flag.ErrHelp) {
+		t.Fatalf("-h: %v\n%s", err, out.String())
+	}
+	if !strings.Contains(out.String(), "--") {
+		t.Fatalf("-h printed no flags:\n%s", out.String())
+	}
+	return out.String()
+}
+
+// hasFlag reports whether usage lists the flag --name.
+func hasFlag(usage, name string) bool {
+	for line := range strings.Lines(usage) {
+		f := strings.Fields(line)
+		if len(f) > 0 && f[0] == "--"+name {
+			return true
+		}
+	}
+	return false
 }

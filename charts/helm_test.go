@@ -459,3 +459,30 @@ func TestHelmTemplate(t *testing.T) {
 		}
 	}
 }
+
+// TestHelmRetention: the retention values reach nodes and supervisors (both
+// provision) as the EA_* variables their flags read, and only when set.
+func TestHelmRetention(t *testing.T) {
+	helmBinary(t)
+	names := []string{"EA_LOG_MAX_AGE", "EA_LOG_MAX_BYTES", "EA_DEAD_MAX_AGE", "EA_DEAD_MAX_BYTES"}
+	plain := mustRender(t, "nats.url=nats://nats:4222")
+	for _, d := range []string{"Deployment/ea-effectors-node", "Deployment/ea-effectors-supervisor"} {
+		env := envOf(container(t, plain[d]))
+		for _, k := range names {
+			if v, ok := env[k]; ok {
+				t.Errorf("%s sets %s=%q with no retention value given: the streams' own setting must stay", d, k, v)
+			}
+		}
+	}
+	set := mustRender(t, "nats.url=nats://nats:4222", "retention.logMaxAge=720h", "retention.logMaxBytes=50GB",
+		"retention.deadMaxAge=unlimited", "retention.deadMaxBytes=1GB")
+	want := map[string]string{"EA_LOG_MAX_AGE": "720h", "EA_LOG_MAX_BYTES": "50GB", "EA_DEAD_MAX_AGE": "unlimited", "EA_DEAD_MAX_BYTES": "1GB"}
+	for _, d := range []string{"Deployment/ea-effectors-node", "Deployment/ea-effectors-supervisor"} {
+		env := envOf(container(t, set[d]))
+		for k, v := range want {
+			if env[k] != v {
+				t.Errorf("%s env %s = %q, want %q", d, k, env[k], v)
+			}
+		}
+	}
+}

@@ -168,3 +168,28 @@ Fails unless a NATS URL is given: the chart does not embed NATS.
 {{- fail "nats.url is required: the effectors chart runs ea-node against an existing NATS server or cluster with JetStream and does not embed one. Set it with --set nats.url=nats://nats:4222 (or nats.existingSecret.name for a URL kept in a Secret)." }}
 {{- end }}
 {{- end }}
+
+{{/*
+The retention settings of the record log and dead letters, as EA_* variables
+(only those set).
+*/}}
+{{- define "effectors.retentionEnv" -}}
+{{- with .Values.retention }}
+{{- if .logMaxAge }}
+- name: EA_LOG_MAX_AGE
+  value: {{ .logMaxAge | quote }}
+{{- end }}
+{{- if .logMaxBytes }}
+- name: EA_LOG_MAX_BYTES
+  value: {{ .logMaxBytes | quote }}
+{{- end }}
+{{- if .deadMaxAge }}
+- name: EA_DEAD_MAX_AGE
+  value: {{ .deadMaxAge | quote }}
+{{- end }}
+{{- if .deadMaxBytes }}
+- name: EA_DEAD_MAX_BYTES
+  value: {{ .deadMaxBytes | quote }}
+{{- end }}
+{{- end }}
+{{- end }}
