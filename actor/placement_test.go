@@ -308,9 +308,8 @@ func TestStrayRecordsGoToDeadLetters(t *testing.T) {
 }
 
 // checkCountOutputs checks that counter r's outbox has outputs saying every
-// count 1..n. An output saying a count a second time is logged, not failed:
-// under two overlapping readers a stale output can be published (a known
-// defect of the partitioned layout, written in the issue 10 note).
+// count 1..n, each once: a count said twice is a record applied twice, or
+// applied on a state that missed one (a stale output).
 func checkCountOutputs(t testing.TB, conn *bus.Conn, r records.Ref, n int) {
 	t.Helper()
 	subject := conn.Names().Outbox(r)
