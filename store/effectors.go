@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -239,31 +238,10 @@ type WatchOptions struct {
 	From uint64
 }
 
-// Watcher follows state documents; see [Client.Watch].
-type Watcher struct {
-	events chan StateEvent
-	stop   context.CancelFunc
-	done   chan struct{}
-	mu     sync.Mutex
-	err    error
-}
-
-// Events delivers the changes in order. It is closed when the watcher stops
-// (see [Watcher.Err]).
-func (w *Watcher) Events() <-chan StateEvent { return w.events }
-
-// Stop stops the watcher and waits for it to end.
-func (w *Watcher) Stop() {
-	w.stop()
-	<-w.done
-}
-
-// Err returns why the watcher ended early, or nil.
-func (w *Watcher) Err() error {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.err
-}
+// Watcher follows state documents; see [Client.Watch]. Events delivers the
+// changes in order and is closed when the watcher stops (see Err); Stop
+// stops it and waits for it to end.
+type Watcher struct{ *feed[StateEvent] }
 
 // Watch follows the state documents of one effector (Kind and ID) or of
 // every effector of a kind (Kind), from a resume point. It ends when ctx
@@ -279,57 +257,20 @@ func (c *Client) Watch(ctx context.Context, o WatchOptions) (*Watcher, error) {
 		}
 		key = o.Kind + "." + o.ID
 	}
-	bucket, err := c.conn.JS.KeyValue(ctx, c.n.StateBucket())
-	if err != nil {
-		return nil, unavailable(c.n.StateBucket(), err)
-	}
-	wctx, cancel := context.WithCancel(ctx)
-	var opts []jetstream.WatchOpt
-	if o.From > 0 {
-		opts = append(opts, jetstream.ResumeFromRevision(o.From))
-	}
-	kw, err := bucket.Watch(wctx, key, opts...)
-	if err != nil {
-		cancel()
-		return nil, unavailable(c.n.StateBucket(), err)
-	}
-	w := &Watcher{events: make(chan StateEvent, 64), stop: cancel, done: make(chan struct{})}
-	go func() {
-		defer close(w.done)
-		defer close(w.events)
-		defer func() { _ = kw.Stop() }()
-		for {
-			var e jetstream.KeyValueEntry
-			var ok bool
-			select {
-			case <-wctx.Done():
-				return
-			case e, ok = <-kw.Updates():
-				if !ok {
-					return
-				}
-			}
-			if e == nil {
-				continue // end of the initial values
-			}
-			kind, id, _ := strings.Cut(e.Key(), ".")
-			ev := StateEvent{Effector: records.Ref{Kind: kind, ID: id}, Revision: e.Revision()}
-			if e.Operation() != jetstream.KeyValuePut {
-				ev.Deleted = true
-			} else if err := codec.Unmarshal(e.Value(), &ev.Document); err != nil {
-				w.mu.Lock()
-				w.err = fmt.Errorf("state document %s at revision %d: %w", e.Key(), e.Revision(), err)
-				w.mu.Unlock()
-				return
-			}
-			select {
-			case w.events <- ev:
-			case <-wctx.Done():
-				return
-			}
+	f, err := watchBucket(ctx, c, c.n.StateBucket(), key, o.From, func(e jetstream.KeyValueEntry) (StateEvent, error) {
+		kind, id, _ := strings.Cut(e.Key(), ".")
+		ev := StateEvent{Effector: records.Ref{Kind: kind, ID: id}, Revision: e.Revision()}
+		if e.Operation() != jetstream.KeyValuePut {
+			ev.Deleted = true
+		} else if err := codec.Unmarshal(e.Value(), &ev.Document); err != nil {
+			return ev, fmt.Errorf("state document %s at revision %d: %w", e.Key(), e.Revision(), err)
 		}
-	}()
-	return w, nil
+		return ev, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &Watcher{f}, nil
 }
 
 func actorStatus(s string) actor.Status { return actor.Status(s) }

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -185,30 +184,9 @@ type OrchWatchOptions struct {
 }
 
 // OrchWatcher follows orchestrations; see [Client.WatchOrchestrations].
-type OrchWatcher struct {
-	events chan OrchEvent
-	stop   context.CancelFunc
-	done   chan struct{}
-	mu     sync.Mutex
-	err    error
-}
-
-// Events delivers the changes in order. It is closed when the watcher stops
-// (see [OrchWatcher.Err]).
-func (w *OrchWatcher) Events() <-chan OrchEvent { return w.events }
-
-// Stop stops the watcher and waits for it to end.
-func (w *OrchWatcher) Stop() {
-	w.stop()
-	<-w.done
-}
-
-// Err returns why the watcher ended early, or nil.
-func (w *OrchWatcher) Err() error {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.err
-}
+// Events delivers the changes in order and is closed when the watcher stops
+// (see Err); Stop stops it and waits for it to end.
+type OrchWatcher struct{ *feed[OrchEvent] }
 
 // WatchOrchestrations follows the status of one orchestration (ID) or of
 // all, from a resume point. It ends when ctx ends or Stop is called. Other
@@ -222,56 +200,19 @@ func (c *Client) WatchOrchestrations(ctx context.Context, o OrchWatchOptions) (*
 		}
 		key = o.ID
 	}
-	bucket, err := c.conn.JS.KeyValue(ctx, c.n.OrchBucket())
-	if err != nil {
-		return nil, unavailable(c.n.OrchBucket(), err)
-	}
-	wctx, cancel := context.WithCancel(ctx)
-	var opts []jetstream.WatchOpt
-	if o.From > 0 {
-		opts = append(opts, jetstream.ResumeFromRevision(o.From))
-	}
-	kw, err := bucket.Watch(wctx, key, opts...)
-	if err != nil {
-		cancel()
-		return nil, unavailable(c.n.OrchBucket(), err)
-	}
-	w := &OrchWatcher{events: make(chan OrchEvent, 64), stop: cancel, done: make(chan struct{})}
-	go func() {
-		defer close(w.done)
-		defer close(w.events)
-		defer func() { _ = kw.Stop() }()
-		for {
-			var e jetstream.KeyValueEntry
-			var ok bool
-			select {
-			case <-wctx.Done():
-				return
-			case e, ok = <-kw.Updates():
-				if !ok {
-					return
-				}
-			}
-			if e == nil {
-				continue // end of the initial values
-			}
-			ev := OrchEvent{ID: e.Key(), Revision: e.Revision()}
-			if e.Operation() != jetstream.KeyValuePut {
-				ev.Deleted = true
-			} else if err := codec.Unmarshal(e.Value(), &ev.Orchestration); err != nil {
-				w.mu.Lock()
-				w.err = fmt.Errorf("orchestration %s at revision %d: %w", e.Key(), e.Revision(), err)
-				w.mu.Unlock()
-				return
-			} else {
-				ev.Orchestration.Revision = e.Revision()
-			}
-			select {
-			case w.events <- ev:
-			case <-wctx.Done():
-				return
-			}
+	f, err := watchBucket(ctx, c, c.n.OrchBucket(), key, o.From, func(e jetstream.KeyValueEntry) (OrchEvent, error) {
+		ev := OrchEvent{ID: e.Key(), Revision: e.Revision()}
+		if e.Operation() != jetstream.KeyValuePut {
+			ev.Deleted = true
+		} else if err := codec.Unmarshal(e.Value(), &ev.Orchestration); err != nil {
+			return ev, fmt.Errorf("orchestration %s at revision %d: %w", e.Key(), e.Revision(), err)
+		} else {
+			ev.Orchestration.Revision = e.Revision()
 		}
-	}()
-	return w, nil
+		return ev, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &OrchWatcher{f}, nil
 }
