@@ -324,6 +324,13 @@ func (n Names) StateSubject(r records.Ref) string {
 // [Names.StateStream]: $KV.<prefix>_state.<kind>.*.
 func (n Names) StateFilter(kind string) string { return "$KV." + n.StateBucket() + "." + kind + ".*" }
 
+// OrchStream is the stream behind the orchestration bucket: KV_<prefix>_orch.
+func (n Names) OrchStream() string { return "KV_" + n.OrchBucket() }
+
+// OrchFilter is the filter of every orchestration in [Names.OrchStream]:
+// $KV.<prefix>_orch.>.
+func (n Names) OrchFilter() string { return "$KV." + n.OrchBucket() + ".>" }
+
 // HostControl is the internal subject of control operation op answered by
 // the nodes hosting kind (a queue group): <prefix>.ctl.host.<op>.<kind>.
 // Public control requests for a kind a node does not host are forwarded

@@ -142,65 +142,25 @@ func (c *Client) Effectors(ctx context.Context, q EffectorQuery) (EffectorPage, 
 		}
 		pos = p[0]
 	}
-	stream := c.n.StateStream()
-	filter := c.n.StateFilter(q.Kind)
-	page := EffectorPage{}
-	examined := 0
-	for len(page.Effectors) < limit && examined < maxScan {
-		got, pending, err := c.direct.batch(ctx, stream, filter, pos+1, nil, min(1000, 2*(limit-len(page.Effectors))+8))
-		if err != nil {
-			return EffectorPage{}, c.wrap(stream, err)
+	effectors, pos, more, err := pageLatest(ctx, c, c.n.StateStream(), c.n.StateFilter(q.Kind), pos, limit, func(m stored) (Effector, bool) {
+		var doc actor.Document
+		if codec.Unmarshal(m.data, &doc) != nil {
+			return Effector{}, false
 		}
-		if len(got) == 0 && pos == 0 && q.Cursor == "" {
-			if err := c.knownKind(ctx, q.Kind); err != nil {
-				return EffectorPage{}, err
-			}
+		if (q.Status != "" && doc.Status != q.Status) || (q.Owner != "" && doc.Owner != q.Owner) {
+			return Effector{}, false
 		}
-		// Keep the messages that are the current revision of their key.
-		refs := make([]getRef, len(got))
-		for i, m := range got {
-			refs[i] = getRef{stream: stream, last: m.subject}
-		}
-		latest, err := c.direct.get(ctx, refs)
-		if err != nil {
+		return Effector{Document: doc, Revision: m.seq}, true
+	})
+	if err != nil {
+		return EffectorPage{}, err
+	}
+	if pos == 0 && q.Cursor == "" { // the kind has no state document at all
+		if err := c.knownKind(ctx, q.Kind); err != nil {
 			return EffectorPage{}, err
 		}
-		full := false
-		for i, m := range got {
-			examined++
-			if latest[i].seq != m.seq || m.header.Get("KV-Operation") != "" {
-				pos = m.seq
-				continue
-			}
-			var doc actor.Document
-			if codec.Unmarshal(m.data, &doc) != nil {
-				pos = m.seq
-				continue
-			}
-			if (q.Status != "" && doc.Status != q.Status) || (q.Owner != "" && doc.Owner != q.Owner) {
-				pos = m.seq
-				continue
-			}
-			page.Effectors = append(page.Effectors, Effector{Document: doc, Revision: m.seq})
-			pos = m.seq
-			if len(page.Effectors) == limit {
-				full = true
-				break
-			}
-		}
-		if full {
-			page.More = pending > 0 || len(got) > 0 && pos != got[len(got)-1].seq
-			break
-		}
-		if len(got) == 0 || pending == 0 {
-			break
-		}
-		if examined >= maxScan {
-			page.More = true
-		}
 	}
-	page.Cursor = encodeCursor(q.fingerprint(), []uint64{pos})
-	return page, nil
+	return EffectorPage{Effectors: effectors, More: more, Cursor: encodeCursor(q.fingerprint(), []uint64{pos})}, nil
 }
 
 // knownKind fails with ErrUnknownKind unless a node announces kind.

@@ -107,57 +107,21 @@ func (c *Client) Orchestrations(ctx context.Context, q OrchQuery) (OrchPage, err
 		}
 		pos = p[0]
 	}
-	stream := "KV_" + c.n.OrchBucket()
-	filter := "$KV." + c.n.OrchBucket() + ".>"
-	page := OrchPage{}
-	examined := 0
-	for len(page.Orchestrations) < limit && examined < maxScan {
-		got, pending, err := c.direct.batch(ctx, stream, filter, pos+1, nil, min(1000, 2*(limit-len(page.Orchestrations))+8))
-		if err != nil {
-			return OrchPage{}, c.wrap(stream, err)
+	orchs, pos, more, err := pageLatest(ctx, c, c.n.OrchStream(), c.n.OrchFilter(), pos, limit, func(m stored) (Orchestration, bool) {
+		var o Orchestration
+		if codec.Unmarshal(m.data, &o) != nil {
+			return o, false
 		}
-		refs := make([]getRef, len(got))
-		for i, m := range got {
-			refs[i] = getRef{stream: stream, last: m.subject}
+		if (q.Status != "" && o.Status != q.Status) || (q.Name != "" && o.Name != q.Name) || (q.Owner != "" && o.Owner != q.Owner) {
+			return o, false
 		}
-		latest, err := c.direct.get(ctx, refs)
-		if err != nil {
-			return OrchPage{}, err
-		}
-		full := false
-		for i, m := range got {
-			examined++
-			pos = m.seq
-			if latest[i].seq != m.seq || m.header.Get("KV-Operation") != "" {
-				continue // an older revision, or a deletion
-			}
-			var o Orchestration
-			if codec.Unmarshal(m.data, &o) != nil {
-				continue
-			}
-			if (q.Status != "" && o.Status != q.Status) || (q.Name != "" && o.Name != q.Name) || (q.Owner != "" && o.Owner != q.Owner) {
-				continue
-			}
-			o.Revision = m.seq
-			page.Orchestrations = append(page.Orchestrations, o)
-			if len(page.Orchestrations) == limit {
-				full = true
-				break
-			}
-		}
-		if full {
-			page.More = pending > 0 || len(got) > 0 && pos != got[len(got)-1].seq
-			break
-		}
-		if len(got) == 0 || pending == 0 {
-			break
-		}
-		if examined >= maxScan {
-			page.More = true
-		}
+		o.Revision = m.seq
+		return o, true
+	})
+	if err != nil {
+		return OrchPage{}, err
 	}
-	page.Cursor = encodeCursor(q.fingerprint(), []uint64{pos})
-	return page, nil
+	return OrchPage{Orchestrations: orchs, More: more, Cursor: encodeCursor(q.fingerprint(), []uint64{pos})}, nil
 }
 
 // OrchEvent is a change of one orchestration.

@@ -89,3 +89,53 @@ func watchBucket[E any](ctx context.Context, c *Client, bucket, key string, from
 	}()
 	return f, nil
 }
+
+// pageLatest reads a page of a KV bucket's current values in the order they
+// were last written: the messages of stream matching filter after sequence
+// from, keeping those that are the latest revision of their key (not a
+// deletion) and that keep accepts, up to limit. It examines at most maxScan
+// messages. pos is the sequence to resume after (the cursor's); more says
+// whether a next page may hold more.
+func pageLatest[T any](ctx context.Context, c *Client, stream, filter string, from uint64, limit int, keep func(m stored) (T, bool)) (items []T, pos uint64, more bool, err error) {
+	pos = from
+	examined := 0
+	for len(items) < limit && examined < maxScan {
+		got, pending, err := c.direct.batch(ctx, stream, filter, pos+1, nil, min(1000, 2*(limit-len(items))+8))
+		if err != nil {
+			return nil, 0, false, c.wrap(stream, err)
+		}
+		refs := make([]getRef, len(got))
+		for i, m := range got {
+			refs[i] = getRef{stream: stream, last: m.subject}
+		}
+		latest, err := c.direct.get(ctx, refs)
+		if err != nil {
+			return nil, 0, false, err
+		}
+		full := false
+		for i, m := range got {
+			examined++
+			pos = m.seq
+			if latest[i].seq != m.seq || m.header.Get("KV-Operation") != "" {
+				continue // an older revision, or a deletion
+			}
+			if v, ok := keep(m); ok {
+				items = append(items, v)
+				if len(items) == limit {
+					full = true
+					break
+				}
+			}
+		}
+		if full {
+			return items, pos, pending > 0 || len(got) > 0 && pos != got[len(got)-1].seq, nil
+		}
+		if len(got) == 0 || pending == 0 {
+			break
+		}
+		if examined >= maxScan {
+			more = true
+		}
+	}
+	return items, pos, more, nil
+}
