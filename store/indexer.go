@@ -207,14 +207,18 @@ func (ix *indexer) entries(meta *jetstream.MsgMetadata, msg jetstream.Msg) []*je
 		}
 		return ""
 	}
+	// Values past what a valid record carries are kept as their digest, so
+	// that neither an index subject nor an entry grows with a header (see
+	// token): such a record is dead-lettered by the runtime, and no query
+	// can ask for those values.
 	e := entry{
 		Stream:  meta.Stream,
 		Seq:     meta.Sequence.Stream,
 		Subject: msg.Subject(),
-		ID:      recordID(h, meta.Sequence.Stream),
-		Type:    first(records.HeaderType),
-		Process: first(records.HeaderProcess),
-		Owner:   first(records.HeaderOwner),
+		ID:      bounded(recordID(h, meta.Sequence.Stream)),
+		Type:    bounded(first(records.HeaderType)),
+		Process: bounded(first(records.HeaderProcess)),
+		Owner:   bounded(first(records.HeaderOwner)),
 		Time:    meta.Timestamp.UnixNano(),
 	}
 	if e.Type == "" {

@@ -1,11 +1,13 @@
 package store
 
 import (
+	"crypto/sha256"
 	"encoding/base64"
 	"hash/fnv"
 	"strconv"
 
 	"github.com/effectors/effectors/bus"
+	"github.com/effectors/effectors/records"
 )
 
 // names are the store's own subjects and streams, derived from [bus.Names].
@@ -94,12 +96,27 @@ func (n names) subject(op string) string { return n.Store(op) }
 // service is the micro service name: <prefix>_store.
 func (n names) service() string { return n.StoreService() }
 
+// maxValue is the longest value (record id, type, process, owner) the
+// index keeps as it is: the longest a valid record carries
+// ([records.MaxIDLen]). Only a record that fails validation carries a longer
+// one, and the index keeps its digest instead (see [bounded]).
+const maxValue = records.MaxIDLen
+
 // token makes s (printable ASCII, as record ids, process ids and types are)
-// one subject token: s itself when it is made of A-Z a-z 0-9 _ - : and does
-// not start with '~'; otherwise '~' and s in unpadded base64url. Distinct
-// strings give distinct tokens.
+// one subject token of at most 344 bytes, whatever the length of s: s itself
+// when it is at most 256 bytes of A-Z a-z 0-9 _ - : and does not start with
+// '~'; otherwise, up to 256 bytes, '~' and s in unpadded base64url; past 256
+// bytes, its digest (see [bounded]). Distinct strings give distinct tokens.
+//
+// The bound matters: a subject longer than the server's maximum control
+// line (4 KiB by default) makes the server close the publisher's connection
+// for good, so a token built from a hostile header would take the indexer's
+// connection, and the node's, down with it.
 func token(s string) string {
-	plain := s != "" && s[0] != '~' && len(s) <= 256
+	if len(s) > maxValue {
+		return bounded(s)
+	}
+	plain := s != "" && s[0] != '~'
 	for i := 0; plain && i < len(s); i++ {
 		c := s[i]
 		plain = c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-' || c == ':'
@@ -108,4 +125,16 @@ func token(s string) string {
 		return s
 	}
 	return "~" + base64.RawURLEncoding.EncodeToString([]byte(s))
+}
+
+// bounded is s when it is at most maxValue bytes long, else "~~" and the
+// SHA-256 of s in unpadded base64url (45 bytes): what an index subject and
+// an index entry hold for a value no valid record carries. The "~~" cannot
+// start a base64url form, so a digest never equals another value's token.
+func bounded(s string) string {
+	if len(s) <= maxValue {
+		return s
+	}
+	sum := sha256.Sum256([]byte(s))
+	return "~~" + base64.RawURLEncoding.EncodeToString(sum[:])
 }
