@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -71,7 +72,8 @@ type Config struct {
 	// Logger receives connection events. Default slog.Default().
 	Logger *slog.Logger
 	// Options are passed to nats.Connect after the runtime's own (name,
-	// reconnects forever, handlers), so they may override them: credentials
+	// reconnects forever, handlers), so they may override them (all but the
+	// closed handler, which [Conn.Lost] needs): credentials
 	// (nats.UserCredentials, nats.NkeyOptionFromSeed, nats.UserInfo,
 	// nats.Token), TLS (nats.RootCAs, nats.ClientCert, nats.Secure), an
 	// inbox prefix. They apply to the embedded server's connection too.
@@ -170,6 +172,11 @@ type Conn struct {
 	cfg    Config
 	server *Server
 	log    *slog.Logger
+
+	closing atomic.Bool   // Close was called: a closed connection is expected
+	closed  chan struct{} // closed by the connection's closed handler
+	lost    chan struct{} // closed when NATS closed it for good without Close
+	lostErr error         // why; written before lost is closed, read after
 }
 
 // Connect connects to NATS as cfg says, starting an embedded server when
@@ -183,7 +190,7 @@ func Connect(ctx context.Context, cfg Config) (*Conn, error) {
 	cfg = cfg.withDefaults()
 	names, _ := NewNames(cfg.Prefix)
 	names, _ = names.WithPartitions(cfg.Partitions)
-	c := &Conn{names: names, cfg: cfg, log: cfg.Logger}
+	c := &Conn{names: names, cfg: cfg, log: cfg.Logger, closed: make(chan struct{}), lost: make(chan struct{})}
 	url := cfg.URL
 	if url == "" {
 		srv, err := StartServer(ServerConfig{Listen: cfg.Listen, StoreDir: cfg.StoreDir, SyncAlways: cfg.SyncAlways, Logger: cfg.Logger, ConfigFile: cfg.ServerConfigFile})
@@ -194,7 +201,7 @@ func Connect(ctx context.Context, cfg Config) (*Conn, error) {
 		url = srv.ClientURL()
 		c.log.Info("embedded nats-server started", "url", url, "store", srv.StoreDir(), "sync_always", cfg.SyncAlways)
 	}
-	nc, err := dial(ctx, url, cfg)
+	nc, err := dial(ctx, url, cfg, c.onClosed)
 	if err != nil {
 		c.shutdownServer()
 		return nil, err
@@ -209,7 +216,22 @@ func Connect(ctx context.Context, cfg Config) (*Conn, error) {
 	return c, nil
 }
 
-func dial(ctx context.Context, url string, cfg Config) (*nats.Conn, error) {
+// onClosed is the connection's closed handler: nats.go calls it once, when
+// the connection is closed for good, by Close or by NATS.
+func (c *Conn) onClosed(nc *nats.Conn) {
+	if !c.closing.Load() {
+		last := nc.LastError()
+		if last == nil {
+			last = errors.New("no error given")
+		}
+		c.lostErr = fmt.Errorf("%w (%v); the process must open a new one or exit", ErrConnLost, last)
+		c.log.Error("nats closed the connection for good; it will not reconnect", "err", last)
+		close(c.lost)
+	}
+	close(c.closed)
+}
+
+func dial(ctx context.Context, url string, cfg Config, closed nats.ConnHandler) (*nats.Conn, error) {
 	log := cfg.Logger
 	opts := []nats.Option{
 		nats.Name(cfg.Name),
@@ -233,7 +255,9 @@ func dial(ctx context.Context, url string, cfg Config) (*nats.Conn, error) {
 			log.Warn("nats async error", "err", err)
 		}),
 	}
+	// The closed handler comes after cfg.Options: Conn needs it (see Lost).
 	opts = append(opts, cfg.Options...)
+	opts = append(opts, nats.ClosedHandler(closed))
 	ctx, cancel := context.WithTimeout(ctx, cfg.ConnectTimeout)
 	defer cancel()
 	wait := 100 * time.Millisecond
@@ -272,6 +296,24 @@ func (c *Conn) Server() *Server { return c.server }
 // Connected reports whether the connection is up right now.
 func (c *Conn) Connected() bool { return c.NC != nil && c.NC.IsConnected() }
 
+// Lost is closed when NATS has closed the connection for good without
+// [Conn.Close] being called: nats.go will not reconnect, so nothing that
+// uses the connection can work again (see [ErrConnLost]). Long-running work
+// should stop then, and the process exit non-zero or connect anew.
+func (c *Conn) Lost() <-chan struct{} { return c.lost }
+
+// Err is nil while the connection is usable or reconnecting, and an error
+// wrapping [ErrConnLost], with the server's last error, once [Conn.Lost] is
+// closed.
+func (c *Conn) Err() error {
+	select {
+	case <-c.lost:
+		return c.lostErr
+	default:
+		return nil
+	}
+}
+
 // ClientURL returns the URL of the server this connection uses, its
 // password or token redacted (see [RedactURL]).
 func (c *Conn) ClientURL() string {
@@ -308,12 +350,11 @@ func tlsFailed(err error) bool {
 // finish what they hold) and stops the embedded server, if any.
 func (c *Conn) Close() error {
 	var err error
+	c.closing.Store(true)
 	if c.NC != nil && !c.NC.IsClosed() {
-		closed := make(chan struct{})
-		c.NC.SetClosedHandler(func(*nats.Conn) { close(closed) })
 		if err = c.NC.Drain(); err == nil {
 			select {
-			case <-closed:
+			case <-c.closed:
 			case <-time.After(10 * time.Second):
 				err = errors.New("drain nats connection: timed out after 10s")
 				c.NC.Close()

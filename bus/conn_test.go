@@ -320,3 +320,54 @@ func TestCloseWhileServerDown(t *testing.T) {
 		t.Errorf("Close while the server is down = %v; want an error saying it could not drain", err)
 	}
 }
+
+// TestConnLost makes the server close the connection for good, as a
+// subject longer than its maximum control line does, and checks that Lost
+// and Err say so, and that a Close afterwards returns at once.
+func TestConnLost(t *testing.T) {
+	srv := bustest.NewServer(t)
+	conn, err := bus.Connect(context.Background(), bus.Config{URL: srv.URL, Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if conn.Err() != nil {
+		t.Fatalf("Err before anything happened = %v, want nil", conn.Err())
+	}
+	// The server answers -ERR 'maximum control line exceeded' and closes;
+	// nats.go treats that answer as final.
+	_ = conn.NC.Publish(strings.Repeat("x", 5000), nil)
+	select {
+	case <-conn.Lost():
+	case <-time.After(10 * time.Second):
+		t.Fatal("Lost not closed 10s after the server closed the connection")
+	}
+	err = conn.Err()
+	if !errors.Is(err, bus.ErrConnLost) || !strings.Contains(err.Error(), "control line") {
+		t.Errorf("Err = %v, want ErrConnLost with the server's reason", err)
+	}
+	start := time.Now()
+	_ = conn.Close()
+	if took := time.Since(start); took > 2*time.Second {
+		t.Errorf("Close of a lost connection took %s", took)
+	}
+}
+
+// TestCloseIsNotLost: a connection closed by Close is not lost.
+func TestCloseIsNotLost(t *testing.T) {
+	srv := bustest.NewServer(t)
+	conn, err := bus.Connect(context.Background(), bus.Config{URL: srv.URL, Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := conn.Close(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-conn.Lost():
+		t.Fatalf("Lost closed after Close: %v", conn.Err())
+	default:
+	}
+	if conn.Err() != nil {
+		t.Errorf("Err after Close = %v, want nil", conn.Err())
+	}
+}

@@ -20,3 +20,11 @@ var ErrAuth = errors.New("bus: nats refused the credentials")
 // its address, the server requires TLS or refuses it). [Connect] returns it
 // at once instead of retrying until its timeout.
 var ErrTLS = errors.New("bus: nats TLS handshake failed")
+
+// ErrConnLost: NATS closed the connection for good while the runtime had not
+// asked it to. nats.go does not reconnect after that: the server answered an
+// error it treats as final (for instance "maximum control line exceeded"),
+// or reconnecting gave up. [Conn.Lost] is closed then and [Conn.Err] wraps
+// this with the server's last error; a process should exit non-zero so that
+// its supervisor (systemd, Kubernetes) starts it again.
+var ErrConnLost = errors.New("bus: nats closed the connection for good")

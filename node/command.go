@@ -167,6 +167,11 @@ func (c Command) serve(ctx context.Context, program string, cfg config, log *slo
 		return err
 	}
 	defer cli.CloseConn(conn, log)
+	// A connection NATS closes for good (it will not reconnect) stops
+	// everything, the record store's indexer included, and the process exits
+	// non-zero so that it is restarted.
+	ctx, stopWatch := cli.UntilLost(ctx, conn)
+	defer stopWatch()
 
 	if cfg.Migrate {
 		state.Set("migrating the store to partitioned mailboxes")
@@ -178,7 +183,7 @@ func (c Command) serve(ctx context.Context, program string, cfg config, log *slo
 	if err := conn.Provision(ctx); err != nil {
 		if ctx.Err() != nil {
 			log.Info("stopped while provisioning")
-			return nil
+			return conn.Err()
 		}
 		return err
 	}
@@ -229,6 +234,9 @@ func (c Command) serve(ctx context.Context, program string, cfg config, log *slo
 		}
 	})
 	state.Set(cli.ShuttingDown)
+	if lost := conn.Err(); lost != nil {
+		return lost
+	}
 	if err != nil && ctx.Err() != nil {
 		log.Info("stopped before ready", "err", err)
 		return nil

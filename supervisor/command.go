@@ -159,10 +159,14 @@ func (c Command) serve(ctx context.Context, program string, cfg config, log *slo
 		return fmt.Errorf("%w (are the nodes running? start them, or point --nats at their NATS)", err)
 	}
 	defer cli.CloseConn(conn, log)
+	// A connection NATS closes for good (it will not reconnect) stops
+	// everything, and the process exits non-zero so that it is restarted.
+	ctx, stopWatch := cli.UntilLost(ctx, conn)
+	defer stopWatch()
 	state.Set("provisioning streams and buckets")
 	if err := conn.Provision(ctx); err != nil {
 		if ctx.Err() != nil {
-			return nil
+			return conn.Err()
 		}
 		return err
 	}
@@ -199,6 +203,9 @@ func (c Command) serve(ctx context.Context, program string, cfg config, log *slo
 		}
 	})
 	state.Set(cli.ShuttingDown)
+	if lost := conn.Err(); lost != nil {
+		return lost
+	}
 	return err
 }
 

@@ -249,3 +249,30 @@ func deadReasons(t testing.TB, ctx context.Context, stream jetstream.Stream) map
 	}
 	return out
 }
+
+// TestConnectionClosedForGoodExits: when NATS closes a node's connection
+// for good (an error nats.go treats as final, injected here by a proxy
+// between the node and the server), the node must not linger disconnected:
+// it exits non-zero, saying why, so that its supervisor restarts it.
+func TestConnectionClosedForGoodExits(t *testing.T) {
+	if testing.Short() {
+		t.Skip("process test: skipped with -short")
+	}
+	srv := bustest.NewServer(t)
+	proxy := proctest.StartNATSProxy(t, strings.TrimPrefix(srv.URL, "nats://"))
+	metrics := proctest.FreeAddr(t)
+	node := startNode(t, "node", metrics, "--nats", proxy.URL(), "--metrics", metrics, "--store", t.TempDir())
+	node.waitReady(t, 30*time.Second)
+	injected := time.Now()
+	if n := proxy.Inject("-ERR 'injected fault'\r\n"); n == 0 {
+		t.Fatal("the node has no connection through the proxy")
+	}
+	code := node.Wait(t, 30*time.Second)
+	t.Logf("exited with %d %s after the fault", code, time.Since(injected).Round(time.Millisecond))
+	if code == 0 {
+		t.Errorf("exit status %d after NATS closed the connection for good, want non-zero", code)
+	}
+	if out := node.Stderr.String(); !strings.Contains(out, "nats closed the connection for good") || !strings.Contains(out, "injected fault") {
+		t.Errorf("stderr does not say the connection was closed for good and why:\n%s", proctest.Tail(out, 20))
+	}
+}

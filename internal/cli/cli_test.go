@@ -291,7 +291,7 @@ func TestStartMetrics(t *testing.T) {
 	var logs bytes.Buffer
 	log := NewLogger(slog.LevelInfo, "text", &logs)
 	r := NewReadiness("warming up")
-	m, err := StartMetrics("prog", "0.0.0.0:0", reg, r.Check, log)
+	m, err := StartMetrics("prog", "0.0.0.0:0", reg, r.Live, r.Check, log)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -322,7 +322,7 @@ func TestStartMetrics(t *testing.T) {
 		t.Errorf("GET /metrics = %d, no go_goroutines", code)
 	}
 	// The same address again is busy.
-	_, err = StartMetrics("prog", m.Addr(), reg, r.Check, log)
+	_, err = StartMetrics("prog", m.Addr(), reg, r.Live, r.Check, log)
 	if err == nil || !strings.HasPrefix(err.Error(), "--metrics "+m.Addr()+": ") ||
 		!strings.HasSuffix(err.Error(), "(is another prog running? choose another address with --metrics, or --metrics off)") {
 		t.Errorf("second StartMetrics on %s: %v", m.Addr(), err)
@@ -334,7 +334,7 @@ func TestStartMetrics(t *testing.T) {
 	if _, err := net.DialTimeout("tcp", Reachable(m.Addr()), time.Second); err == nil {
 		t.Error("metrics server still listening after Shutdown")
 	}
-	if _, err := StartMetrics("prog", "127.0.0.1:0", reg, nil, log); err == nil {
+	if _, err := StartMetrics("prog", "127.0.0.1:0", reg, r.Live, nil, log); err == nil {
 		t.Error("StartMetrics with a nil check succeeded")
 	}
 }
@@ -515,5 +515,65 @@ func TestSharedSettings(t *testing.T) {
 		if msg := PositiveDuration(bad, &d, "no"); msg != "no" {
 			t.Errorf("PositiveDuration(%q) = %q", bad, msg)
 		}
+	}
+}
+
+// lostConn is a connection that is up, or lost for good with an error.
+type lostConn struct {
+	flagState
+	lost chan struct{}
+	err  error
+}
+
+func (c *lostConn) Connected() bool       { return c.Load() }
+func (c *lostConn) Lost() <-chan struct{} { return c.lost }
+func (c *lostConn) Err() error {
+	select {
+	case <-c.lost:
+		return c.err
+	default:
+		return nil
+	}
+}
+
+// TestLiveWhenLost: once NATS closes the connection for good, /healthz and
+// /readyz answer 503 with the reason, and UntilLost's context ends.
+func TestLiveWhenLost(t *testing.T) {
+	reg, err := NewRegistry()
+	if err != nil {
+		t.Fatal(err)
+	}
+	log := NewLogger(slog.LevelError, "text", io.Discard)
+	r := NewReadiness("starting")
+	m, err := StartMetrics("prog", "127.0.0.1:0", reg, r.Live, r.Check, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Shutdown(log)
+	base := "http://" + m.Addr()
+	conn := &lostConn{lost: make(chan struct{}), err: errors.New("nats closed the connection for good")}
+	conn.Store(true)
+	var target flagState
+	target.Store(true)
+	r.Attach(conn, &target, "x")
+	ctx, stop := UntilLost(context.Background(), conn)
+	defer stop()
+	if code, _ := get(t, base+"/healthz"); code != 200 {
+		t.Errorf("GET /healthz while connected = %d", code)
+	}
+	if ctx.Err() != nil {
+		t.Fatal("UntilLost's context ended while connected")
+	}
+	conn.Store(false)
+	close(conn.lost)
+	for _, path := range []string{"/healthz", "/readyz"} {
+		if code, body := get(t, base+path); code != 503 || body != conn.err.Error()+"\n" {
+			t.Errorf("GET %s when lost = %d %q, want 503 and the reason", path, code, body)
+		}
+	}
+	select {
+	case <-ctx.Done():
+	case <-time.After(5 * time.Second):
+		t.Fatal("UntilLost's context did not end when the connection was lost")
 	}
 }

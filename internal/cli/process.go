@@ -73,7 +73,7 @@ func StartProcess(o ProcessOptions) (*Process, error) {
 	p := &Process{Registry: reg, State: NewReadiness(o.Reason), log: o.Log}
 	p.State.RequireConnected = o.RequireConnected
 	if o.Metrics != "" {
-		if p.Metrics, err = StartMetrics(o.Program, o.Metrics, reg, p.State.Check, o.Log); err != nil {
+		if p.Metrics, err = StartMetrics(o.Program, o.Metrics, reg, p.State.Live, p.State.Check, o.Log); err != nil {
 			return nil, err
 		}
 	}

@@ -158,8 +158,30 @@ func (r *Readiness) Attach(conn Connected, target Ready, reason string) {
 	r.mu.Unlock()
 }
 
+// Lost is what liveness asks of the NATS connection (*bus.Conn): Err is
+// non-nil once NATS has closed it for good.
+type Lost interface{ Err() error }
+
+// Live reports whether the process can still work, and if not, why: false
+// once the attached connection implements [Lost] and says it is lost for
+// good. /healthz answers it.
+func (r *Readiness) Live() (bool, string) {
+	r.mu.Lock()
+	conn := r.conn
+	r.mu.Unlock()
+	if l, ok := conn.(Lost); ok {
+		if err := l.Err(); err != nil {
+			return false, err.Error()
+		}
+	}
+	return true, "ok"
+}
+
 // Check reports whether the process is ready, and if not, why.
 func (r *Readiness) Check() (bool, string) {
+	if ok, why := r.Live(); !ok {
+		return false, why
+	}
 	r.mu.Lock()
 	conn, target, reason := r.conn, r.target, r.reason
 	r.mu.Unlock()
@@ -183,12 +205,13 @@ type MetricsServer struct {
 }
 
 // StartMetrics binds addr and serves on it, in the background: /metrics from
-// reg, /healthz (200 "ok"), /readyz (200, or 503, with the reason check
-// gives) and / (a list of the endpoints, headed by program). A busy address
-// fails here, before anything else starts.
-func StartMetrics(program, addr string, reg *prometheus.Registry, check func() (bool, string), log *slog.Logger) (*MetricsServer, error) {
-	if reg == nil || check == nil || log == nil {
-		return nil, errors.New("cli.StartMetrics: reg, check and log must not be nil")
+// reg, /healthz (200 "ok", or 503 with the reason live gives), /readyz (200,
+// or 503, with the reason check gives) and / (a list of the endpoints,
+// headed by program). A busy address fails here, before anything else
+// starts.
+func StartMetrics(program, addr string, reg *prometheus.Registry, live, check func() (bool, string), log *slog.Logger) (*MetricsServer, error) {
+	if reg == nil || live == nil || check == nil || log == nil {
+		return nil, errors.New("cli.StartMetrics: reg, live, check and log must not be nil")
 	}
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
@@ -197,7 +220,11 @@ func StartMetrics(program, addr string, reg *prometheus.Registry, check func() (
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
-		_, _ = io.WriteString(w, "ok\n")
+		ok, reason := live()
+		if !ok {
+			w.WriteHeader(http.StatusServiceUnavailable)
+		}
+		_, _ = io.WriteString(w, reason+"\n")
 	})
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
 		ok, reason := check()
@@ -249,4 +276,27 @@ func Reachable(addr string) string {
 		host = "127.0.0.1"
 	}
 	return net.JoinHostPort(host, port)
+}
+
+// Conn is what [UntilLost] watches: a NATS connection (*bus.Conn).
+type Conn interface {
+	Lost() <-chan struct{}
+	Err() error
+}
+
+// UntilLost returns a context that ends with ctx or as soon as NATS closes
+// conn for good, so that everything run under it stops; conn.Err then says
+// why, and the process should exit non-zero with it. Call stop when done.
+func UntilLost(ctx context.Context, conn Conn) (_ context.Context, stop func()) {
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		select {
+		case <-ctx.Done():
+		case <-conn.Lost():
+			cancel()
+		}
+	}()
+	return ctx, func() { cancel(); <-done }
 }

@@ -1,0 +1,147 @@
+package proctest
+
+import (
+	"bufio"
+	"bytes"
+	"io"
+	"net"
+	"strconv"
+	"sync"
+	"testing"
+)
+
+// NATSProxy forwards NATS client connections to a server and can answer
+// every client, between two whole protocol messages of the server's, with a
+// line of its own: [NATSProxy.Inject] of "-ERR 'reason'\r\n" makes nats.go
+// close the connection for good, as a server does after an error it treats
+// as final, with no other way to bring a healthy process to that state.
+type NATSProxy struct {
+	ln     net.Listener
+	target string
+	wg     sync.WaitGroup
+
+	mu      sync.Mutex // guards clients and closed
+	clients []*proxied
+	closed  bool
+}
+
+// proxied is one client connection: writes to client take mu, so that an
+// injected line never lands inside a server message.
+type proxied struct {
+	mu     sync.Mutex
+	client net.Conn
+	server net.Conn
+}
+
+// StartNATSProxy listens on a free loopback port and forwards each client
+// to target (host:port). It stops at the test's cleanup.
+func StartNATSProxy(t testing.TB, target string) *NATSProxy {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatalf("proxy listen: %v", err)
+	}
+	p := &NATSProxy{ln: ln, target: target}
+	p.wg.Go(p.accept)
+	t.Cleanup(p.Close)
+	return p
+}
+
+// URL is the nats:// URL clients connect to.
+func (p *NATSProxy) URL() string { return "nats://" + p.ln.Addr().String() }
+
+// Inject writes line to every client connected now, between two messages of
+// the server's, and stops forwarding to them.
+func (p *NATSProxy) Inject(line string) int {
+	p.mu.Lock()
+	clients := p.clients
+	p.clients = nil
+	p.mu.Unlock()
+	for _, c := range clients {
+		c.mu.Lock()
+		_, _ = io.WriteString(c.client, line)
+		c.mu.Unlock()
+		_ = c.server.Close()
+	}
+	return len(clients)
+}
+
+// Close stops accepting, closes every connection and waits for the
+// forwarding goroutines.
+func (p *NATSProxy) Close() {
+	p.mu.Lock()
+	p.closed = true
+	clients := p.clients
+	p.clients = nil
+	p.mu.Unlock()
+	_ = p.ln.Close()
+	for _, c := range clients {
+		_ = c.client.Close()
+		_ = c.server.Close()
+	}
+	p.wg.Wait()
+}
+
+func (p *NATSProxy) accept() {
+	for {
+		client, err := p.ln.Accept()
+		if err != nil {
+			return
+		}
+		server, err := net.Dial("tcp", p.target)
+		if err != nil {
+			_ = client.Close()
+			continue
+		}
+		c := &proxied{client: client, server: server}
+		p.mu.Lock()
+		if p.closed {
+			p.mu.Unlock()
+			_ = client.Close()
+			_ = server.Close()
+			return
+		}
+		p.clients = append(p.clients, c)
+		p.mu.Unlock()
+		p.wg.Go(func() {
+			_, _ = io.Copy(server, client)
+			_ = server.Close()
+		})
+		p.wg.Go(func() {
+			c.forward()
+			_ = client.Close()
+		})
+	}
+}
+
+// forward copies the server's protocol to the client a whole message at a
+// time: a control line, and for MSG and HMSG the payload its last field
+// sizes.
+func (c *proxied) forward() {
+	r := bufio.NewReaderSize(c.server, 64<<10)
+	for {
+		line, err := r.ReadBytes('\n')
+		if err != nil {
+			return
+		}
+		msg := line
+		if bytes.HasPrefix(line, []byte("MSG ")) || bytes.HasPrefix(line, []byte("HMSG ")) {
+			fields := bytes.Fields(line)
+			size, err := strconv.Atoi(string(fields[len(fields)-1]))
+			if err != nil || size < 0 {
+				return
+			}
+			payload := make([]byte, size+2) // and its \r\n
+			if _, err := io.ReadFull(r, payload); err != nil {
+				return
+			}
+			msg = append(line, payload...)
+		}
+		c.mu.Lock()
+		_, err = c.client.Write(msg)
+		c.mu.Unlock()
+		if err != nil {
+			return
+		}
+	}
+}
