@@ -186,8 +186,17 @@ func TestSendSameIDAfterAck(t *testing.T) {
 					t.Fatalf("round %d: the same id to %s with another payload: %v, want error %s", i, a, f, web.CodeConflict)
 				}
 			}
-			if na, nb := e.stored(t, a), e.stored(t, b); na != rounds || nb != 0 {
-				t.Fatalf("mailboxes hold %d (%s) and %d (%s), want %d and 0", na, a, nb, b, rounds)
+			// A re-send whose JSON is written otherwise (spacing, key
+			// order) is the same record.
+			c.write([]byte(`{"type":"send","req":"j1","to":"counter/seq-a","record":{"id":"seq-json","type":"inc","payload":{"by":1,"note":["x",2.5]}}}`))
+			first := c.reply("j1")
+			checkAck(t, e, a, "seq-json", first)
+			c.write([]byte(`{"type":"send","req":"j2","to":"counter/seq-a","record":{"id":"seq-json","type":"inc","payload":{ "note": [ "x", 2.5 ], "by": 1 }}}`))
+			if again := c.reply("j2"); again["type"] != "ack" || again["duplicate"] != true || num(again["seq"]) != num(first["seq"]) {
+				t.Fatalf("re-send with the JSON written otherwise: %v, want a duplicate at %v", again, first["seq"])
+			}
+			if na, nb := e.stored(t, a), e.stored(t, b); na != rounds+1 || nb != 0 {
+				t.Fatalf("mailboxes hold %d (%s) and %d (%s), want %d and 0", na, a, nb, b, rounds+1)
 			}
 			if n := e.metric(t, "ea_gateway_sends_total", "outcome", "refused"); n != 2*rounds {
 				t.Fatalf("refused sends counted %v, want %d", n, 2*rounds)
