@@ -133,18 +133,20 @@ func (s *session) handleSend(h head, f SendFrame) {
 		s.errorFrame(h, CodeUnavailable, fmt.Sprintf("send to %s: not stored: JetStream called record id %q a duplicate of seq %d, which holds another id (send it again with the same id)", ref, rec.ID, pa.Sequence))
 		return
 	}
-	owner, _, ok := s.g.names.StoredMailboxOf(orig.Subject)
-	if !ok {
-		refuse(CodeConflict, fmt.Sprintf("record id %q is already used by a message on %s: choose another id", rec.ID, orig.Subject))
-		return
-	}
-	if owner != ref {
+	if orig.Subject != s.g.names.StoredMailbox(ref) {
+		// Another mailbox, or this one's subject with a partition token
+		// that is not its own (published as stored, never read).
+		owner, _, ok := s.g.names.StoredMailboxOf(orig.Subject)
+		if !ok || owner == ref {
+			refuse(CodeConflict, fmt.Sprintf("record id %q is already used by a message on %s: choose another id", rec.ID, orig.Subject))
+			return
+		}
 		refuse(CodeConflict, conflictText(rec.ID, ref, owner, string(store.BoxMailbox)))
 		return
 	}
-	prev, err := records.FromMsg(s.g.names.Mailbox(owner), orig.Header, orig.Data)
+	prev, err := records.FromMsg(s.g.names.Mailbox(ref), orig.Header, orig.Data)
 	if err != nil || !sameRecord(prev, rec) {
-		refuse(CodeConflict, conflictText(rec.ID, ref, owner, string(store.BoxMailbox)))
+		refuse(CodeConflict, conflictText(rec.ID, ref, ref, string(store.BoxMailbox)))
 		return
 	}
 	ack(pa.Sequence, true)
@@ -153,7 +155,7 @@ func (s *session) handleSend(h head, f SendFrame) {
 // conflictText says that record id, sent to ref, is taken by a record of
 // owner's box.
 func conflictText(id string, ref, owner records.Ref, box string) string {
-	if owner == ref {
+	if owner == ref && box == string(store.BoxMailbox) {
 		return fmt.Sprintf("record id %q is already used by another record of %s (%s; another type or payload): choose another id", id, owner, box)
 	}
 	return fmt.Sprintf("record id %q is already used by a record of %s (%s): choose another id", id, owner, box)
