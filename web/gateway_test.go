@@ -568,12 +568,19 @@ func TestGateway(t *testing.T) {
 	})
 
 	t.Run("OversizeFrameClosesWith1009", func(t *testing.T) {
+		e := e.withGateway(t, web.Config{MaxFrame: 64 << 10}) // its own metrics
 		c := e.dial(t, nil)
 		c.next("welcome", isType("welcome"))
 		big := `{"type":"ping","pad":"` + strings.Repeat("x", 70<<10) + `"}`
 		_ = c.ws.Write(ctx, websocket.MessageText, []byte(big))
 		if ce := c.closed(); ce.Code != websocket.StatusMessageTooBig || !strings.Contains(ce.Reason, "limit") {
 			t.Fatalf("close %v", ce)
+		}
+		actortest.Eventually(t, 10*time.Second, "the close counted", func() bool {
+			return e.metric(t, "ea_gateway_disconnects_total") == 1
+		})
+		if n := e.metric(t, "ea_gateway_disconnects_total", "reason", "frame_too_large"); n != 1 {
+			t.Fatalf("disconnects with reason frame_too_large: %v, want 1 (error: %v)", n, e.metric(t, "ea_gateway_disconnects_total", "reason", "error"))
 		}
 	})
 

@@ -5,93 +5,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"time"
 
 	"github.com/effectors/effectors/actor"
 	"github.com/effectors/effectors/records"
 	"github.com/effectors/effectors/store"
 )
-
-// handleSend stores a record in a mailbox and acknowledges it once
-// JetStream has (PubAck). A record id stored before in the same mailbox is
-// acknowledged as a duplicate without publishing again: within the
-// duplicate window JetStream drops the re-publish itself; past it the
-// record store's id index finds it (see docs/gateway.md).
-func (s *session) handleSend(h head, f SendFrame) {
-	ctx, cancel := context.WithTimeout(s.ctx, s.g.cfg.RequestTimeout)
-	defer cancel()
-	refuse := func(code, msg string) {
-		s.g.metrics.sends.WithLabelValues("refused").Inc()
-		s.errorFrame(h, code, msg)
-	}
-	ref, err := records.ParseRef(f.To)
-	if err != nil {
-		refuse(CodeBadRequest, fmt.Sprintf("to: %v (want \"<kind>/<id>\", each [A-Za-z0-9_-]{1,128})", err))
-		return
-	}
-	in := f.Record
-	rec := records.Record{
-		ID: in.ID, Type: in.Type, Process: in.Process, Cause: in.Cause,
-		Priority: records.Priority(in.Priority), ContentType: records.ContentJSON,
-	}
-	if len(in.Payload) > 0 && string(in.Payload) != "null" {
-		rec.Payload = in.Payload
-	}
-	if in.Time != nil {
-		rec.Time = *in.Time
-	} else {
-		rec.Time = time.Now().UTC()
-	}
-	given := rec.ID != ""
-	if !given {
-		rec.ID = records.NewID()
-	}
-	if rec.Type == "" {
-		rec.Type = records.DefaultType
-	}
-	if err := rec.Validate(); err != nil {
-		refuse(CodeBadRequest, fmt.Sprintf("record: %v", err))
-		return
-	}
-	doc, err := s.g.actors.State(ctx, ref)
-	if err != nil {
-		refuse(codeOf(err), err.Error())
-		return
-	}
-	if doc.Status == actor.StatusTerminated {
-		refuse(CodeTerminated, fmt.Sprintf("send to %s: %v", ref, actor.ErrTerminated))
-		return
-	}
-	if given {
-		prev, err := s.g.store.Get(ctx, rec.ID)
-		switch {
-		case err == nil && prev.Box == store.BoxMailbox && prev.Effector == ref:
-			s.g.metrics.sends.WithLabelValues("duplicate").Inc()
-			_ = s.send(TypeAck, AckFrame{Type: TypeAck, Req: h.Req, ID: rec.ID, Stream: prev.Stream, Seq: prev.Seq, Duplicate: true})
-			return
-		case err == nil:
-			refuse(CodeConflict, fmt.Sprintf("record id %q is already used by a record of %s (%s): choose another id", rec.ID, prev.Effector, prev.Box))
-			return
-		case errors.Is(err, store.ErrNotFound):
-		default:
-			// Without the store's answer the duplicate window still
-			// protects a re-send made within it.
-			s.log.Warn("gateway: record store unavailable, relying on the duplicate window", "id", rec.ID, "err", err)
-		}
-	}
-	ack, err := s.g.conn.JS.PublishMsg(ctx, rec.Msg(s.g.names.Mailbox(ref)))
-	if err != nil {
-		s.g.metrics.sends.WithLabelValues("failed").Inc()
-		s.errorFrame(h, CodeUnavailable, fmt.Sprintf("send to %s: not stored: %v (send it again with the same id)", ref, err))
-		return
-	}
-	outcome := "stored"
-	if ack.Duplicate {
-		outcome = "duplicate"
-	}
-	s.g.metrics.sends.WithLabelValues(outcome).Inc()
-	_ = s.send(TypeAck, AckFrame{Type: TypeAck, Req: h.Req, ID: rec.ID, Stream: ack.Stream, Seq: ack.Sequence, Duplicate: ack.Duplicate})
-}
 
 // Request frames' bodies.
 type (

@@ -138,7 +138,10 @@ func (s *session) readFailed(err error) {
 		// The WebSocket closes itself when a write times out; the reader
 		// may see that first.
 		s.fail(CloseSlowReader, slowReason(s.g.cfg.SlowReader), "slow_reader")
-	case errors.As(err, &ce) && ce.Code == websocket.StatusMessageTooBig:
+	case errors.Is(err, websocket.ErrMessageTooBig), errors.As(err, &ce) && ce.Code == websocket.StatusMessageTooBig:
+		// Over the read limit: the library wrote the 1009 close frame
+		// with its reason already; reading returns ErrMessageTooBig, not
+		// a CloseError.
 		s.fail(websocket.StatusMessageTooBig, "", "frame_too_large")
 	case errors.As(err, &ce):
 		s.fail(websocket.StatusNormalClosure, "", "client")

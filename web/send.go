@@ -1,0 +1,266 @@
+package web
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"reflect"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/effectors/effectors/actor"
+	"github.com/effectors/effectors/records"
+	"github.com/effectors/effectors/store"
+)
+
+// handleSend stores a record in a mailbox and acknowledges it only on
+// JetStream's own answer for that record (DESIGN.md, "An acknowledgement
+// means stored"; docs/gateway.md):
+//
+//   - a PubAck that is not a duplicate: the record is stored now, at the
+//     PubAck's sequence;
+//   - a PubAck that is a duplicate: the stream holds a message with this id
+//     at the PubAck's sequence, on some subject. The gateway reads it from
+//     the stream's leader and acknowledges a duplicate only when it is this
+//     record (this mailbox, type and payload); otherwise the id belongs to
+//     another record and the send is refused with conflict.
+//
+// Before publishing, a client-chosen id is looked up in the record store,
+// which finds re-sends made after the duplicate window. A hit is a record
+// read from the stream, so it is trusted the same way; a miss proves
+// nothing (the index lags the stream), and the publish decides.
+func (s *session) handleSend(h head, f SendFrame) {
+	ctx, cancel := context.WithTimeout(s.ctx, s.g.cfg.RequestTimeout)
+	defer cancel()
+	refuse := func(code, msg string) {
+		s.g.metrics.sends.WithLabelValues("refused").Inc()
+		s.errorFrame(h, code, msg)
+	}
+	ref, err := records.ParseRef(f.To)
+	if err != nil {
+		refuse(CodeBadRequest, fmt.Sprintf("to: %v (want \"<kind>/<id>\", each [A-Za-z0-9_-]{1,128})", err))
+		return
+	}
+	in := f.Record
+	rec := records.Record{
+		ID: in.ID, Type: in.Type, Process: in.Process, Cause: in.Cause,
+		Priority: records.Priority(in.Priority), ContentType: records.ContentJSON,
+	}
+	if len(in.Payload) > 0 && string(in.Payload) != "null" {
+		rec.Payload = in.Payload
+	}
+	if in.Time != nil {
+		rec.Time = *in.Time
+	} else {
+		rec.Time = time.Now().UTC()
+	}
+	given := rec.ID != ""
+	if !given {
+		rec.ID = records.NewID()
+	}
+	if rec.Type == "" {
+		rec.Type = records.DefaultType
+	}
+	ack := func(seq uint64, duplicate bool) {
+		outcome := "stored"
+		if duplicate {
+			outcome = "duplicate"
+		}
+		s.g.metrics.sends.WithLabelValues(outcome).Inc()
+		_ = s.send(TypeAck, AckFrame{Type: TypeAck, Req: h.Req, ID: rec.ID, Stream: s.g.names.MailboxStream(), Seq: seq, Duplicate: duplicate})
+	}
+	if err := rec.Validate(); err != nil {
+		refuse(CodeBadRequest, fmt.Sprintf("record: %v", err))
+		return
+	}
+	doc, err := s.g.actors.State(ctx, ref)
+	if err != nil {
+		refuse(codeOf(err), err.Error())
+		return
+	}
+	if doc.Status == actor.StatusTerminated {
+		refuse(CodeTerminated, fmt.Sprintf("send to %s: %v", ref, actor.ErrTerminated))
+		return
+	}
+	if given {
+		prev, err := s.g.store.Get(ctx, rec.ID)
+		switch {
+		case err == nil:
+			if prev.Stream != s.g.names.MailboxStream() || prev.Box != store.BoxMailbox || prev.Invalid != "" || prev.Effector != ref || !sameRecord(prev.Record, rec) {
+				refuse(CodeConflict, conflictText(rec.ID, ref, prev.Effector, string(prev.Box)))
+				return
+			}
+			ack(prev.Seq, true)
+			return
+		case errors.Is(err, store.ErrNotFound):
+			// The index may lag the stream: the publish below decides.
+		default:
+			// Without the store's answer the duplicate window still
+			// protects a re-send made within it.
+			s.log.Warn("gateway: record store unavailable, relying on the duplicate window", "id", rec.ID, "err", err)
+		}
+	}
+	pa, err := s.g.conn.JS.PublishMsg(ctx, rec.Msg(s.g.names.Mailbox(ref)))
+	if err != nil {
+		s.g.metrics.sends.WithLabelValues("failed").Inc()
+		s.errorFrame(h, CodeUnavailable, fmt.Sprintf("send to %s: not stored: %v (send it again with the same id)", ref, err))
+		return
+	}
+	if !pa.Duplicate {
+		ack(pa.Sequence, false)
+		return
+	}
+	// JetStream dropped the publish: it holds a message with this id at
+	// pa.Sequence, maybe another effector's. Read it to know whose.
+	orig, err := s.g.storedAt(ctx, pa.Sequence)
+	switch {
+	case errors.Is(err, errNoMessage):
+		refuse(CodeConflict, fmt.Sprintf("record id %q is already used by the record at seq %d of %s, which the stream no longer holds (so whose it was cannot be told): choose another id", rec.ID, pa.Sequence, s.g.names.MailboxStream()))
+		return
+	case err != nil:
+		s.g.metrics.sends.WithLabelValues("failed").Inc()
+		s.errorFrame(h, CodeUnavailable, fmt.Sprintf("send to %s: not stored: the stream holds record id %q at seq %d and reading it failed: %v (send it again with the same id)", ref, rec.ID, pa.Sequence, err))
+		return
+	}
+	if orig.Header.Get(records.HeaderID) != rec.ID {
+		// JetStream's duplicate answer named a message of another id:
+		// nothing can be concluded, and nothing was stored.
+		s.g.metrics.sends.WithLabelValues("failed").Inc()
+		s.log.Error("gateway: duplicate publish answered with a message of another id", "id", rec.ID, "seq", pa.Sequence, "stored_id", orig.Header.Get(records.HeaderID))
+		s.errorFrame(h, CodeUnavailable, fmt.Sprintf("send to %s: not stored: JetStream called record id %q a duplicate of seq %d, which holds another id (send it again with the same id)", ref, rec.ID, pa.Sequence))
+		return
+	}
+	if orig.Subject != s.g.names.StoredMailbox(ref) {
+		// Another mailbox, or this one's subject with a partition token
+		// that is not its own (published as stored, never read).
+		owner, _, ok := s.g.names.StoredMailboxOf(orig.Subject)
+		if !ok || owner == ref {
+			refuse(CodeConflict, fmt.Sprintf("record id %q is already used by a message on %s: choose another id", rec.ID, orig.Subject))
+			return
+		}
+		refuse(CodeConflict, conflictText(rec.ID, ref, owner, string(store.BoxMailbox)))
+		return
+	}
+	prev, err := records.FromMsg(s.g.names.Mailbox(ref), orig.Header, orig.Data)
+	if err != nil || !sameRecord(prev, rec) {
+		refuse(CodeConflict, conflictText(rec.ID, ref, ref, string(store.BoxMailbox)))
+		return
+	}
+	ack(pa.Sequence, true)
+}
+
+// conflictText says that record id, sent to ref, is taken by a record of
+// owner's box.
+func conflictText(id string, ref, owner records.Ref, box string) string {
+	if owner == ref && box == string(store.BoxMailbox) {
+		return fmt.Sprintf("record id %q is already used by another record of %s (%s; another type or payload): choose another id", id, owner, box)
+	}
+	return fmt.Sprintf("record id %q is already used by a record of %s (%s): choose another id", id, owner, box)
+}
+
+// sameRecord tells whether stored, the record the stream holds with rec's
+// id, is rec sent again: the same type, content type and payload (JSON
+// payloads compared as values, so spacing and key order do not matter).
+// The time, process, cause and priority are not compared: a client re-sends
+// what it could not confirm, and the gateway sets the time when it is absent.
+func sameRecord(stored, rec records.Record) bool {
+	if stored.Type != rec.Type || stored.ContentType != rec.ContentType {
+		return false
+	}
+	if bytes.Equal(stored.Payload, rec.Payload) {
+		return true
+	}
+	if rec.ContentType != records.ContentJSON {
+		return false
+	}
+	a, errA := decodeJSONValue(stored.Payload)
+	b, errB := decodeJSONValue(rec.Payload)
+	return errA == nil && errB == nil && reflect.DeepEqual(a, b)
+}
+
+// decodeJSONValue decodes data, keeping numbers as written.
+func decodeJSONValue(data []byte) (any, error) {
+	if len(data) == 0 {
+		return nil, nil
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		return nil, err
+	}
+	return v, nil
+}
+
+// errNoMessage: the stream holds no message at that sequence (any more).
+var errNoMessage = errors.New("no message at that sequence")
+
+// storedMsg is one message of the mailbox stream.
+type storedMsg struct {
+	Subject string
+	Seq     uint64
+	Header  nats.Header
+	Data    []byte
+}
+
+// msgGetAPI is JetStream's get of one stream message, answered by the
+// stream's leader; a direct get ($JS.API.DIRECT.GET) may be answered by a
+// replica that has not applied the message yet.
+const msgGetAPI = "$JS.API.STREAM.MSG.GET."
+
+// errCodeNoMessage is JetStream's "no message found" (JSNoMessageFoundErr).
+const errCodeNoMessage = 10037
+
+// storedAt reads message seq of the mailbox stream from the stream's
+// leader: what JetStream stored, not what an index says. errNoMessage
+// when there is none.
+func (g *Gateway) storedAt(ctx context.Context, seq uint64) (storedMsg, error) {
+	stream := g.names.MailboxStream()
+	body, err := json.Marshal(struct {
+		Seq uint64 `json:"seq"`
+	}{seq})
+	if err != nil {
+		return storedMsg{}, err
+	}
+	reply, err := g.conn.NC.RequestWithContext(ctx, msgGetAPI+stream, body)
+	if err != nil {
+		return storedMsg{}, fmt.Errorf("get seq %d of %s: %w", seq, stream, err)
+	}
+	var resp struct {
+		Message *struct {
+			Subject string `json:"subject"`
+			Seq     uint64 `json:"seq"`
+			Header  []byte `json:"hdrs,omitempty"`
+			Data    []byte `json:"data,omitempty"`
+		} `json:"message"`
+		Error *struct {
+			Code        int    `json:"code"`
+			ErrCode     int    `json:"err_code"`
+			Description string `json:"description"`
+		} `json:"error"`
+	}
+	if err := json.Unmarshal(reply.Data, &resp); err != nil {
+		return storedMsg{}, fmt.Errorf("get seq %d of %s: decode the answer: %w", seq, stream, err)
+	}
+	switch {
+	case resp.Error != nil && resp.Error.ErrCode == errCodeNoMessage:
+		return storedMsg{}, fmt.Errorf("get seq %d of %s: %w", seq, stream, errNoMessage)
+	case resp.Error != nil:
+		return storedMsg{}, fmt.Errorf("get seq %d of %s: %s (code %d, error %d)", seq, stream, resp.Error.Description, resp.Error.Code, resp.Error.ErrCode)
+	case resp.Message == nil:
+		return storedMsg{}, fmt.Errorf("get seq %d of %s: answer without a message", seq, stream)
+	}
+	m := storedMsg{Subject: resp.Message.Subject, Seq: resp.Message.Seq, Data: resp.Message.Data, Header: nats.Header{}}
+	if len(resp.Message.Header) > 0 {
+		if m.Header, err = nats.DecodeHeadersMsg(resp.Message.Header); err != nil {
+			return storedMsg{}, fmt.Errorf("get seq %d of %s: headers: %w", seq, stream, err)
+		}
+	}
+	if m.Seq != seq {
+		return storedMsg{}, fmt.Errorf("get seq %d of %s: answered with seq %d", seq, stream, m.Seq)
+	}
+	return m, nil
+}
