@@ -92,9 +92,12 @@ type PendingWrite struct {
 	Fields  []FieldValue `json:"fields,omitempty"`
 	Replace []byte       `json:"replace,omitempty"`
 	Merge   []byte       `json:"merge,omitempty"`
-	Routed  bool         `json:"routed,omitempty"`
-	Goto    []string     `json:"goto,omitempty"`
-	Sends   []Task       `json:"sends,omitempty"`
+	// Output is the final state of a subgraph added with AddSubgraph
+	// (msgpack of S): a write of every declared field, the other fields set.
+	Output []byte   `json:"output,omitempty"`
+	Routed bool     `json:"routed,omitempty"`
+	Goto   []string `json:"goto,omitempty"`
+	Sends  []Task   `json:"sends,omitempty"`
 }
 
 // Memo is what a task that failed had recorded in call order (the results
