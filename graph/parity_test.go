@@ -237,13 +237,17 @@ func abPS(t *testing.T, opts ...graph.Option) (*graph.Graph[ps], psFields) {
 // TestParityStream: StreamValues yields the input state first, then the
 // state after each step; the default stream (LangGraph's is "updates")
 // does not yield the input. Resuming a paused thread in StreamValues
-// yields the state it resumes from first.
+// (Continue after a breakpoint, Resume after Ask) yields the state it
+// resumes from first. A paused run ends with an Event of Mode 0 where
+// LangGraph yields a values chunk {"__interrupt__": [...]}.
 //
 //	stream.default: [{"a":{"count":1}},{"b":{"count":2}}]
 //	stream.values: [{"count":0,"log":[]},{"count":1,"log":[]},{"count":2,"log":[]}]
 //	stream.values+updates: [["values",{"count":0,...}],["updates",{"a":{"count":1}}],["values",{"count":1,...}],["updates",{"b":{"count":2}}],["values",{"count":2,...}]]
 //	stream.values-paused: [{"count":0,"log":[]},{"count":1,"log":[]},{"__interrupt__":[]}]
 //	stream.values-continue: [{"count":1,"log":[]},{"count":2,"log":[]}]
+//	stream.values-asked: [{"count":0,"log":[]},{"count":1,"log":[]},{"__interrupt__":[{"id":"...","value":"who?"}]}]
+//	stream.values-resume: [{"count":1,"log":[]},{"count":1,"log":[],"name":"Ada"}]
 func TestParityStream(t *testing.T) {
 	ctx := ctxT(t)
 	g, f := abPS(t)
@@ -292,6 +296,38 @@ func TestParityStream(t *testing.T) {
 	}
 	if got, want := collect(p.StreamContinue(ctx, "s", values)), []string{"values:count=1", "values:count=2"}; !slices.Equal(got, want) {
 		t.Fatalf("continue: %v, want %v", got, want)
+	}
+
+	b, f := newPS()
+	b.AddNode("a", func(ctx context.Context, s ps) (graph.Update[ps], error) {
+		return graph.Updates(f.count.Set(s.Count + 1)), nil
+	})
+	b.AddNode("ask", func(ctx context.Context, s ps) (graph.Update[ps], error) {
+		who, err := graph.Ask[string](ctx, "who?")
+		if err != nil {
+			return graph.Update[ps]{}, err
+		}
+		return graph.Updates(f.name.Set(who)), nil
+	})
+	b.AddEdge(graph.START, "a").AddEdge("a", "ask").AddEdge("ask", graph.END)
+	q := mustCompile(t, b, graph.WithCheckpointer(graph.NewMemorySaver(0)))
+	var got []string
+	for ev, err := range q.Stream(ctx, "q", graph.Updates(f.count.Set(0)), values) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, fmt.Sprintf("%d:count=%d,name=%q,interrupts=%d", ev.Mode, ev.State.Count, ev.State.Name, len(ev.Interrupts)))
+	}
+	for ev, err := range q.StreamResume(ctx, "q", "Ada", values) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, fmt.Sprintf("%d:count=%d,name=%q", ev.Mode, ev.State.Count, ev.State.Name))
+	}
+	want := []string{`1:count=0,name="",interrupts=0`, `1:count=1,name="",interrupts=0`, `0:count=1,name="",interrupts=1`,
+		`1:count=1,name=""`, `1:count=1,name="Ada"`}
+	if !slices.Equal(got, want) {
+		t.Fatalf("ask and resume:\n got %v\nwant %v", got, want)
 	}
 }
 

@@ -170,7 +170,7 @@ func Replace[S any](s S) Update[S] { return Update[S]{replace: &s} }
 
 // Merge returns an Update whose value is merged into the state by the
 // whole-state reducer declared with Builder.StateReducer (an
-// *InvalidUpdateError without one). Merges of one step apply in node order.
+// *InvalidUpdateError without one). Merges of one step apply in the order of the nodes' names.
 func Merge[S any](s S) Update[S] { return Update[S]{merge: &s} }
 
 // With returns u with more writes.

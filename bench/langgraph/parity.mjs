@@ -12,7 +12,7 @@
 //     checkpoint).
 //
 //   npm install && node parity.mjs
-import { Annotation, END, MemorySaver, Send, START, StateGraph } from "@langchain/langgraph";
+import { Annotation, Command, END, interrupt, MemorySaver, Send, START, StateGraph } from "@langchain/langgraph";
 import { createRequire } from "node:module";
 
 const require = createRequire(import.meta.url);
@@ -138,6 +138,21 @@ const State = Annotation.Root({
   for await (const ev of await p.stream(null, cfg)) cont.push(ev);
   out("stream.values-paused", first);
   out("stream.values-continue", cont);
+  // Resuming an interrupt (Command resume) in values mode.
+  const q = new StateGraph(State)
+    .addNode("a", (s) => ({ count: s.count + 1 }))
+    .addNode("ask", (s) => ({ name: interrupt("who?") }))
+    .addEdge(START, "a")
+    .addEdge("a", "ask")
+    .addEdge("ask", END)
+    .compile({ checkpointer: new MemorySaver() });
+  const qcfg = { configurable: { thread_id: "q" }, streamMode: "values" };
+  const asked = [];
+  for await (const ev of await q.stream({ count: 0 }, qcfg)) asked.push(ev);
+  const answered = [];
+  for await (const ev of await q.stream(new Command({ resume: "Ada" }), qcfg)) answered.push(ev);
+  out("stream.values-asked", asked);
+  out("stream.values-resume", answered);
 }
 
 // 4. Steps in checkpoint metadata.
