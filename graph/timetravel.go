@@ -55,6 +55,7 @@ func (g *Graph[S]) History(ctx context.Context, thread string, limit int, opts .
 // tasks get new ids (a forked run is a new run for idempotency keys), so
 // a subgraph the checkpoint had paused or left unfinished starts afresh in
 // the fork (its child thread is not copied): its questions are asked again.
+// The copy's step is the checkpoint's + 1, as LangGraph's fork checkpoint.
 // UpdateState with At forks and edits in one call.
 func (g *Graph[S]) Fork(ctx context.Context, thread, id, newThread string) (Snapshot[S], error) {
 	sv := g.cfg.saver
