@@ -8,7 +8,6 @@ import (
 	"maps"
 	"reflect"
 	"regexp"
-	"slices"
 	"time"
 
 	"github.com/effectors/effectors/internal/codec"
@@ -41,7 +40,6 @@ type Fanout[S any] func(ctx context.Context, state S) ([]Send[S], error)
 // A Builder is not safe for concurrent use.
 type Builder[S any] struct {
 	nodes     map[string]*nodeSpec[S]
-	order     []string
 	edges     map[string][]string
 	routers   map[string][]routerSpec[S]
 	fanouts   map[string][]Fanout[S]
@@ -53,7 +51,6 @@ type Builder[S any] struct {
 
 type nodeSpec[S any] struct {
 	name  string
-	index int
 	fn    NodeFunc[S]
 	retry RetryPolicy
 	sub   bool // a subgraph: its checkpoints are in the thread SubgraphThread(task)
@@ -188,9 +185,8 @@ func (b *Builder[S]) addNode(name string, fn NodeFunc[S], opts []NodeOption) *no
 			b.errs = append(b.errs, fmt.Errorf("node %q: %w", name, err))
 		}
 	}
-	spec := &nodeSpec[S]{name: name, index: len(b.order), fn: fn, retry: o.retry, deferred: o.deferred, cache: o.cache}
+	spec := &nodeSpec[S]{name: name, fn: fn, retry: o.retry, deferred: o.deferred, cache: o.cache}
 	b.nodes[name] = spec
-	b.order = append(b.order, name)
 	return spec
 }
 
@@ -416,14 +412,14 @@ func (b *Builder[S]) Compile(opts ...Option) (*Graph[S], error) {
 		}
 	}
 	g := &Graph[S]{
-		nodes:    maps.Clone(b.nodes),
-		order:    slices.Clone(b.order),
-		edges:    map[string][]string{},
-		routers:  map[string][]routerSpec[S]{},
-		fanouts:  map[string][]Fanout[S]{},
-		fields:   maps.Clone(b.fields),
-		stateRed: b.stateRed,
-		cfg:      cfg,
+		nodes:     maps.Clone(b.nodes),
+		edges:     map[string][]string{},
+		routers:   map[string][]routerSpec[S]{},
+		fanouts:   map[string][]Fanout[S]{},
+		fields:    maps.Clone(b.fields),
+		fieldList: append([]fieldDef[S](nil), b.fieldList...),
+		stateRed:  b.stateRed,
+		cfg:       cfg,
 	}
 	for k, v := range b.edges {
 		g.edges[k] = append([]string(nil), v...)

@@ -50,13 +50,16 @@ const (
 // super-steps, the tasks of the next step, the writes of those tasks that
 // already completed and the interrupts that paused it. Values are msgpack.
 type Checkpoint struct {
-	Thread  string    `json:"thread"`
-	ID      string    `json:"id"`               // FormatID(Seq): sorts in thread order
-	Seq     uint64    `json:"seq"`              // position in the thread: 1, 2, ...
-	Parent  string    `json:"parent,omitempty"` // the checkpoint this one follows
-	ForkOf  string    `json:"fork_of,omitempty"`
-	Source  string    `json:"source"`
-	Step    int       `json:"step"` // super-steps completed in the thread
+	Thread string `json:"thread"`
+	ID     string `json:"id"`               // FormatID(Seq): sorts in thread order
+	Seq    uint64 `json:"seq"`              // position in the thread: 1, 2, ...
+	Parent string `json:"parent,omitempty"` // the checkpoint this one follows
+	ForkOf string `json:"fork_of,omitempty"`
+	Source string `json:"source"`
+	// Step is LangGraph's checkpoint step: the super-steps of this branch of
+	// the thread's history (0 after a new thread's input; UpdateState and
+	// Fork take the edited checkpoint's + 1, so steps repeat after a fork).
+	Step    int       `json:"step"`
 	Created time.Time `json:"created"`
 
 	State      []byte         `json:"state"`                // msgpack of S
@@ -92,9 +95,12 @@ type PendingWrite struct {
 	Fields  []FieldValue `json:"fields,omitempty"`
 	Replace []byte       `json:"replace,omitempty"`
 	Merge   []byte       `json:"merge,omitempty"`
-	Routed  bool         `json:"routed,omitempty"`
-	Goto    []string     `json:"goto,omitempty"`
-	Sends   []Task       `json:"sends,omitempty"`
+	// Output is the final state of a subgraph added with AddSubgraph
+	// (msgpack of S): a write of every declared field, the other fields set.
+	Output []byte   `json:"output,omitempty"`
+	Routed bool     `json:"routed,omitempty"`
+	Goto   []string `json:"goto,omitempty"`
+	Sends  []Task   `json:"sends,omitempty"`
 }
 
 // Memo is what a task that failed had recorded in call order (the results

@@ -50,9 +50,10 @@
 //
 // A run proceeds in super-steps. The nodes triggered by the previous step
 // run concurrently; when all are done their updates are applied in a
-// deterministic order — plain nodes in the order they were added to the
-// builder, then Send runs in the order of the Sends — never in completion
-// order. A node triggered by several edges runs once per step.
+// deterministic order — plain nodes in the order of their names (as
+// LangGraph does, whatever the order they were added in), then Send runs in
+// the order of the Sends — never in completion order. A node triggered by
+// several edges runs once per step.
 //
 // An invocation (Invoke, Resume, Continue) runs at most the recursion limit
 // of super-steps (25 unless WithRecursionLimit), then fails with a
@@ -65,9 +66,12 @@
 // every run belongs to a thread (an id of 1–128 letters, digits, - or _)
 // and a Checkpoint is written after the input is applied and after every
 // super-step: the state (msgpack), the next step's tasks, the step number.
-// Steps of a thread only grow: every input, loop, update and fork
-// checkpoint has a greater step than the ones before it (the checkpoints
-// that amend a step in progress, partial and resume, keep its number).
+// Steps are LangGraph's checkpoint step: 0 for the input of a new thread,
+// one more per super-step, the head's step + 2 for a later input (LangGraph
+// also writes the unapplied input, at + 1), the edited checkpoint's + 1 for
+// UpdateState and Fork — so after a fork a thread's steps repeat (Seq
+// orders its checkpoints). The checkpoints that amend a step in progress,
+// partial and resume, keep its number.
 // WithDurability writes them synchronously (default), while the next step
 // runs (DurabilityAsync) or only when a run ends (DurabilityExit).
 //
@@ -128,7 +132,11 @@
 //
 // # Subgraphs
 //
-// AddSubgraph and AddSubgraphFunc add a compiled graph as a node. With a
+// AddSubgraph and AddSubgraphFunc add a compiled graph as a node. A
+// subgraph of the same state type (AddSubgraph) returns its final state as
+// the node's update, through the parent's reducers as LangGraph does (a
+// list with Append gets the child's whole list, the items it started with
+// included); AddSubgraphFunc maps the state in and out. With a
 // checkpointer the child runs in its parent's checkpointer on the thread
 // SubgraphThread(task) (its checkpoint namespace, listed in Snapshot.Tasks),
 // so its state and history are reachable from the parent; its interrupts
@@ -194,5 +202,11 @@
 // Fork onto an existing thread) takes the next step number instead of
 // repeating the head's; an InvalidUpdateError of a route names the step
 // that ran; ResumeInput returns the latest input of a node asked several
-// times.
+// times. Checked against LangGraph.js 1.7.3 (bench/langgraph/parity.mjs):
+// a step's writes are applied in the order of node names, not of AddNode
+// calls; AddSubgraph passes the child's final state through the parent's
+// reducers instead of replacing the parent's; a second invocation's input
+// checkpoint takes the head's step + 2, UpdateState and Fork the edited
+// checkpoint's step + 1; StreamResume and StreamContinue in StreamValues
+// yield the state they resume from first.
 package graph

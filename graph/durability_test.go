@@ -145,8 +145,10 @@ func TestTaskIDsUnique(t *testing.T) {
 			thread = "t"
 		}
 		res, err := g.Invoke(ctxT(t), thread, graph.Update[st]{})
-		if err != nil || res.State.Total != 3 {
-			t.Fatalf("%s: %+v, %v; want total 3 (the subgraph ran three times, each on a fresh child thread)", tc.name, res.State, err)
+		// Each run of the subgraph adds its total (the parent's + 1) to the
+		// parent's through Sum: 0+1, 1+2, 3+4.
+		if err != nil || res.State.Total != 7 {
+			t.Fatalf("%s: %+v, %v; want total 7 (the subgraph ran three times, each on a fresh child thread)", tc.name, res.State, err)
 		}
 		if len(seen) != 4 {
 			t.Fatalf("%s: task ids %v, want 4 distinct", tc.name, seen)

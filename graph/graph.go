@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
 	"runtime/debug"
 	"slices"
 	"strconv"
@@ -16,14 +17,15 @@ import (
 // Graph is a compiled graph of state S, safe for concurrent use: many
 // threads can run at once (one run per thread at a time, see ConflictError).
 type Graph[S any] struct {
-	nodes    map[string]*nodeSpec[S]
-	order    []string
-	edges    map[string][]string
-	routers  map[string][]routerSpec[S]
-	fanouts  map[string][]Fanout[S]
-	fields   map[string]fieldDef[S]
-	stateRed func(cur, upd S) S
-	cfg      config
+	nodes   map[string]*nodeSpec[S]
+	edges   map[string][]string
+	routers map[string][]routerSpec[S]
+	fanouts map[string][]Fanout[S]
+	fields  map[string]fieldDef[S]
+	// fieldList: the declared fields in declaration order.
+	fieldList []fieldDef[S]
+	stateRed  func(cur, upd S) S
+	cfg       config
 
 	mu      sync.Mutex      // guards running
 	running map[string]bool // threads with a run in this process
@@ -303,8 +305,10 @@ func (g *Graph[S]) newRun(ctx context.Context, o *runOpts, thread string) (*run[
 }
 
 // start applies input at START to the thread's head (a fresh state for a
-// new thread) and checkpoints it. A thread that has checkpoints gets the
-// next step number: steps of a thread only grow.
+// new thread) and checkpoints it. Its step is LangGraph's for the
+// checkpoint after the input: 0 on a new thread, the head's step + 2 on a
+// thread that has checkpoints (LangGraph writes the input, unapplied, at
+// the head's step + 1; this engine does not write that checkpoint).
 func (g *Graph[S]) start(ctx context.Context, r *run[S], input Update[S]) error {
 	if r.saver != nil {
 		head, err := r.saver.Get(ctx, r.thread, "")
@@ -316,7 +320,7 @@ func (g *Graph[S]) start(ctx context.Context, r *run[S], input Update[S]) error 
 			if err := codec.Unmarshal(head.State, &r.state); err != nil {
 				return fmt.Errorf("graph: decode the state of thread %q: %w", r.thread, err)
 			}
-			r.step, r.seq, r.headID, r.version = head.Step+1, head.Seq, head.ID, head.Version
+			r.step, r.seq, r.headID, r.version = head.Step+2, head.Seq, head.ID, head.Version
 		}
 	}
 	t := &task[S]{Task: Task{Node: START}}
@@ -454,7 +458,16 @@ func (g *Graph[S]) resumeEach(ctx context.Context, r *run[S], inputs map[string]
 	r.seq, r.headID, r.version, r.ckpt = cp.Seq, cp.ID, v, cp.ID
 	r.passed = true
 	r.em.debugCheckpoint(r, cp)
+	r.resumed()
 	return nil
+}
+
+// resumed yields the state a Resume or Continue starts from (StreamValues),
+// as LangGraph's values stream does when it resumes a thread.
+func (r *run[S]) resumed() {
+	if !r.em.values(r, nil) {
+		r.next = nil // the consumer stopped: run nothing
+	}
 }
 
 func (g *Graph[S]) cont(ctx context.Context, r *run[S]) error {
@@ -466,12 +479,14 @@ func (g *Graph[S]) cont(ctx context.Context, r *run[S]) error {
 	if len(head.Next) == 0 {
 		return fmt.Errorf("%w: thread %q reached END; Invoke starts a new run", ErrNothingToResume, r.thread)
 	}
+	runnable := len(head.Interrupts) == 0
 	for _, t := range r.next {
 		if !t.done && !t.waiting() {
-			return nil
+			runnable = true
 		}
 	}
-	if len(head.Interrupts) == 0 {
+	if runnable {
+		r.resumed()
 		return nil
 	}
 	in := head.Interrupts[0]
@@ -659,6 +674,9 @@ func (g *Graph[S]) runTask(ctx context.Context, r *run[S], t *task[S], step int)
 	}
 	res := g.attempts(ctx, nctx, nc, t, input)
 	res.values = nc.values()
+	if res.err == nil && res.upd.subIn != nil {
+		res.upd = g.expand(res.upd)
+	}
 	if res.err == nil && key != "" {
 		g.cache(ctx, t, key, res.upd)
 	}
@@ -723,7 +741,7 @@ func (g *Graph[S]) apply(st S, tasks []*task[S], results []taskResult[S], step i
 	count := 0
 	for _, res := range results {
 		count += len(res.upd.writes)
-		if res.upd.replace != nil || res.upd.merge != nil {
+		if res.upd.replace != nil || res.upd.merge != nil || res.upd.output != nil {
 			count += 2
 		}
 	}
@@ -740,8 +758,13 @@ func (g *Graph[S]) apply(st S, tasks []*task[S], results []taskResult[S], step i
 			}
 			replaced = node
 		}
-		if u.replace != nil || u.merge != nil || len(u.writes) > 0 {
+		if u.replace != nil || u.merge != nil || u.output != nil || len(u.writes) > 0 {
 			wrote = node
+		}
+		if u.output != nil {
+			if replaced != "" && replaced != node {
+				return st, nil, &InvalidUpdateError{Step: step, Nodes: []string{replaced, node}, Reason: "Replace writes every field, so nothing else may write in the same step"}
+			}
 		}
 		if u.merge != nil && g.stateRed == nil {
 			return st, nil, &InvalidUpdateError{Step: step, Nodes: []string{node}, Reason: "Merge needs a whole-state reducer; declare it with Builder.StateReducer"}
@@ -776,6 +799,15 @@ func (g *Graph[S]) apply(st S, tasks []*task[S], results []taskResult[S], step i
 				writes = append(writes, StepWrite{Node: node, Task: tasks[i].ID, Value: *u.replace})
 			}
 		}
+		if u.output != nil {
+			// The fields the builder does not declare take the subgraph's
+			// values; the declared ones are in u.writes (see expand).
+			cur := st
+			st = *u.output
+			for _, f := range g.fieldList {
+				f.copy(&st, &cur)
+			}
+		}
 		if u.merge != nil {
 			if err := safe(func() { st = g.stateRed(st, *u.merge) }); err != nil {
 				return st, nil, &NodeError{Node: node, Task: tasks[i].ID, Step: step, Attempts: 1, Err: fmt.Errorf("state reducer: %w", err)}
@@ -796,6 +828,29 @@ func (g *Graph[S]) apply(st S, tasks []*task[S], results []taskResult[S], step i
 	return st, writes, nil
 }
 
+// expand turns the output of a subgraph added with AddSubgraph into writes
+// of the declared fields, as LangGraph passes a subgraph's output through
+// the parent's channels: each declared field is written with the output's
+// value, except a plain field that is zero in both the subgraph's input
+// and its output — a key without a value, which LangGraph leaves out of a
+// subgraph's output. The fields not declared stay in u.output.
+func (g *Graph[S]) expand(u Update[S]) Update[S] {
+	in, out := u.subIn, u.output
+	u.subIn = nil
+	writes := make([]Write[S], 0, len(g.fieldList)+len(u.writes))
+	for _, f := range g.fieldList {
+		v := f.get(out)
+		if !f.reduced() && isZero(v) && isZero(f.get(in)) {
+			continue
+		}
+		writes = append(writes, Write[S]{field: f, value: v})
+	}
+	u.writes = append(writes, u.writes...)
+	return u
+}
+
+func isZero(v any) bool { return v == nil || reflect.ValueOf(v).IsZero() }
+
 func safe(fn func()) (err error) {
 	defer func() {
 		if v := recover(); v != nil {
@@ -807,10 +862,11 @@ func safe(fn func()) (err error) {
 }
 
 // route computes the next step's tasks from the edges of the tasks just run
-// (or their Goto/Sends), reading the new state: plain nodes in the order
-// they were added to the builder, then Sends in the order they were made.
+// (or their Goto/Sends), reading the new state: plain nodes in the order of
+// their names, then Sends in the order they were made (LangGraph's order:
+// bench/langgraph/parity.mjs). Tasks are applied in this order.
 func (g *Graph[S]) route(ctx context.Context, r *run[S], tasks []*task[S], results []taskResult[S], step int) ([]*task[S], error) {
-	var plain []int
+	var plain []string
 	var sends []Send[S]
 	add := func(from, to string) error {
 		if to == END {
@@ -823,8 +879,8 @@ func (g *Graph[S]) route(ctx context.Context, r *run[S], tasks []*task[S], resul
 		if spec.argFn != nil {
 			return &InvalidUpdateError{Step: step, Nodes: []string{from}, Reason: fmt.Sprintf("node %q takes a Send payload (AddSendNode); reach it with a Send", to)}
 		}
-		if !slices.Contains(plain, spec.index) {
-			plain = append(plain, spec.index)
+		if !slices.Contains(plain, to) {
+			plain = append(plain, to)
 		}
 		return nil
 	}
@@ -884,8 +940,7 @@ func (g *Graph[S]) route(ctx context.Context, r *run[S], tasks []*task[S], resul
 	slices.Sort(plain)
 	seq := r.seq + 1 // the checkpoint that will schedule these tasks
 	next := make([]*task[S], 0, len(plain)+len(sends))
-	for _, idx := range plain {
-		name := g.order[idx]
+	for _, name := range plain {
 		next = append(next, &task[S]{Task: Task{ID: g.taskID(r, seq, step+1, len(next)), Node: name}, spec: g.nodes[name]})
 	}
 	for _, s := range sends {
@@ -1086,6 +1141,11 @@ func (g *Graph[S]) encodeWrite(t *task[S], u Update[S]) (PendingWrite, error) {
 			return w, fmt.Errorf("graph: encode the Merge of node %q: %w", t.Node, err)
 		}
 	}
+	if u.output != nil {
+		if w.Output, err = codec.Marshal(*u.output); err != nil {
+			return w, fmt.Errorf("graph: encode the output of subgraph %q: %w", t.Node, err)
+		}
+	}
 	for _, s := range u.sends {
 		var v any = s.State
 		if s.Arg != nil {
@@ -1126,6 +1186,13 @@ func (g *Graph[S]) decodeWrite(w PendingWrite) (Update[S], error) {
 			return u, fmt.Errorf("graph: decode the pending Merge of node %q: %w", w.Node, err)
 		}
 		u.merge = &s
+	}
+	if len(w.Output) > 0 {
+		var s S
+		if err := codec.Unmarshal(w.Output, &s); err != nil {
+			return u, fmt.Errorf("graph: decode the pending output of subgraph %q: %w", w.Node, err)
+		}
+		u.output = &s
 	}
 	for _, t := range w.Sends {
 		if spec := g.nodes[t.Node]; spec != nil && spec.argFn != nil {

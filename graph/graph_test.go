@@ -45,7 +45,7 @@ func logNode(f fields, name string) graph.NodeFunc[st] {
 	}
 }
 
-func mustCompile(t *testing.T, b *graph.Builder[st], opts ...graph.Option) *graph.Graph[st] {
+func mustCompile[S any](t *testing.T, b *graph.Builder[S], opts ...graph.Option) *graph.Graph[S] {
 	t.Helper()
 	g, err := b.Compile(opts...)
 	if err != nil {
@@ -87,10 +87,11 @@ func TestLinearCounter(t *testing.T) {
 		}
 		if withSaver {
 			// A second invocation of the thread starts from its state; its
-			// input checkpoint takes the next step number (steps only grow).
+			// input checkpoint takes the head's step + 2, as LangGraph's
+			// checkpoint after the input does (TestParitySteps).
 			res, err = g.Invoke(ctxT(t), "t1", graph.Update[st]{})
-			if err != nil || res.State.Count != 25 || res.Step != 21 {
-				t.Fatalf("second run: %+v, %v; want count 25 at step 21", res, err)
+			if err != nil || res.State.Count != 25 || res.Step != 22 {
+				t.Fatalf("second run: %+v, %v; want count 25 at step 22", res, err)
 			}
 		}
 	}
@@ -177,8 +178,9 @@ func equalSt(a, b st) bool {
 		slices.Equal(a.Log, b.Log)
 }
 
-// TestApplyOrder: updates of a step are applied by node order, not by
-// completion order.
+// TestApplyOrder: updates of a step are applied in the order of the
+// nodes' names (LangGraph's order), not by completion order nor by the
+// order the nodes were added in.
 func TestApplyOrder(t *testing.T) {
 	for _, finishFirst := range []string{"a", "b", "c"} {
 		t.Run("first done "+finishFirst, func(t *testing.T) {
@@ -198,7 +200,7 @@ func TestApplyOrder(t *testing.T) {
 					return graph.Updates(f.log.Set([]string{name})), nil
 				}
 			}
-			// Added in the order c, a, b: that is the application order.
+			// Added in the order c, a, b; applied a, b, c.
 			for _, n := range []string{"c", "a", "b"} {
 				b.AddNode(n, node(n))
 			}
@@ -210,7 +212,7 @@ func TestApplyOrder(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if want := []string{"c", "a", "b"}; !slices.Equal(res.State.Log, want) {
+			if want := []string{"a", "b", "c"}; !slices.Equal(res.State.Log, want) {
 				t.Fatalf("log %v, want %v", res.State.Log, want)
 			}
 		})
@@ -787,8 +789,8 @@ func TestHistoryForkUpdateState(t *testing.T) {
 		t.Fatal(err)
 	}
 	res, err = g.Continue(ctx, "t")
-	if err != nil || !slices.Equal(res.State.Log, []string{"a", "b", "c"}) || res.Step != 5 {
-		t.Fatalf("rewound run %+v, %v; want step 5 (fork at step 4 after the head's 3, then c)", res, err)
+	if err != nil || !slices.Equal(res.State.Log, []string{"a", "b", "c"}) || res.Step != 4 {
+		t.Fatalf("rewound run %+v, %v; want step 4 (the fork of step 2 at step 3, then c)", res, err)
 	}
 	if _, err := g.Fork(ctx, "t", "nope", ""); !errors.Is(err, graph.ErrNotFound) {
 		t.Fatalf("fork of unknown checkpoint: %v", err)

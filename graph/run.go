@@ -118,13 +118,15 @@ func (g *Graph[S]) Stream(ctx context.Context, thread string, input Update[S], o
 	return g.stream(ctx, thread, runOptions(opts), func(r *run[S]) error { return g.start(ctx, r, input) })
 }
 
-// StreamResume is Resume yielding Events like Stream.
+// StreamResume is Resume yielding Events like Stream; in StreamValues the
+// first is the state it resumes from (as LangGraph's values stream).
 func (g *Graph[S]) StreamResume(ctx context.Context, thread string, input any, opts ...ResumeOption) iter.Seq2[Event[S], error] {
 	o := runOptions(opts)
 	return g.stream(ctx, thread, o, func(r *run[S]) error { return g.resume(ctx, r, o, input) })
 }
 
-// StreamContinue is Continue yielding Events like Stream.
+// StreamContinue is Continue yielding Events like Stream; in StreamValues
+// the first is the state it continues from.
 func (g *Graph[S]) StreamContinue(ctx context.Context, thread string, opts ...RunOption) iter.Seq2[Event[S], error] {
 	return g.stream(ctx, thread, runOptions(opts), func(r *run[S]) error { return g.cont(ctx, r) })
 }

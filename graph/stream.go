@@ -12,7 +12,9 @@ import (
 type StreamMode uint8
 
 const (
-	// StreamValues: the full state after the input and after every step.
+	// StreamValues: the full state after the input and after every step
+	// (for StreamResume and StreamContinue: first the state they resume
+	// from).
 	StreamValues StreamMode = 1 << iota
 	// StreamUpdates: one Event per task of a completed step, with its node,
 	// task id and writes (Send runs of one node are told apart by Task).

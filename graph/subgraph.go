@@ -13,10 +13,22 @@ import (
 
 // AddSubgraph adds child, a compiled graph of the same state type, as node
 // name of b: the node runs child from the parent's state, and child's final
-// state replaces the parent's (graph.Replace: nothing else may write in
-// that step). See AddSubgraphFunc for the rules.
+// state is the node's update, applied as LangGraph applies a subgraph's
+// output: every field declared on b is written with child's value, through
+// its reducer — so a field with Append gets child's whole list appended,
+// the items it started with included — and the fields b does not declare
+// take child's values. A plain field is thus written by the node in every
+// run (a sibling writing it in the same step is an *InvalidUpdateError, as
+// in LangGraph), unless it is zero in both child's input and its final
+// state: Go has no unset keys, and LangGraph leaves a key without a value
+// out of a subgraph's output. To pass up only what child added, use
+// AddSubgraphFunc with an out mapping. See AddSubgraphFunc for the rules.
 func AddSubgraph[S any](b *Builder[S], name string, child *Graph[S], opts ...NodeOption) *Builder[S] {
-	return AddSubgraphFunc(b, name, child, func(s S) S { return s }, Replace[S], opts...)
+	if child == nil {
+		b.errs = append(b.errs, invalidGraph("subgraph %q: the child graph must not be nil", name))
+		return b
+	}
+	return addSubgraph(b, name, child, func(s S) S { return s }, nil, opts)
 }
 
 // AddSubgraphFunc adds child, a compiled graph of state C, as node name of
@@ -40,14 +52,24 @@ func AddSubgraphFunc[S, C any](b *Builder[S], name string, child *Graph[C], in f
 		b.errs = append(b.errs, invalidGraph("subgraph %q: the child graph and the mapping functions must not be nil", name))
 		return b
 	}
+	return addSubgraph(b, name, child, in, out, opts)
+}
+
+// addSubgraph adds child as node name; a nil out (AddSubgraph, where C is
+// S) makes child's final state the node's output (Update.output).
+func addSubgraph[S, C any](b *Builder[S], name string, child *Graph[C], in func(S) C, out func(C) Update[S], opts []NodeOption) *Builder[S] {
 	spec := b.addNode(name, func(ctx context.Context, s S) (Update[S], error) {
 		nc, ok := ctx.Value(nodeCtxKey{}).(*nodeCtx)
 		if !ok {
 			return Update[S]{}, invalidArg("subgraph %q run outside the engine", name)
 		}
-		c, err := runSubgraph(ctx, nc, child, in(s))
+		input := in(s)
+		c, err := runSubgraph(ctx, nc, child, input)
 		if err != nil {
 			return Update[S]{}, err
+		}
+		if out == nil { // AddSubgraph: C is S
+			return Update[S]{output: any(&c).(*S), subIn: any(&input).(*S)}, nil
 		}
 		return out(c), nil
 	}, opts)

@@ -55,6 +55,7 @@ func (g *Graph[S]) History(ctx context.Context, thread string, limit int, opts .
 // tasks get new ids (a forked run is a new run for idempotency keys), so
 // a subgraph the checkpoint had paused or left unfinished starts afresh in
 // the fork (its child thread is not copied): its questions are asked again.
+// The copy's step is the checkpoint's + 1, as LangGraph's fork checkpoint.
 // UpdateState with At forks and edits in one call.
 func (g *Graph[S]) Fork(ctx context.Context, thread, id, newThread string) (Snapshot[S], error) {
 	sv := g.cfg.saver
@@ -92,7 +93,10 @@ func (g *Graph[S]) Fork(ctx context.Context, thread, id, newThread string) (Snap
 }
 
 // forkOf copies src (of thread) as the next checkpoint of dst after head,
-// with new task ids. Its step follows head's: a thread's steps only grow.
+// with new task ids. Its step follows src's, as LangGraph's fork checkpoint
+// (update_state as "__copy__") does: steps count the super-steps of a
+// branch of history, so a thread's steps repeat after a fork (its order is
+// the checkpoints' Seq).
 func forkOf(src Checkpoint, thread string, head Checkpoint, dst string) Checkpoint {
 	cp := src
 	cp.Thread = dst
@@ -101,9 +105,7 @@ func forkOf(src Checkpoint, thread string, head Checkpoint, dst string) Checkpoi
 	cp.Parent = head.ID
 	cp.ForkOf = thread + "/" + src.ID
 	cp.Source = SourceFork
-	if head.Seq > 0 && cp.Step <= head.Step {
-		cp.Step = head.Step + 1
-	}
+	cp.Step = src.Step + 1
 	ids := map[string]string{}
 	cp.Next = make([]Task, len(src.Next))
 	for i, t := range src.Next {
@@ -155,7 +157,8 @@ func At(id string) UpdateOption { return func(o *updateOpts) { o.at = id } }
 
 // UpdateState applies upd to the thread's latest state (or to checkpoint At)
 // through the reducers, as if a node had written it, and checkpoints the
-// result with the thread's next step number. For human-in-the-loop edits.
+// result as the thread's head, with the step after the edited checkpoint's
+// (LangGraph's update_state). For human-in-the-loop edits.
 //
 // Without AsNode the pending tasks stay as they were — unless upd carries a
 // Goto or Sends, which then become the next step (on a finished thread
@@ -187,19 +190,18 @@ func (g *Graph[S]) UpdateState(ctx context.Context, thread string, upd Update[S]
 	if err != nil {
 		return Snapshot[S]{}, err
 	}
-	base := head
+	base, step := head, head.Step+1
 	if o.at != "" && o.at != head.ID {
 		src, err := sv.Get(ctx, thread, o.at)
 		if err != nil {
 			return Snapshot[S]{}, err
 		}
-		base = forkOf(src, thread, head, thread)
+		base, step = forkOf(src, thread, head, thread), src.Step+1
 	}
 	var st S
 	if err := codec.Unmarshal(base.State, &st); err != nil {
 		return Snapshot[S]{}, fmt.Errorf("graph: decode the state of thread %q: %w", thread, err)
 	}
-	step := head.Step + 1
 	node := cmp.Or(o.asNode, "__update__")
 	t := &task[S]{Task: Task{Node: node, ID: "update"}}
 	results := []taskResult[S]{{upd: upd}}

@@ -38,6 +38,8 @@ type fieldDef[S any] interface {
 	fieldName() string
 	reduced() bool
 	apply(s *S, v any)
+	get(s *S) any
+	copy(dst, src *S)
 	encode(v any) ([]byte, error)
 	decode(b []byte) (any, error)
 }
@@ -92,6 +94,9 @@ func (f *Field[S, V]) apply(s *S, v any) {
 	*p = v.(V)
 }
 
+func (f *Field[S, V]) get(s *S) any     { return *f.ptr(s) }
+func (f *Field[S, V]) copy(dst, src *S) { *f.ptr(dst) = *f.ptr(src) }
+
 func (f *Field[S, V]) encode(v any) ([]byte, error) { return codec.Marshal(v.(V)) }
 
 func (f *Field[S, V]) decode(b []byte) (any, error) {
@@ -144,9 +149,15 @@ type Update[S any] struct {
 	writes  []Write[S]
 	replace *S
 	merge   *S
-	gotos   []string
-	sends   []Send[S]
-	routed  bool
+	// A shared-state subgraph's final state (AddSubgraph): its fields that
+	// the builder does not declare are set from it; the declared ones are
+	// writes (see Graph.expand, which turns subIn, the subgraph's input,
+	// and output into those writes).
+	output *S
+	subIn  *S
+	gotos  []string
+	sends  []Send[S]
+	routed bool
 }
 
 // Updates returns an Update made of the given writes.
@@ -159,7 +170,7 @@ func Replace[S any](s S) Update[S] { return Update[S]{replace: &s} }
 
 // Merge returns an Update whose value is merged into the state by the
 // whole-state reducer declared with Builder.StateReducer (an
-// *InvalidUpdateError without one). Merges of one step apply in node order.
+// *InvalidUpdateError without one). Merges of one step apply in the order of the nodes' names.
 func Merge[S any](s S) Update[S] { return Update[S]{merge: &s} }
 
 // With returns u with more writes.

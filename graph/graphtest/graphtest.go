@@ -88,7 +88,7 @@ func cp(thread string, seq uint64) graph.Checkpoint {
 		Step: int(seq) - 1, Created: time.Unix(1700000000, int64(seq)*1000).UTC(), State: state,
 		Next: []graph.Task{{ID: fmt.Sprintf("%s:%d:0", thread, seq), Node: "a"}, {ID: fmt.Sprintf("%s:%d:1", thread, seq), Node: "b", Arg: []byte{0x80}, Send: true}},
 		Writes: []graph.PendingWrite{{Task: fmt.Sprintf("%s:%d:0", thread, seq), Node: "a",
-			Fields: []graph.FieldValue{{Field: "count", Value: []byte{0x01}}}, Goto: []string{"c"}, Routed: true}},
+			Fields: []graph.FieldValue{{Field: "count", Value: []byte{0x01}}}, Output: []byte{0x80}, Goto: []string{"c"}, Routed: true}},
 		Interrupts: []graph.Interruption{{Node: "b", Task: fmt.Sprintf("%s:%d:1", thread, seq), Value: []byte{0xa1, 'q'},
 			ID: fmt.Sprintf("%s:%d:1#1", thread, seq), Index: 1, Namespace: "sub:x:1:0", Answers: [][]byte{{0xa1, 'a'}}}},
 		Memos: []graph.Memo{{Task: fmt.Sprintf("%s:%d:0", thread, seq), Values: [][]byte{{0x07}, {0xa1, 'm'}}}},

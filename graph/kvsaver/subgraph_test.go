@@ -16,7 +16,10 @@ import (
 )
 
 // nested compiles parent: start -> sub -> end, where sub is the chain
-// a..e as a subgraph sharing the state; block runs at the child's c.
+// a..e as a subgraph sharing the state; block runs at the child's c. The
+// child's final log is appended to the parent's (AddSubgraph applies it
+// through the parent's reducer, as LangGraph does), so "start" appears
+// twice in the parent's final log.
 func nested(t testing.TB, saver graph.Checkpointer, block func(ctx context.Context) error) *graph.Graph[state] {
 	t.Helper()
 	// The child's own checkpointer is not used: as a subgraph it runs in the parent's.
@@ -117,7 +120,7 @@ func TestSubgraphKilledInChild(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := []string{"start", "a", "b", "c", "d", "e", "end"}; !slices.Equal(res.State.Log, want) {
+	if want := []string{"start", "start", "a", "b", "c", "d", "e", "end"}; !slices.Equal(res.State.Log, want) {
 		t.Fatalf("finished log %v, want %v", res.State.Log, want)
 	}
 }
@@ -163,7 +166,7 @@ func TestSubgraphInterruptKV(t *testing.T) {
 	conn2 := srv.Connect(t)
 	g2 := nestedWith(t, newSaver(t, conn2), asker(t))
 	res, err = g2.ResumeEach(ctx, "ask-1", map[string]any{res.Interrupts[0].ID: "Ada"})
-	if want := []string{"start", "a", "ask Ada", "e", "end"}; err != nil || !slices.Equal(res.State.Log, want) {
+	if want := []string{"start", "start", "a", "ask Ada", "e", "end"}; err != nil || !slices.Equal(res.State.Log, want) {
 		t.Fatalf("resume: %+v, %v; want log %v", res, err, want)
 	}
 }
