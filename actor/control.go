@@ -344,7 +344,7 @@ func (n *Node) activate(kind string, data []byte) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := n.place
+	p := n.place.Load()
 	if p == nil {
 		return nil, failf(ErrNotLoaded, "node %s is not placing partitions yet: retry", n.opts.NodeID)
 	}
@@ -375,7 +375,7 @@ func (n *Node) activateHere(kind string, data []byte) ([]byte, error) {
 	}
 	ctx, cancel := context.WithTimeout(n.runCtx, 30*time.Second)
 	defer cancel()
-	p := n.place
+	p := n.place.Load()
 	var part *partition
 	if p != nil {
 		p.readMu.Lock()

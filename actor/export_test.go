@@ -39,11 +39,12 @@ func (n *Node) Debug() string {
 		fmt.Fprintf(&b, " %s(held %d running %v stopped %v seq %d)", e.ref, len(e.held), e.running, e.stopped, e.doc.Seq)
 		e.mu.Unlock()
 	}
-	n.place.mu.Lock()
+	place := n.place.Load()
+	place.mu.Lock()
 	fmt.Fprintf(&b, "; leases:")
-	for s, l := range n.place.leases {
+	for s, l := range place.leases {
 		fmt.Fprintf(&b, " %s=%s@%d", s, l.node, l.rev)
 	}
-	n.place.mu.Unlock()
+	place.mu.Unlock()
 	return b.String()
 }

@@ -122,7 +122,10 @@ type Node struct {
 	stream jetstream.Stream
 	idKey  []byte // signs output ids (bus.Conn.OutputKey), set by Run
 	runCtx context.Context
-	place  *placement
+	// place is set by Run once the placement bucket is open, and read by
+	// the metrics collector and control endpoints, which may run before:
+	// hence atomic (a scrape of /metrics can come before Run).
+	place atomic.Pointer[placement]
 }
 
 // ID returns the node's id in placement.
@@ -239,17 +242,18 @@ func (n *Node) Run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("bucket %s: %w (was it provisioned?)", n.names.PlaceBucket(), err)
 	}
-	n.place = newPlacement(n, placeBucket)
+	place := newPlacement(n, placeBucket)
+	n.place.Store(place)
 	placeCtx, stopPlace := context.WithCancel(runCtx)
 	var placeLoops sync.WaitGroup
 	stopPlacement := func() {
 		stopPlace()
 		placeLoops.Wait()
 		leaveCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-		n.place.leave(leaveCtx)
+		place.leave(leaveCtx)
 		cancel()
 	}
-	if err := n.place.start(placeCtx, &placeLoops); err != nil {
+	if err := place.start(placeCtx, &placeLoops); err != nil {
 		stopPlacement()
 		return err
 	}
@@ -295,7 +299,7 @@ func (n *Node) kindSpec(name string) *kindSpec {
 
 // partitions returns the partitions the node reads right now.
 func (n *Node) partitions() []*partition {
-	p := n.place
+	p := n.place.Load()
 	if p == nil {
 		return nil
 	}
@@ -310,7 +314,7 @@ func (n *Node) partitions() []*partition {
 
 // loaded returns ref's effector if this node has it loaded.
 func (n *Node) loaded(ref records.Ref) *effector {
-	p := n.place
+	p := n.place.Load()
 	if p == nil {
 		return nil
 	}

@@ -136,7 +136,7 @@ func (p *partition) fail() {
 	}
 	p.lost = true
 	p.mu.Unlock()
-	p.node.place.reopen(p)
+	p.node.place.Load().reopen(p)
 }
 
 // deliver receives a record from the consumer and hands it to its effector.
