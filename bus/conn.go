@@ -296,6 +296,29 @@ func (c *Conn) Server() *Server { return c.server }
 // Connected reports whether the connection is up right now.
 func (c *Conn) Connected() bool { return c.NC != nil && c.NC.IsConnected() }
 
+// Connection states, as [Conn.State] reports them.
+const (
+	StateConnected    = "connected"    // up
+	StateReconnecting = "reconnecting" // down; nats.go is reconnecting on its own
+	StateClosed       = "closed"       // closed for good: by Close, or lost (see Lost)
+)
+
+// ConnStates lists every value [Conn.State] returns.
+func ConnStates() []string { return []string{StateConnected, StateReconnecting, StateClosed} }
+
+// State says what the connection is doing now: [StateConnected],
+// [StateReconnecting] or [StateClosed].
+func (c *Conn) State() string {
+	switch {
+	case c.NC == nil || c.NC.IsClosed():
+		return StateClosed
+	case c.NC.IsConnected():
+		return StateConnected
+	default:
+		return StateReconnecting
+	}
+}
+
 // Lost is closed when NATS has closed the connection for good without
 // [Conn.Close] being called: nats.go will not reconnect, so nothing that
 // uses the connection can work again (see [ErrConnLost]). Long-running work

@@ -167,6 +167,9 @@ func (c Command) serve(ctx context.Context, program string, cfg config, log *slo
 		return err
 	}
 	defer cli.CloseConn(conn, log)
+	if err := proc.Registry.Register(cli.NewConnStateCollector(conn, bus.ConnStates())); err != nil {
+		return fmt.Errorf("register metrics: %w", err)
+	}
 	// A connection NATS closes for good (it will not reconnect) stops
 	// everything, the record store's indexer included, and the process exits
 	// non-zero so that it is restarted.

@@ -159,6 +159,9 @@ func (c Command) serve(ctx context.Context, program string, cfg config, log *slo
 		return fmt.Errorf("%w (are the nodes running? start them, or point --nats at their NATS)", err)
 	}
 	defer cli.CloseConn(conn, log)
+	if err := proc.Registry.Register(cli.NewConnStateCollector(conn, bus.ConnStates())); err != nil {
+		return fmt.Errorf("register metrics: %w", err)
+	}
 	// A connection NATS closes for good (it will not reconnect) stops
 	// everything, and the process exits non-zero so that it is restarted.
 	ctx, stopWatch := cli.UntilLost(ctx, conn)
