@@ -78,6 +78,9 @@ type app struct {
 	// following: the command runs until interrupted (tail --follow, top),
 	// so an interrupt ends it with status 0.
 	following bool
+	// denials ends a request the server refuses for the user's
+	// permissions at once.
+	denials *denials
 }
 
 // usageError is a bad command line: exit status 2, with the command's usage
@@ -113,15 +116,17 @@ func run(ctx context.Context, args []string, e env) int {
 	if e.now == nil {
 		e.now = time.Now
 	}
-	a := &app{env: e}
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	a := &app{env: e, denials: newDenials(cancel)}
 	err := a.dispatch(ctx, args)
+	if cause := context.Cause(ctx); err != nil && errors.Is(cause, errPermission) {
+		// The server refused a request for the user's permissions (and
+		// the command ended at once, see denials): say so, not "canceled".
+		err = withCode(exitError, fmt.Errorf("%w (the client role of deploy/nats does not open %s, %s or %s, which tail dead, dead replay, top and orch ls read: use a user that may, such as admin)",
+			cause, a.names().DeadStream(), a.names().MailboxStream(), a.names().OrchBucket()))
+	}
 	if a.conn != nil {
-		// The server refuses what a user's permissions do not allow by
-		// dropping the request: say so rather than "timed out".
-		if le := a.conn.NC.LastError(); err != nil && errors.Is(le, nats.ErrPermissionViolation) {
-			err = withCode(exitError, fmt.Errorf("%w: %w (the NATS user may not do this: tail dead, top and orch ls read %s, %s and %s, which the client role of deploy/nats does not open)",
-				errPermission, le, a.conn.Names().MailboxStream(), a.conn.Names().DeadStream(), a.conn.Names().OrchBucket()))
-		}
 		_ = a.conn.Close()
 	}
 	if err == nil {
@@ -173,12 +178,22 @@ func exitStatus(err error) int {
 	return exitError
 }
 
+// connectRetry bounds how long ea tries again to reach a server that
+// refuses the connection.
+const connectRetry = time.Second
+
+// names returns the deployment's names: the connection's, or those of
+// --prefix before it is made.
+func (a *app) names() bus.Names {
+	if a.conn != nil {
+		return a.conn.Names()
+	}
+	n, _ := bus.NewNames(firstNonEmpty(a.g.prefix, bus.DefaultPrefix))
+	return n
+}
+
 // errConnect marks a failure to reach NATS.
 var errConnect = errors.New("cannot reach NATS")
-
-// errPermission marks a request the server refused for the user's
-// permissions.
-var errPermission = errors.New("permission denied")
 
 // globalFlags adds the settings every command takes to fs, with defaults from
 // the environment (EA_NATS, EA_PREFIX, EA_TIMEOUT, EA_JSON).
@@ -392,11 +407,16 @@ func (a *app) connect(ctx context.Context) (*bus.Conn, error) {
 	if a.conn != nil {
 		return a.conn, nil
 	}
-	ctx, cancel := context.WithTimeout(ctx, a.g.timeout)
+	// A server that refuses the connection is tried again for up to
+	// connectRetry, not the whole --timeout: ea fails fast where nothing
+	// listens, as the nats CLI does.
+	wait := min(a.g.timeout, connectRetry)
+	ctx, cancel := context.WithTimeout(ctx, wait)
 	defer cancel()
 	conn, err := bus.Connect(ctx, bus.Config{
-		URL: a.g.nats, Prefix: a.g.prefix, Name: "ea-cli", ConnectTimeout: a.g.timeout, Options: a.auth.Options(),
-		Logger: slog.New(slog.DiscardHandler),
+		URL: a.g.nats, Prefix: a.g.prefix, Name: "ea-cli", ConnectTimeout: wait,
+		Options: append(a.auth.Options(), nats.ErrorHandler(a.denials.handler)),
+		Logger:  slog.New(slog.DiscardHandler),
 	})
 	if err != nil {
 		if errors.Is(err, bus.ErrAuth) {
@@ -409,7 +429,7 @@ func (a *app) connect(ctx context.Context) (*bus.Conn, error) {
 		for u := errors.Unwrap(cause); u != nil; u = errors.Unwrap(cause) {
 			cause = u
 		}
-		return nil, fmt.Errorf("%w at %s: %w (is ea-node running? start one with make run, or set --nats / EA_NATS)", errConnect, bus.RedactURL(a.g.nats), cause)
+		return nil, fmt.Errorf("%w at %s: %w (is ea-node running there? start one with make run, or point --nats / EA_NATS at your NATS server)", errConnect, bus.RedactURL(a.g.nats), cause)
 	}
 	a.conn = conn
 	return conn, nil

@@ -1,0 +1,137 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/effectors/effectors/bus"
+	"github.com/effectors/effectors/internal/proctest"
+	"github.com/nats-io/nats.go"
+)
+
+// failBound is how long a failure may take, measured from outside: the
+// target is about 2 s; this leaves room for a loaded CI machine.
+const failBound = 5 * time.Second
+
+// exe is the ea binary, built once per test that needs it.
+type exe struct{ path string }
+
+func buildEA(t *testing.T) exe {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "ea")
+	if err := proctest.Build(bin, "."); err != nil {
+		t.Fatal(err)
+	}
+	return exe{path: bin}
+}
+
+// timed is one run of the binary: what it printed, its exit status and how
+// long it took.
+type timed struct {
+	out, err string
+	code     int
+	took     time.Duration
+}
+
+// run runs the binary with args and env (nothing else of this process's
+// environment), stdin as its standard input.
+func (e exe) run(t *testing.T, env []string, stdin string, args ...string) timed {
+	t.Helper()
+	cmd := exec.Command(e.path, args...)
+	cmd.Env = append([]string{"PATH=/usr/bin:/bin"}, env...)
+	cmd.Stdin = strings.NewReader(stdin)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	start := time.Now()
+	err := cmd.Run()
+	r := timed{out: out.String(), err: errb.String(), took: time.Since(start)}
+	var ee *exec.ExitError
+	switch {
+	case err == nil:
+	case errors.As(err, &ee):
+		r.code = ee.ExitCode()
+	default:
+		t.Fatalf("run ea %v: %v", args, err)
+	}
+	return r
+}
+
+// rolesServerURL starts an embedded server with the shipped roles
+// (deploy/nats/roles.conf), provisioned by the admin, and returns its URL.
+// The client's password is client-pw.
+func rolesServerURL(t *testing.T) string {
+	t.Helper()
+	for user, pw := range map[string]string{"CLIENT": "client-pw", "NODE": "node-pw", "SUPERVISOR": "supervisor-pw", "ADMIN": "admin-pw"} {
+		t.Setenv("EA_"+user+"_PASSWORD", pw)
+	}
+	srv, err := bus.StartServer(bus.ServerConfig{Listen: "127.0.0.1:0", StoreDir: t.TempDir(), ConfigFile: filepath.Join("..", "..", "deploy", "nats", "roles.conf")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Shutdown)
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	admin, err := bus.Connect(ctx, bus.Config{URL: srv.ClientURL(), Options: []nats.Option{nats.UserInfo("admin", "admin-pw")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := admin.Provision(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := admin.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return srv.ClientURL()
+}
+
+// TestFailsFast runs the built binary, as a person would, where it can only
+// fail, with the default --timeout (10s): what the client role of
+// deploy/nats does not open says "permission denied" (exit 1), and a server
+// that refuses the connection is named with what to do (exit 4), each well
+// within failBound.
+func TestFailsFast(t *testing.T) {
+	ea := buildEA(t)
+	url := rolesServerURL(t)
+	client := []string{"EA_NATS=" + url, "EA_USER=client", "EA_PASSWORD=client-pw"}
+
+	for _, args := range [][]string{{"tail", "dead"}, {"top", "--once"}, {"orch", "ls"}} {
+		t.Run(strings.Join(args, " "), func(t *testing.T) {
+			r := ea.run(t, client, "", args...)
+			t.Logf("ea %s as client: exit %d after %v: %s", strings.Join(args, " "), r.code, r.took.Round(time.Millisecond), strings.TrimSpace(r.err))
+			if r.code != exitError || !strings.Contains(r.err, "permission denied") {
+				t.Errorf("exit %d, stderr %q; want 1 and permission denied", r.code, r.err)
+			}
+			if r.took > failBound {
+				t.Errorf("took %v to fail; want under %v", r.took, failBound)
+			}
+		})
+	}
+	// Allowed commands are not taken for denied ones: state reads the
+	// state bucket, which the client role opens.
+	if r := ea.run(t, client, "", "state", "counter/x"); r.code != exitNotFound {
+		t.Errorf("ea state as client: exit %d, stderr %q; want 3 (not found)", r.code, r.err)
+	}
+
+	t.Run("connection refused", func(t *testing.T) {
+		nowhere := "nats://" + proctest.FreeAddr(t)
+		r := ea.run(t, []string{"EA_NATS=" + nowhere}, "", "state", "counter/x")
+		t.Logf("ea state against %s: exit %d after %v: %s", nowhere, r.code, r.took.Round(time.Millisecond), strings.TrimSpace(r.err))
+		if r.code != exitUnavailable {
+			t.Errorf("exit %d; want 4", r.code)
+		}
+		for _, want := range []string{"cannot reach NATS at " + nowhere, "--nats"} {
+			if !strings.Contains(r.err, want) {
+				t.Errorf("stderr %q does not say %q", r.err, want)
+			}
+		}
+		if r.took > failBound {
+			t.Errorf("took %v to fail; want under %v", r.took, failBound)
+		}
+	})
+}
