@@ -29,6 +29,7 @@ const (
 	exitNotFound    = 3
 	exitUnavailable = 4
 	exitConflict    = 5
+	exitDead        = 6
 )
 
 // DefaultNATS is where ea connects by default: the embedded server of an

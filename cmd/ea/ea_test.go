@@ -501,3 +501,34 @@ func (s *syncBuffer) String() string {
 	defer s.mu.Unlock()
 	return s.b.String()
 }
+
+// TestSendWaitDeadLetter: send --wait tells a record the runtime sent to
+// dead letters from one it applied, on what the runtime wrote (the dead
+// letter stream), and says why with exit status 6; a good record sent after
+// it is applied, not taken for the earlier dead letter.
+func TestSendWaitDeadLetter(t *testing.T) {
+	w := startWorld(t)
+	w.ea(t, "", "create", "counter/d1").ok(t, "create")
+	r := w.ea(t, "", "send", "counter/d1", `{"by":"x"}`, "--type", "inc", "--wait", "--id", "bad-1")
+	t.Logf("send --wait of a bad payload: %s", strings.TrimSpace(r.err))
+	if r.code != exitDead || r.out != "" {
+		t.Fatalf("send --wait of a bad payload: exit %d, stdout %q, stderr %q; want 6 and nothing on stdout", r.code, r.out, r.err)
+	}
+	for _, want := range []string{"bad-1", "dead letters", "reason ", "ea tail dead counter/d1"} {
+		if !strings.Contains(r.err, want) {
+			t.Errorf("stderr %q does not say %q", r.err, want)
+		}
+	}
+	if strings.Contains(r.out+r.err, "applied") {
+		t.Errorf("a dead letter said applied: %q %q", r.out, r.err)
+	}
+	r = w.ea(t, "", "send", "counter/d1", `{"by":2}`, "--type", "inc", "--wait").ok(t, "send --wait after a dead letter")
+	if !strings.Contains(r.out, "applied") || !strings.Contains(r.out, `{"count":2}`) {
+		t.Errorf("send --wait printed %q", r.out)
+	}
+	// Refused by type: the same, with its reason.
+	r = w.ea(t, "", "send", "counter/d1", `{}`, "--type", "bogus", "--wait")
+	if r.code != exitDead || !strings.Contains(r.err, "bogus") {
+		t.Errorf("send --wait of an unknown type: exit %d, stderr %q", r.code, r.err)
+	}
+}

@@ -184,6 +184,14 @@ its state.
 			}
 			cctx, cancel := a.call(ctx)
 			defer cancel()
+			var dead deadCheck
+			if o.wait {
+				// Where ref's dead letters stand before the send: --wait
+				// then tells a dead letter from an applied record.
+				if dead, err = a.deadCheckFor(cctx, a.conn, ref); err != nil {
+					return err
+				}
+			}
 			sent, err := c.Send(cctx, ref, rec)
 			if err != nil {
 				return err
@@ -199,12 +207,40 @@ its state.
 			if err != nil {
 				return fmt.Errorf("record %s stored (seq %d), but waiting for %s to apply it: %w", sent.ID, sent.Seq, ref, err)
 			}
-			if !a.g.json {
-				fmt.Fprintf(a.stdout, "sent %s to %s: id %s, seq %d, applied\n", typeOf(sent), ref, sent.ID, sent.Seq)
-			}
-			return a.printDoc(doc)
+			return a.sentOutcome(cctx, ref, sent, doc, dead)
 		},
 	}
+}
+
+// sentOutcome prints what became of a record sent with --wait, once the
+// state document doc says ref's cursor passed it: applied, or sent to dead
+// letters (exit status 6), decided on the dead letter stream, which the
+// runtime writes before it moves the cursor. A user who may not read dead
+// letters gets what the state document alone can say.
+func (a *app) sentOutcome(ctx context.Context, ref records.Ref, sent records.Record, doc actor.Document, dead deadCheck) error {
+	outcome := "applied"
+	if dead.denied == nil {
+		d, found, err := dead.find(ctx, a.conn, sent)
+		if err != nil {
+			return fmt.Errorf("record %s applied or dead-lettered (seq %d): %w", sent.ID, sent.Seq, err)
+		}
+		if found {
+			return withCode(exitDead, &deadLetteredError{rec: sent, ref: ref, reason: d.Reason, text: d.Error})
+		}
+	} else {
+		// The state document is written once per record or batch: only
+		// when it stopped at this very record does its status tell this
+		// record's outcome.
+		if doc.Seq == sent.Seq && doc.Status == actor.StatusError {
+			return withCode(exitDead, &deadLetteredError{rec: sent, ref: ref, text: doc.Error})
+		}
+		outcome = "processed"
+		fmt.Fprintf(a.stderr, "ea send: %s processed record %s, but this NATS user may not read dead letters (%s), so whether it was applied or dead-lettered is not checked\n", ref, sent.ID, dead.stream)
+	}
+	if !a.g.json {
+		fmt.Fprintf(a.stdout, "sent %s to %s: id %s, seq %d, %s\n", typeOf(sent), ref, sent.ID, sent.Seq, outcome)
+	}
+	return a.printDoc(doc)
 }
 
 func typeOf(r records.Record) string {

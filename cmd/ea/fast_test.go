@@ -4,13 +4,17 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"log/slog"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/effectors/effectors/actor"
+	"github.com/effectors/effectors/actor/actortest"
 	"github.com/effectors/effectors/bus"
+	"github.com/effectors/effectors/examples/kinds"
 	"github.com/effectors/effectors/internal/proctest"
 	"github.com/nats-io/nats.go"
 )
@@ -134,4 +138,44 @@ func TestFailsFast(t *testing.T) {
 			t.Errorf("took %v to fail; want under %v", r.took, failBound)
 		}
 	})
+}
+
+// TestSendWaitAsClient: the client role may not read dead letters, so send
+// --wait decides on the state document alone: a record it stopped at with
+// an error was dead-lettered (exit 6); otherwise the record was processed,
+// and ea says that it could not check the dead letters. Neither waits for a
+// timeout.
+func TestSendWaitAsClient(t *testing.T) {
+	url := rolesServerURL(t)
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	conn, err := bus.Connect(ctx, bus.Config{URL: url, Options: []nats.Option{nats.UserInfo("node", "node-pw")}, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	actortest.StartNode(t, conn, actor.Options{Logger: slog.New(slog.DiscardHandler)}, kinds.Counter())
+	getenv := func(k string) string {
+		return map[string]string{"EA_NATS": url, "EA_USER": "client", "EA_PASSWORD": "client-pw"}[k]
+	}
+	ea := func(args ...string) result {
+		var out, errb bytes.Buffer
+		start := time.Now()
+		code := run(t.Context(), args, env{stdout: &out, stderr: &errb, getenv: getenv})
+		if took := time.Since(start); took > failBound {
+			t.Errorf("ea %v took %v", args, took)
+		}
+		return result{out: out.String(), err: errb.String(), code: code}
+	}
+	if r := ea("create", "counter/k1"); r.code != 0 {
+		t.Fatalf("create as client: exit %d: %s", r.code, r.err)
+	}
+	r := ea("send", "counter/k1", `{"by":"x"}`, "--type", "inc", "--wait")
+	if r.code != exitDead || !strings.Contains(r.err, "dead letters") || !strings.Contains(r.err, "Inc.by") {
+		t.Errorf("bad payload as client: exit %d, stderr %q; want 6 with the state document's error", r.code, r.err)
+	}
+	r = ea("send", "counter/k1", `{"by":3}`, "--type", "inc", "--wait")
+	if r.code != 0 || !strings.Contains(r.out, "processed") || !strings.Contains(r.out, `{"count":3}`) || !strings.Contains(r.err, "may not read dead letters") {
+		t.Errorf("good payload as client: exit %d, stdout %q, stderr %q", r.code, r.out, r.err)
+	}
 }
