@@ -34,8 +34,8 @@ var errNoMsg = errors.New("no such message")
 // runtime wrote last is the point here.
 func getMsg(ctx context.Context, conn *bus.Conn, stream string, seq uint64, nextBySubject string) (storedMsg, error) {
 	req := struct {
-		Seq         uint64 `json:"seq"`
-		NextBySubj  string `json:"next_by_subj,omitempty"`
+		Seq        uint64 `json:"seq"`
+		NextBySubj string `json:"next_by_subj,omitempty"`
 	}{seq, nextBySubject}
 	body, err := json.Marshal(req)
 	if err != nil {
