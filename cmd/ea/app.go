@@ -139,7 +139,7 @@ func run(ctx context.Context, args []string, e env) int {
 	code := exitStatus(err)
 	var ue *usageError
 	if errors.As(err, &ue) {
-		fmt.Fprintf(e.stderr, "ea: %s\n", ue.msg)
+		fmt.Fprintf(e.stderr, "%s: %s\n", ue.cmd, ue.msg)
 		fmt.Fprintf(e.stderr, "run '%s --help' for usage\n", ue.cmd)
 		return code
 	}
@@ -284,14 +284,14 @@ func (a *app) dispatch(ctx context.Context, args []string) error {
 		if len(args) == 0 || args[0] == "-h" || args[0] == "--help" {
 			if len(args) == 0 {
 				a.cmdUsage(a.stderr, path, cmd)
-				return usagef(path, "%s needs a subcommand: %s", path, names(cmd.sub))
+				return usagef(path, "needs a subcommand: %s", names(cmd.sub))
 			}
 			a.cmdUsage(a.stdout, path, cmd)
 			return nil
 		}
 		sub := find(cmd.sub, args[0])
 		if sub == nil {
-			return usagef(path, "unknown subcommand %q of %s (subcommands: %s)", args[0], path, names(cmd.sub))
+			return usagef(path, "unknown subcommand %q (subcommands: %s)", args[0], names(cmd.sub))
 		}
 		cmd, path, args = sub, path+" "+sub.name, args[1:]
 	}
@@ -487,10 +487,10 @@ func (a *app) ref(arg string) (records.Ref, error) {
 // nargs checks the number of positional arguments.
 func (a *app) nargs(args []string, min, max int) error {
 	if len(args) < min {
-		return usagef(a.fs.Name(), "%s needs %s", a.fs.Name(), a.cmd.args)
+		return usagef(a.fs.Name(), "needs %s", a.cmd.args)
 	}
 	if max >= 0 && len(args) > max {
-		return usagef(a.fs.Name(), "unexpected argument %q (%s takes %s)", args[max], a.fs.Name(), a.cmd.args)
+		return usagef(a.fs.Name(), "unexpected argument %q (takes %s)", args[max], firstNonEmpty(a.cmd.args, "no arguments"))
 	}
 	return nil
 }

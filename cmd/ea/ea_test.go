@@ -199,7 +199,7 @@ func TestEffectorsEndToEnd(t *testing.T) {
 	}
 	cursor := strings.TrimSpace(r.out[strings.LastIndex(r.out, "--cursor ")+len("--cursor "):])
 	r2 := w.ea(t, "", "ls", "counter", "--limit", "1", "--cursor", cursor).ok(t, "ls --cursor")
-	if !strings.Contains(r2.out, "1 effectors") {
+	if !strings.HasSuffix(r2.out, "\n1 effector\n") {
 		t.Errorf("second page: %q", r2.out)
 	}
 	lines := jsonLines(t, w.ea(t, "", "ls", "counter", "--json", "--all").ok(t, "ls --json").out)
@@ -207,7 +207,7 @@ func TestEffectorsEndToEnd(t *testing.T) {
 		t.Errorf("ls --json --all: %v", lines)
 	}
 	r = w.ea(t, "", "ls", "counter", "--status", "error").ok(t, "ls --status")
-	if !strings.Contains(r.out, "0 effectors") && !strings.Contains(r.out, "1 effectors") {
+	if !strings.Contains(r.out, "0 effectors") && !strings.Contains(r.out, "1 effector\n") {
 		t.Errorf("ls --status error: %q", r.out)
 	}
 

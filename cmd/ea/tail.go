@@ -58,7 +58,7 @@ record store's JSON (dead letters add "reason", "error", "dead_seq").`,
 		},
 		run: func(ctx context.Context, a *app, args []string) error {
 			if len(args) == 0 {
-				return usagef(a.fs.Name(), "ea tail needs what to print: mailbox, outbox, effector, process, type or dead")
+				return usagef(a.fs.Name(), "needs what to print: mailbox, outbox, effector, process, type or dead")
 			}
 			if o.last < 0 || o.last > store.MaxLimit {
 				return usagef(a.fs.Name(), "--last %d: want 0 to %d", o.last, store.MaxLimit)
@@ -81,13 +81,13 @@ record store's JSON (dead letters add "reason", "error", "dead_seq").`,
 			what, rest := args[0], args[1:]
 			if what == "dead" {
 				if len(rest) > 1 {
-					return usagef(a.fs.Name(), "unexpected argument %q (ea tail dead takes at most <kind> or <kind>/<id>)", rest[1])
+					return usagef(a.fs.Name(), "unexpected argument %q (tail dead takes at most <kind> or <kind>/<id>)", rest[1])
 				}
 				return a.tailDead(ctx, rest, o, since)
 			}
 			var q store.Query
 			if len(rest) != 1 {
-				return usagef(a.fs.Name(), "ea tail %s needs exactly one argument", what)
+				return usagef(a.fs.Name(), "%s needs exactly one argument", what)
 			}
 			switch what {
 			case "mailbox", "outbox", "effector":
@@ -104,16 +104,16 @@ record store's JSON (dead letters add "reason", "error", "dead_seq").`,
 				}
 			case "process":
 				if rest[0] == "" {
-					return usagef(a.fs.Name(), "ea tail process needs a process id")
+					return usagef(a.fs.Name(), "process needs a process id")
 				}
 				q.Process = rest[0]
 			case "type":
 				if rest[0] == "" {
-					return usagef(a.fs.Name(), "ea tail type needs a record type")
+					return usagef(a.fs.Name(), "type needs a record type")
 				}
 				q.Type = rest[0]
 			default:
-				return usagef(a.fs.Name(), "ea tail %q: want mailbox, outbox, effector, process, type or dead", what)
+				return usagef(a.fs.Name(), "%q: want mailbox, outbox, effector, process, type or dead", what)
 			}
 			return a.tailStore(ctx, q, o, since)
 		},
