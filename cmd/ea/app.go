@@ -254,6 +254,8 @@ func (a *app) dispatch(ctx context.Context, args []string) error {
 	case "-h", "--help", "-help":
 		a.topUsage(a.stdout, cmds)
 		return nil
+	case "--version", "-version":
+		name, args = "version", append([]string{"version"}, args[1:]...)
 	case "help":
 		return a.help(cmds, args[1:])
 	}
@@ -540,7 +542,8 @@ Flags every command takes:
 
 Exit status: 0 ok, 1 error (or permission denied), 2 usage (bad arguments, or input the server
 refused), 3 not found, 4 unavailable (NATS, or no node / supervisor / record
-store answering), 5 conflict (already exists, terminated, not waiting, finished).
+store answering), 5 conflict (already exists, terminated, not waiting, finished),
+6 dead-lettered (send --wait: the runtime sent the record to dead letters).
 
 Try (after make run):
   ea create counter/c1

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -531,4 +532,52 @@ func TestSendWaitDeadLetter(t *testing.T) {
 	if r.code != exitDead || !strings.Contains(r.err, "bogus") {
 		t.Errorf("send --wait of an unknown type: exit %d, stderr %q", r.code, r.err)
 	}
+}
+
+// TestDeadReplay: ea dead replay sends a dead letter's record again to its
+// mailbox as a new record (new id, EA-Cause the original's id, the same
+// type, process and payload), found by the original's id or by the dead
+// letter's sequence; --wait says what became of it.
+func TestDeadReplay(t *testing.T) {
+	w := startWorld(t)
+	w.ea(t, "", "create", "counter/r1").ok(t, "create")
+	if r := w.ea(t, "", "send", "counter/r1", `{"n":1}`, "--type", "bogus", "--id", "orig-1", "--process", "p9", "--wait"); r.code != exitDead {
+		t.Fatalf("send bogus --wait: exit %d, %s", r.code, r.err)
+	}
+	r := w.ea(t, "", "dead", "replay", "orig-1", "--json").ok(t, "dead replay <id>")
+	sent := jsonLines(t, r.out)
+	if len(sent) != 1 || sent[0]["cause"] != "orig-1" || sent[0]["id"] == "orig-1" || sent[0]["type"] != "bogus" {
+		t.Fatalf("dead replay --json printed %q", r.out)
+	}
+	newID := sent[0]["id"]
+	var replayed map[string]any
+	actortest.Eventually(t, 10*time.Second, "the replayed record in counter/r1's mailbox", func() bool {
+		for _, rec := range jsonLines(t, w.ea(t, "", "tail", "mailbox", "counter/r1", "--json").ok(t, "tail mailbox").out) {
+			if rec["id"] == newID {
+				replayed = rec
+				return true
+			}
+		}
+		return false
+	})
+	if replayed["cause"] != "orig-1" || replayed["process"] != "p9" || replayed["type"] != "bogus" || fmt.Sprint(replayed["json"]) != "map[n:1]" {
+		t.Errorf("replayed record %v", replayed)
+	}
+	// The counter refuses it again: a second dead letter, found by its
+	// sequence this time, replayed with --wait.
+	var deadSeq any
+	actortest.Eventually(t, 10*time.Second, "two dead letters", func() bool {
+		dl := jsonLines(t, w.ea(t, "", "tail", "dead", "counter/r1", "--json").ok(t, "tail dead").out)
+		if len(dl) == 2 {
+			deadSeq = dl[1]["dead_seq"]
+		}
+		return len(dl) == 2
+	})
+	r = w.ea(t, "", "dead", "replay", "--seq", fmt.Sprint(deadSeq), "--wait")
+	if r.code != exitDead || !strings.Contains(r.err, "reason rejected") {
+		t.Errorf("dead replay --seq --wait: exit %d, stdout %q, stderr %q", r.code, r.out, r.err)
+	}
+	w.ea(t, "", "dead", "replay", "nope", "--effector", "counter").fails(t, "replay of an unknown id", exitNotFound, "no dead letter of record nope")
+	w.ea(t, "", "dead", "replay", "--seq", "999").fails(t, "replay of an unknown seq", exitNotFound, "no dead letter at EA_DEAD #999")
+	w.ea(t, "", "dead", "replay").fails(t, "replay of nothing", exitUsage, "give the dead-lettered record's id or --seq")
 }

@@ -3,10 +3,12 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"log/slog"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -104,7 +106,7 @@ func TestFailsFast(t *testing.T) {
 	url := rolesServerURL(t)
 	client := []string{"EA_NATS=" + url, "EA_USER=client", "EA_PASSWORD=client-pw"}
 
-	for _, args := range [][]string{{"tail", "dead"}, {"top", "--once"}, {"orch", "ls"}} {
+	for _, args := range [][]string{{"tail", "dead"}, {"top", "--once"}, {"orch", "ls"}, {"dead", "replay", "x"}} {
 		t.Run(strings.Join(args, " "), func(t *testing.T) {
 			r := ea.run(t, client, "", args...)
 			t.Logf("ea %s as client: exit %d after %v: %s", strings.Join(args, " "), r.code, r.took.Round(time.Millisecond), strings.TrimSpace(r.err))
@@ -121,6 +123,21 @@ func TestFailsFast(t *testing.T) {
 	if r := ea.run(t, client, "", "state", "counter/x"); r.code != exitNotFound {
 		t.Errorf("ea state as client: exit %d, stderr %q; want 3 (not found)", r.code, r.err)
 	}
+
+	// ea version connects to nothing: it answers where NATS is unreachable.
+	t.Run("version", func(t *testing.T) {
+		for _, args := range [][]string{{"version"}, {"--version"}} {
+			r := ea.run(t, []string{"EA_NATS=nats://" + proctest.FreeAddr(t)}, "", args...)
+			if r.code != 0 || !strings.HasPrefix(r.out, "ea ") || !strings.Contains(r.out, runtime.Version()) || r.took > failBound {
+				t.Errorf("ea %v: exit %d after %v, %q %q", args, r.code, r.took, r.out, r.err)
+			}
+		}
+		r := ea.run(t, nil, "", "version", "--json")
+		var v versionInfo
+		if err := json.Unmarshal([]byte(r.out), &v); err != nil || !strings.HasPrefix(v.Version, "v") && !strings.HasPrefix(v.Version, "devel") {
+			t.Errorf("ea version --json: %q (%v)", r.out, err)
+		}
+	})
 
 	t.Run("connection refused", func(t *testing.T) {
 		nowhere := "nats://" + proctest.FreeAddr(t)
