@@ -116,11 +116,12 @@ Reads the dead letter stream directly: the client role of deploy/nats may not
 			}
 			var dead deadCheck
 			if o.wait {
-				if dead, err = a.deadCheckFor(cctx, conn, ref); err != nil {
+				if dead, err = a.deadCheckFor(cctx, c, ref); err != nil {
 					return err
 				}
 			}
 			sent, err := c.Send(cctx, ref, rec)
+			dead = dead.sent(sent)
 			if errors.Is(err, actor.ErrNotFound) {
 				return missing(cctx, c, "replay to", ref)
 			}

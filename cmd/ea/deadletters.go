@@ -6,10 +6,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/effectors/effectors/actor"
 	"github.com/effectors/effectors/bus"
 	"github.com/effectors/effectors/records"
 	"github.com/nats-io/nats.go"
@@ -112,16 +114,24 @@ func parseHeader(b []byte) (nats.Header, error) {
 type deadCheck struct {
 	stream, subject string
 	after           uint64 // the dead letter stream's last sequence before the send
+	// cursor is ref's state document's before the send (zero when there
+	// was none): a send JetStream took for a duplicate of a record stored
+	// earlier gets that record's sequence, which it may have passed.
+	cursor actor.Document
 	// denied, when set: this user may not read the dead letters.
 	denied error
 }
 
-// deadCheckFor reads where the dead letters of ref stand, before a send. A
-// user who may not read them (the client role) gets a check whose denied
-// says so; any other failure is an error.
-func (a *app) deadCheckFor(ctx context.Context, conn *bus.Conn, ref records.Ref) (deadCheck, error) {
+// deadCheckFor reads where ref's cursor and dead letters stand, before a
+// send. A user who may not read dead letters (the client role) gets a
+// check whose denied says so; any other failure is an error.
+func (a *app) deadCheckFor(ctx context.Context, c *actor.Client, ref records.Ref) (deadCheck, error) {
+	conn := a.conn
 	n := conn.Names()
 	d := deadCheck{stream: n.DeadStream(), subject: n.Dead(ref)}
+	if doc, err := c.State(ctx, ref); err == nil {
+		d.cursor = doc
+	}
 	sctx, end := a.denials.scope(ctx)
 	s, err := conn.JS.Stream(sctx, d.stream)
 	if denied := end(); denied != nil {
@@ -133,6 +143,17 @@ func (a *app) deadCheckFor(ctx context.Context, conn *bus.Conn, ref records.Ref)
 	}
 	d.after = s.CachedInfo().State.LastSeq
 	return d, nil
+}
+
+// sent returns the check for rec as sent. A record JetStream stored before
+// (a duplicate id within the window, answered with the first one's
+// sequence) that the cursor had passed already may have been dead-lettered
+// before the send: then every dead letter of ref is looked at.
+func (d deadCheck) sent(rec records.Record) deadCheck {
+	if rec.Seq <= d.cursor.Seq || slices.Contains(d.cursor.Ahead, rec.Seq) {
+		d.after = 0
+	}
+	return d
 }
 
 // find returns the dead letter of rec (as sent: id and seq), or false when

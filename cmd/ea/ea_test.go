@@ -523,6 +523,12 @@ func TestSendWaitDeadLetter(t *testing.T) {
 	if strings.Contains(r.out+r.err, "applied") {
 		t.Errorf("a dead letter said applied: %q %q", r.out, r.err)
 	}
+	// Sent again with the same id: JetStream keeps the first (a duplicate),
+	// which was dead-lettered before this send.
+	r = w.ea(t, "", "send", "counter/d1", `{"by":"x"}`, "--type", "inc", "--wait", "--id", "bad-1")
+	if r.code != exitDead || !strings.Contains(r.err, "reason decode") {
+		t.Errorf("send --wait of a duplicate of a dead-lettered record: exit %d, stdout %q, stderr %q", r.code, r.out, r.err)
+	}
 	r = w.ea(t, "", "send", "counter/d1", `{"by":2}`, "--type", "inc", "--wait").ok(t, "send --wait after a dead letter")
 	if !strings.Contains(r.out, "applied") || !strings.Contains(r.out, `{"count":2}`) {
 		t.Errorf("send --wait printed %q", r.out)

@@ -198,7 +198,7 @@ only when the state document stopped at the record with an error, and
 			if o.wait {
 				// Where ref's dead letters stand before the send: --wait
 				// then tells a dead letter from an applied record.
-				if dead, err = a.deadCheckFor(cctx, a.conn, ref); err != nil {
+				if dead, err = a.deadCheckFor(cctx, c, ref); err != nil {
 					return err
 				}
 			}
@@ -209,6 +209,7 @@ only when the state document stopped at the record with an error, and
 			if err != nil {
 				return err
 			}
+			dead = dead.sent(sent)
 			if !o.wait {
 				if a.g.json {
 					return a.printJSON(map[string]any{"id": sent.ID, "seq": sent.Seq, "subject": sent.Subject, "type": sent.Type})

@@ -170,7 +170,7 @@ func TestSendWaitAsClient(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer conn.Close()
+	t.Cleanup(func() { _ = conn.Close() }) // after the node stops (cleanups run last first)
 	actortest.StartNode(t, conn, actor.Options{Logger: slog.New(slog.DiscardHandler)}, kinds.Counter())
 	getenv := func(k string) string {
 		return map[string]string{"EA_NATS": url, "EA_USER": "client", "EA_PASSWORD": "client-pw"}[k]
