@@ -42,8 +42,9 @@ record: a new id, the time now, and EA-Cause the original record's id (the
 original's own EA-Cause is not kept); type, process, owner, reply, priority,
 sender, content type and payload as they were. The dead letter stays.
 
-Give the original record's id (the id= column of ea tail dead), or --seq
-with the dead letter's sequence (its # column). Finding a dead letter by id
+Give the original record's id, or the dead letter's (dead:<id>, the id=
+column of ea tail dead), or --seq with the dead letter's sequence (its #
+column). Finding a dead letter by id
 reads the dead letters from the start: --effector <kind> or <kind>/<id>
 narrows that down on a large deployment. When several dead letters hold that
 id, the newest is replayed. A dead letter that holds only part of its record

@@ -583,6 +583,12 @@ func TestDeadReplay(t *testing.T) {
 	if r.code != exitDead || !strings.Contains(r.err, "reason rejected") {
 		t.Errorf("dead replay --seq --wait: exit %d, stdout %q, stderr %q", r.code, r.out, r.err)
 	}
+	// The dead letter's own id, as tail dead prints it (id=dead:<id>), and
+	// --effector narrowing the search.
+	r = w.ea(t, "", "dead", "replay", "dead:orig-1", "--effector", "counter/r1").ok(t, "dead replay dead:<id>")
+	if !strings.Contains(r.out, "replayed dead letter #1 (reason rejected) to counter/r1") || !strings.Contains(r.out, "cause orig-1") {
+		t.Errorf("dead replay dead:orig-1 printed %q", r.out)
+	}
 	w.ea(t, "", "dead", "replay", "nope", "--effector", "counter").fails(t, "replay of an unknown id", exitNotFound, "no dead letter of record nope")
 	w.ea(t, "", "dead", "replay", "--seq", "999").fails(t, "replay of an unknown seq", exitNotFound, "no dead letter at EA_DEAD #999")
 	w.ea(t, "", "dead", "replay").fails(t, "replay of nothing", exitUsage, "give the dead-lettered record's id or --seq")
