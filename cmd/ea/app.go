@@ -171,6 +171,8 @@ func exitStatus(err error) int {
 		errors.Is(err, supervisor.ErrNotWaiting), errors.Is(err, supervisor.ErrFinished),
 		errors.Is(err, actor.ErrCorruptState):
 		return exitConflict
+	case errors.Is(err, errDeadLettered):
+		return exitDead
 	case errors.Is(err, actor.ErrInvalid), errors.Is(err, store.ErrInvalid), errors.Is(err, supervisor.ErrInvalid),
 		errors.Is(err, actor.ErrForbidden), errors.Is(err, actor.ErrTooLarge):
 		// The server refused what was given: the caller's input.

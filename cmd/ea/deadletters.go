@@ -183,8 +183,12 @@ func deadOfStored(m storedMsg) deadJSON {
 	return deadOf(deadMsg{subject: m.Subject, header: m.Header, data: m.Data, seq: m.Seq, stored: m.Time})
 }
 
-// deadLetteredError is a record the runtime sent to dead letters: exit
-// status 6.
+// errDeadLettered marks a record the runtime sent to dead letters (exit
+// status 6).
+var errDeadLettered = errors.New("dead-lettered")
+
+// deadLetteredError is a record the runtime sent to dead letters; it
+// matches errDeadLettered.
 type deadLetteredError struct {
 	rec    records.Record
 	ref    records.Ref
@@ -204,3 +208,5 @@ func (e *deadLetteredError) Error() string {
 	fmt.Fprintf(&b, " (ea tail dead %s shows it; ea dead replay %s sends it again)", e.ref, e.rec.ID)
 	return b.String()
 }
+
+func (e *deadLetteredError) Is(target error) bool { return target == errDeadLettered }

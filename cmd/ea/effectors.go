@@ -242,14 +242,14 @@ func (a *app) sentOutcome(ctx context.Context, ref records.Ref, sent records.Rec
 			return fmt.Errorf("record %s applied or dead-lettered (seq %d): %w", sent.ID, sent.Seq, err)
 		}
 		if found {
-			return withCode(exitDead, &deadLetteredError{rec: sent, ref: ref, reason: d.Reason, text: d.Error})
+			return &deadLetteredError{rec: sent, ref: ref, reason: d.Reason, text: d.Error}
 		}
 	} else {
 		// The state document is written once per record or batch: only
 		// when it stopped at this very record does its status tell this
 		// record's outcome.
 		if doc.Seq == sent.Seq && doc.Status == actor.StatusError {
-			return withCode(exitDead, &deadLetteredError{rec: sent, ref: ref, text: doc.Error})
+			return &deadLetteredError{rec: sent, ref: ref, text: doc.Error}
 		}
 		outcome = "processed"
 		fmt.Fprintf(a.stderr, "ea send: %s processed record %s, but this NATS user may not read dead letters (%s), so whether it was applied or dead-lettered is not checked\n", ref, sent.ID, dead.stream)
