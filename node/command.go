@@ -297,6 +297,7 @@ func (in Info) writeHead(b *strings.Builder) {
 		where = "embedded NATS server, store " + in.Store
 	}
 	fmt.Fprintf(b, "\n%s is ready: kinds %s, prefix %q\n", in.Program, strings.Join(in.Kinds, ", "), in.Names.Prefix())
+	fmt.Fprintf(b, "  version  %s\n", cli.Version())
 	fmt.Fprintf(b, "  NATS     %s (%s)\n", in.URL, where)
 	if in.Auth != "" && in.Auth != "none" {
 		fmt.Fprintf(b, "  auth     %s (give the nats CLI credentials too: --user, --creds or --nkey)\n", in.Auth)

@@ -239,6 +239,7 @@ func DefaultBanner(in Info) string {
 func (in Info) Head() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "\n%s is ready: orchestrations %s, prefix %q\n", in.Program, strings.Join(in.Orchestrations, ", "), in.Names.Prefix())
+	fmt.Fprintf(&b, "  version  %s\n", cli.Version())
 	fmt.Fprintf(&b, "  NATS     %s\n", in.URL)
 	if in.Metrics != "" {
 		fmt.Fprintf(&b, "  metrics  http://%s/metrics (and /healthz, /readyz)\n", in.Metrics)

@@ -29,6 +29,7 @@ const (
 	exitNotFound    = 3
 	exitUnavailable = 4
 	exitConflict    = 5
+	exitDead        = 6
 )
 
 // DefaultNATS is where ea connects by default: the embedded server of an
@@ -78,6 +79,9 @@ type app struct {
 	// following: the command runs until interrupted (tail --follow, top),
 	// so an interrupt ends it with status 0.
 	following bool
+	// denials ends a request the server refuses for the user's
+	// permissions at once.
+	denials *denials
 }
 
 // usageError is a bad command line: exit status 2, with the command's usage
@@ -113,15 +117,17 @@ func run(ctx context.Context, args []string, e env) int {
 	if e.now == nil {
 		e.now = time.Now
 	}
-	a := &app{env: e}
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	a := &app{env: e, denials: newDenials(cancel)}
 	err := a.dispatch(ctx, args)
+	if cause := context.Cause(ctx); err != nil && errors.Is(cause, errPermission) {
+		// The server refused a request for the user's permissions (and
+		// the command ended at once, see denials): say so, not "canceled".
+		err = withCode(exitError, fmt.Errorf("%w (the client role of deploy/nats does not open %s, %s or %s, which tail dead, dead replay, top and orch ls read: use a user that may, such as admin)",
+			cause, a.names().DeadStream(), a.names().MailboxStream(), a.names().OrchBucket()))
+	}
 	if a.conn != nil {
-		// The server refuses what a user's permissions do not allow by
-		// dropping the request: say so rather than "timed out".
-		if le := a.conn.NC.LastError(); err != nil && errors.Is(le, nats.ErrPermissionViolation) {
-			err = withCode(exitError, fmt.Errorf("%w: %w (the NATS user may not do this: tail dead, top and orch ls read %s, %s and %s, which the client role of deploy/nats does not open)",
-				errPermission, le, a.conn.Names().MailboxStream(), a.conn.Names().DeadStream(), a.conn.Names().OrchBucket()))
-		}
 		_ = a.conn.Close()
 	}
 	if err == nil {
@@ -133,7 +139,7 @@ func run(ctx context.Context, args []string, e env) int {
 	code := exitStatus(err)
 	var ue *usageError
 	if errors.As(err, &ue) {
-		fmt.Fprintf(e.stderr, "ea: %s\n", ue.msg)
+		fmt.Fprintf(e.stderr, "%s: %s\n", ue.cmd, ue.msg)
 		fmt.Fprintf(e.stderr, "run '%s --help' for usage\n", ue.cmd)
 		return code
 	}
@@ -165,6 +171,8 @@ func exitStatus(err error) int {
 		errors.Is(err, supervisor.ErrNotWaiting), errors.Is(err, supervisor.ErrFinished),
 		errors.Is(err, actor.ErrCorruptState):
 		return exitConflict
+	case errors.Is(err, errDeadLettered):
+		return exitDead
 	case errors.Is(err, actor.ErrInvalid), errors.Is(err, store.ErrInvalid), errors.Is(err, supervisor.ErrInvalid),
 		errors.Is(err, actor.ErrForbidden), errors.Is(err, actor.ErrTooLarge):
 		// The server refused what was given: the caller's input.
@@ -173,12 +181,22 @@ func exitStatus(err error) int {
 	return exitError
 }
 
+// connectRetry bounds how long ea tries again to reach a server that
+// refuses the connection.
+const connectRetry = time.Second
+
+// names returns the deployment's names: the connection's, or those of
+// --prefix before it is made.
+func (a *app) names() bus.Names {
+	if a.conn != nil {
+		return a.conn.Names()
+	}
+	n, _ := bus.NewNames(firstNonEmpty(a.g.prefix, bus.DefaultPrefix))
+	return n
+}
+
 // errConnect marks a failure to reach NATS.
 var errConnect = errors.New("cannot reach NATS")
-
-// errPermission marks a request the server refused for the user's
-// permissions.
-var errPermission = errors.New("permission denied")
 
 // globalFlags adds the settings every command takes to fs, with defaults from
 // the environment (EA_NATS, EA_PREFIX, EA_TIMEOUT, EA_JSON).
@@ -238,6 +256,8 @@ func (a *app) dispatch(ctx context.Context, args []string) error {
 	case "-h", "--help", "-help":
 		a.topUsage(a.stdout, cmds)
 		return nil
+	case "--version", "-version":
+		name, args = "version", append([]string{"version"}, args[1:]...)
 	case "help":
 		return a.help(cmds, args[1:])
 	}
@@ -268,14 +288,14 @@ func (a *app) dispatch(ctx context.Context, args []string) error {
 		if len(args) == 0 || args[0] == "-h" || args[0] == "--help" {
 			if len(args) == 0 {
 				a.cmdUsage(a.stderr, path, cmd)
-				return usagef(path, "%s needs a subcommand: %s", path, names(cmd.sub))
+				return usagef(path, "needs a subcommand: %s", names(cmd.sub))
 			}
 			a.cmdUsage(a.stdout, path, cmd)
 			return nil
 		}
 		sub := find(cmd.sub, args[0])
 		if sub == nil {
-			return usagef(path, "unknown subcommand %q of %s (subcommands: %s)", args[0], path, names(cmd.sub))
+			return usagef(path, "unknown subcommand %q (subcommands: %s)", args[0], names(cmd.sub))
 		}
 		cmd, path, args = sub, path+" "+sub.name, args[1:]
 	}
@@ -392,11 +412,16 @@ func (a *app) connect(ctx context.Context) (*bus.Conn, error) {
 	if a.conn != nil {
 		return a.conn, nil
 	}
-	ctx, cancel := context.WithTimeout(ctx, a.g.timeout)
+	// A server that refuses the connection is tried again for up to
+	// connectRetry, not the whole --timeout: ea fails fast where nothing
+	// listens, as the nats CLI does.
+	wait := min(a.g.timeout, connectRetry)
+	ctx, cancel := context.WithTimeout(ctx, wait)
 	defer cancel()
 	conn, err := bus.Connect(ctx, bus.Config{
-		URL: a.g.nats, Prefix: a.g.prefix, Name: "ea-cli", ConnectTimeout: a.g.timeout, Options: a.auth.Options(),
-		Logger: slog.New(slog.DiscardHandler),
+		URL: a.g.nats, Prefix: a.g.prefix, Name: "ea-cli", ConnectTimeout: wait,
+		Options: append(a.auth.Options(), nats.ErrorHandler(a.denials.handler)),
+		Logger:  slog.New(slog.DiscardHandler),
 	})
 	if err != nil {
 		if errors.Is(err, bus.ErrAuth) {
@@ -409,7 +434,7 @@ func (a *app) connect(ctx context.Context) (*bus.Conn, error) {
 		for u := errors.Unwrap(cause); u != nil; u = errors.Unwrap(cause) {
 			cause = u
 		}
-		return nil, fmt.Errorf("%w at %s: %w (is ea-node running? start one with make run, or set --nats / EA_NATS)", errConnect, bus.RedactURL(a.g.nats), cause)
+		return nil, fmt.Errorf("%w at %s: %w (is ea-node running there? start one with make run, or point --nats / EA_NATS at your NATS server)", errConnect, bus.RedactURL(a.g.nats), cause)
 	}
 	a.conn = conn
 	return conn, nil
@@ -466,10 +491,10 @@ func (a *app) ref(arg string) (records.Ref, error) {
 // nargs checks the number of positional arguments.
 func (a *app) nargs(args []string, min, max int) error {
 	if len(args) < min {
-		return usagef(a.fs.Name(), "%s needs %s", a.fs.Name(), a.cmd.args)
+		return usagef(a.fs.Name(), "needs %s", a.cmd.args)
 	}
 	if max >= 0 && len(args) > max {
-		return usagef(a.fs.Name(), "unexpected argument %q (%s takes %s)", args[max], a.fs.Name(), a.cmd.args)
+		return usagef(a.fs.Name(), "unexpected argument %q (takes %s)", args[max], firstNonEmpty(a.cmd.args, "no arguments"))
 	}
 	return nil
 }
@@ -519,7 +544,8 @@ Flags every command takes:
 
 Exit status: 0 ok, 1 error (or permission denied), 2 usage (bad arguments, or input the server
 refused), 3 not found, 4 unavailable (NATS, or no node / supervisor / record
-store answering), 5 conflict (already exists, terminated, not waiting, finished).
+store answering), 5 conflict (already exists, terminated, not waiting, finished),
+6 dead-lettered (send --wait: the runtime sent the record to dead letters).
 
 Try (after make run):
   ea create counter/c1

@@ -8,11 +8,11 @@
 //	ea orch start demo '{"text":"hello world"}' --wait
 //	ea top
 //
-// Commands: send, state, create, terminate, ls, kinds, tail, orch
-// (start, status, input, cancel, ls), top, completion, help. Flags may follow
-// the arguments; every command takes --nats (EA_NATS), --prefix (EA_PREFIX),
-// --timeout (EA_TIMEOUT) and --json (EA_JSON=1). Tables by default, one JSON
-// value per line with --json.
+// Commands: send, state, create, terminate, ls, kinds, tail, dead (replay),
+// orch (start, status, input, cancel, ls), top, completion, version, help.
+// Flags may follow the arguments; every command takes --nats (EA_NATS),
+// --prefix (EA_PREFIX), --timeout (EA_TIMEOUT) and --json (EA_JSON=1).
+// Tables by default, one JSON value per line with --json.
 //
 // # Exit status
 //
@@ -25,14 +25,22 @@
 //	   supervisor or record store answering, a timeout
 //	5  conflict: already exists, terminated, not waiting for input,
 //	   already finished
+//	6  dead-lettered: send --wait (or dead replay --wait) stored the record,
+//	   and the runtime sent it to dead letters; the reason is printed
+//
+// Failures are fast: a request the NATS user may not make ends at once
+// with "permission denied" (the server's asynchronous permission violation
+// cancels it), and a server refusing the connection is tried again for one
+// second, not --timeout.
 //
 // # What it reads
 //
 // Effector commands go through actor.Client (control endpoints, the state
 // bucket, the mailbox); ls, kinds and tail of mailboxes, outboxes, processes
 // and types go through the record store's NATS service (store.Remote, served
-// by ea-node); tail dead reads the dead-letter stream, top counts with
-// short-lived consumers and the partition consumers' info, and orch ls reads
-// the orchestration bucket; orch start, status, input and cancel use the
-// orchestration API (supervisor.Client).
+// by ea-node); tail dead, dead replay and send --wait read the dead-letter
+// stream (send --wait from its leader, never from the lagging record
+// store); top counts with short-lived consumers and the partition
+// consumers' info, and orch ls reads the orchestration bucket; orch start,
+// status, input and cancel use the orchestration API (supervisor.Client).
 package main

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -199,7 +200,7 @@ func TestEffectorsEndToEnd(t *testing.T) {
 	}
 	cursor := strings.TrimSpace(r.out[strings.LastIndex(r.out, "--cursor ")+len("--cursor "):])
 	r2 := w.ea(t, "", "ls", "counter", "--limit", "1", "--cursor", cursor).ok(t, "ls --cursor")
-	if !strings.Contains(r2.out, "1 effectors") {
+	if !strings.HasSuffix(r2.out, "\n1 effector\n") {
 		t.Errorf("second page: %q", r2.out)
 	}
 	lines := jsonLines(t, w.ea(t, "", "ls", "counter", "--json", "--all").ok(t, "ls --json").out)
@@ -207,7 +208,7 @@ func TestEffectorsEndToEnd(t *testing.T) {
 		t.Errorf("ls --json --all: %v", lines)
 	}
 	r = w.ea(t, "", "ls", "counter", "--status", "error").ok(t, "ls --status")
-	if !strings.Contains(r.out, "0 effectors") && !strings.Contains(r.out, "1 effectors") {
+	if !strings.Contains(r.out, "0 effectors") && !strings.Contains(r.out, "1 effector\n") {
 		t.Errorf("ls --status error: %q", r.out)
 	}
 
@@ -500,4 +501,95 @@ func (s *syncBuffer) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.String()
+}
+
+// TestSendWaitDeadLetter: send --wait tells a record the runtime sent to
+// dead letters from one it applied, on what the runtime wrote (the dead
+// letter stream), and says why with exit status 6; a good record sent after
+// it is applied, not taken for the earlier dead letter.
+func TestSendWaitDeadLetter(t *testing.T) {
+	w := startWorld(t)
+	w.ea(t, "", "create", "counter/d1").ok(t, "create")
+	r := w.ea(t, "", "send", "counter/d1", `{"by":"x"}`, "--type", "inc", "--wait", "--id", "bad-1")
+	t.Logf("send --wait of a bad payload: %s", strings.TrimSpace(r.err))
+	if r.code != exitDead || r.out != "" {
+		t.Fatalf("send --wait of a bad payload: exit %d, stdout %q, stderr %q; want 6 and nothing on stdout", r.code, r.out, r.err)
+	}
+	for _, want := range []string{"bad-1", "dead letters", "reason ", "ea tail dead counter/d1"} {
+		if !strings.Contains(r.err, want) {
+			t.Errorf("stderr %q does not say %q", r.err, want)
+		}
+	}
+	if strings.Contains(r.out+r.err, "applied") {
+		t.Errorf("a dead letter said applied: %q %q", r.out, r.err)
+	}
+	// Sent again with the same id: JetStream keeps the first (a duplicate),
+	// which was dead-lettered before this send.
+	r = w.ea(t, "", "send", "counter/d1", `{"by":"x"}`, "--type", "inc", "--wait", "--id", "bad-1")
+	if r.code != exitDead || !strings.Contains(r.err, "reason decode") {
+		t.Errorf("send --wait of a duplicate of a dead-lettered record: exit %d, stdout %q, stderr %q", r.code, r.out, r.err)
+	}
+	r = w.ea(t, "", "send", "counter/d1", `{"by":2}`, "--type", "inc", "--wait").ok(t, "send --wait after a dead letter")
+	if !strings.Contains(r.out, "applied") || !strings.Contains(r.out, `{"count":2}`) {
+		t.Errorf("send --wait printed %q", r.out)
+	}
+	// Refused by type: the same, with its reason.
+	r = w.ea(t, "", "send", "counter/d1", `{}`, "--type", "bogus", "--wait")
+	if r.code != exitDead || !strings.Contains(r.err, "bogus") {
+		t.Errorf("send --wait of an unknown type: exit %d, stderr %q", r.code, r.err)
+	}
+}
+
+// TestDeadReplay: ea dead replay sends a dead letter's record again to its
+// mailbox as a new record (new id, EA-Cause the original's id, the same
+// type, process and payload), found by the original's id or by the dead
+// letter's sequence; --wait says what became of it.
+func TestDeadReplay(t *testing.T) {
+	w := startWorld(t)
+	w.ea(t, "", "create", "counter/r1").ok(t, "create")
+	if r := w.ea(t, "", "send", "counter/r1", `{"n":1}`, "--type", "bogus", "--id", "orig-1", "--process", "p9", "--wait"); r.code != exitDead {
+		t.Fatalf("send bogus --wait: exit %d, %s", r.code, r.err)
+	}
+	r := w.ea(t, "", "dead", "replay", "orig-1", "--json").ok(t, "dead replay <id>")
+	sent := jsonLines(t, r.out)
+	if len(sent) != 1 || sent[0]["cause"] != "orig-1" || sent[0]["id"] == "orig-1" || sent[0]["type"] != "bogus" {
+		t.Fatalf("dead replay --json printed %q", r.out)
+	}
+	newID := sent[0]["id"]
+	var replayed map[string]any
+	actortest.Eventually(t, 10*time.Second, "the replayed record in counter/r1's mailbox", func() bool {
+		for _, rec := range jsonLines(t, w.ea(t, "", "tail", "mailbox", "counter/r1", "--json").ok(t, "tail mailbox").out) {
+			if rec["id"] == newID {
+				replayed = rec
+				return true
+			}
+		}
+		return false
+	})
+	if replayed["cause"] != "orig-1" || replayed["process"] != "p9" || replayed["type"] != "bogus" || fmt.Sprint(replayed["json"]) != "map[n:1]" {
+		t.Errorf("replayed record %v", replayed)
+	}
+	// The counter refuses it again: a second dead letter, found by its
+	// sequence this time, replayed with --wait.
+	var deadSeq any
+	actortest.Eventually(t, 10*time.Second, "two dead letters", func() bool {
+		dl := jsonLines(t, w.ea(t, "", "tail", "dead", "counter/r1", "--json").ok(t, "tail dead").out)
+		if len(dl) == 2 {
+			deadSeq = dl[1]["dead_seq"]
+		}
+		return len(dl) == 2
+	})
+	r = w.ea(t, "", "dead", "replay", "--seq", fmt.Sprint(deadSeq), "--wait")
+	if r.code != exitDead || !strings.Contains(r.err, "reason rejected") {
+		t.Errorf("dead replay --seq --wait: exit %d, stdout %q, stderr %q", r.code, r.out, r.err)
+	}
+	// The dead letter's own id, as tail dead prints it (id=dead:<id>), and
+	// --effector narrowing the search.
+	r = w.ea(t, "", "dead", "replay", "dead:orig-1", "--effector", "counter/r1").ok(t, "dead replay dead:<id>")
+	if !strings.Contains(r.out, "replayed dead letter #1 (reason rejected) to counter/r1") || !strings.Contains(r.out, "cause orig-1") {
+		t.Errorf("dead replay dead:orig-1 printed %q", r.out)
+	}
+	w.ea(t, "", "dead", "replay", "nope", "--effector", "counter").fails(t, "replay of an unknown id", exitNotFound, "no dead letter of record nope")
+	w.ea(t, "", "dead", "replay", "--seq", "999").fails(t, "replay of an unknown seq", exitNotFound, "no dead letter at EA_DEAD #999")
+	w.ea(t, "", "dead", "replay").fails(t, "replay of nothing", exitUsage, "give the dead-lettered record's id or --seq")
 }

@@ -22,12 +22,15 @@ import (
 const maxInput = 8 << 20
 
 // jsonArg returns the JSON value of an optional argument, or of stdin when
-// the argument is "-" (or absent and stdin wanted). what names it in errors.
+// the argument is "-" (or absent and stdin wanted); nil when neither is
+// given. Given but empty (an empty argument, or nothing on stdin) is
+// refused: it would otherwise go out as null. what names it in errors.
 func (a *app) jsonArg(args []string, i int, what string, stdinIfAbsent bool) (json.RawMessage, error) {
 	var text []byte
+	from := "" // where an empty value came from, for the message
 	switch {
 	case i < len(args) && args[i] != "-":
-		text = []byte(args[i])
+		text, from = []byte(args[i]), "the argument is empty"
 	case (i < len(args) && args[i] == "-") || (stdinIfAbsent && a.stdin != nil):
 		if a.stdin == nil {
 			return nil, usagef(a.fs.Name(), "%s from stdin: no stdin", what)
@@ -39,12 +42,12 @@ func (a *app) jsonArg(args []string, i int, what string, stdinIfAbsent bool) (js
 		if len(b) > maxInput {
 			return nil, usagef(a.fs.Name(), "%s on stdin is over %d bytes", what, maxInput)
 		}
-		text = b
+		text, from = b, "stdin is empty"
 	default:
 		return nil, nil
 	}
 	if strings.TrimSpace(string(text)) == "" {
-		return nil, nil
+		return nil, usagef(a.fs.Name(), "no %s: %s; give one JSON value, e.g. '{\"by\":2}' (or null), as the argument or on stdin", strings.TrimPrefix(what, "the "), from)
 	}
 	if !json.Valid(text) {
 		var v any
@@ -116,10 +119,17 @@ func cmdSend() *command {
 		short: "send a record to an effector's mailbox",
 		long: `Send a record to the mailbox of <kind>/<id>. The payload is one JSON value,
 given as the argument, or read from stdin when the argument is "-" or absent
-and stdin is not a terminal; it is sent as application/json. The envelope
-headers are flags. ea prints the record as stored (id, stream sequence) once
-JetStream has it; --wait also waits until the effector applied it and prints
-its state.
+and stdin is not a terminal; it is sent as application/json. No payload, an
+empty argument or an empty stdin is refused (send null as 'null'). The
+envelope headers are flags. ea prints the record as stored (id, stream
+sequence) once JetStream has it.
+
+--wait also waits until the effector's cursor passed the record, then says
+what became of it, on what the runtime wrote: applied (prints the state), or
+sent to dead letters (prints the reason; exit status 6). A NATS user who may
+not read dead letters (the client role of deploy/nats) learns "dead-lettered"
+only when the state document stopped at the record with an error, and
+"processed" otherwise.
 
   ea send counter/c1 '{"by":2}' --type inc
   echo '{"by":3}' | ea send counter/c1 --type inc --wait`,
@@ -145,7 +155,7 @@ its state.
 				return err
 			}
 			if payload == nil {
-				payload = json.RawMessage(`null`)
+				return usagef(a.fs.Name(), "no payload: give one JSON value, e.g. '{\"by\":2}' (or null), as the argument or on stdin")
 			}
 			rec, err := records.NewJSON(o.typ, payload)
 			if err != nil {
@@ -184,10 +194,22 @@ its state.
 			}
 			cctx, cancel := a.call(ctx)
 			defer cancel()
+			var dead deadCheck
+			if o.wait {
+				// Where ref's dead letters stand before the send: --wait
+				// then tells a dead letter from an applied record.
+				if dead, err = a.deadCheckFor(cctx, c, ref); err != nil {
+					return err
+				}
+			}
 			sent, err := c.Send(cctx, ref, rec)
+			if errors.Is(err, actor.ErrNotFound) {
+				return missing(cctx, c, "send to", ref)
+			}
 			if err != nil {
 				return err
 			}
+			dead = dead.sent(sent)
 			if !o.wait {
 				if a.g.json {
 					return a.printJSON(map[string]any{"id": sent.ID, "seq": sent.Seq, "subject": sent.Subject, "type": sent.Type})
@@ -196,16 +218,87 @@ its state.
 				return err
 			}
 			doc, err := c.StateAt(cctx, ref, sent.Seq)
+			if errors.Is(err, context.DeadlineExceeded) {
+				return fmt.Errorf("record %s stored (seq %d), but %s did not process it within %v (is a node hosting %s running? ea kinds): %w", sent.ID, sent.Seq, ref, a.g.timeout, ref.Kind, err)
+			}
 			if err != nil {
-				return fmt.Errorf("record %s stored (seq %d), but waiting for %s to apply it: %w", sent.ID, sent.Seq, ref, err)
+				return fmt.Errorf("record %s stored (seq %d), but waiting for %s to process it: %w", sent.ID, sent.Seq, ref, err)
 			}
-			if !a.g.json {
-				fmt.Fprintf(a.stdout, "sent %s to %s: id %s, seq %d, applied\n", typeOf(sent), ref, sent.ID, sent.Seq)
-			}
-			return a.printDoc(doc)
+			return a.sentOutcome(cctx, ref, sent, doc, dead)
 		},
 	}
 }
+
+// sentOutcome prints what became of a record sent with --wait, once the
+// state document doc says ref's cursor passed it: applied, or sent to dead
+// letters (exit status 6), decided on the dead letter stream, which the
+// runtime writes before it moves the cursor. A user who may not read dead
+// letters gets what the state document alone can say.
+func (a *app) sentOutcome(ctx context.Context, ref records.Ref, sent records.Record, doc actor.Document, dead deadCheck) error {
+	outcome := "applied"
+	if dead.denied == nil {
+		d, found, err := dead.find(ctx, a.conn, sent)
+		if err != nil {
+			return fmt.Errorf("record %s applied or dead-lettered (seq %d): %w", sent.ID, sent.Seq, err)
+		}
+		if found {
+			return &deadLetteredError{rec: sent, ref: ref, reason: d.Reason, text: d.Error}
+		}
+	} else {
+		// The state document is written once per record or batch: only
+		// when it stopped at this very record does its status tell this
+		// record's outcome.
+		if doc.Seq == sent.Seq && doc.Status == actor.StatusError {
+			return &deadLetteredError{rec: sent, ref: ref, text: doc.Error}
+		}
+		outcome = "processed"
+		fmt.Fprintf(a.stderr, "ea send: %s processed record %s, but this NATS user may not read dead letters (%s), so whether it was applied or dead-lettered is not checked\n", ref, sent.ID, dead.stream)
+	}
+	if !a.g.json {
+		fmt.Fprintf(a.stdout, "sent %s to %s: id %s, seq %d, %s\n", typeOf(sent), ref, sent.ID, sent.Seq, outcome)
+	}
+	return a.printDoc(doc)
+}
+
+// missing explains why op (send to) found no effector ref (err): when no
+// node hosts its kind either, that comes first, in the words create uses
+// (exit status 4); otherwise ref was never created (3).
+func missing(ctx context.Context, c *actor.Client, op string, ref records.Ref) error {
+	// Activate answers whether a node hosts the kind, and changes nothing
+	// for an effector that does not exist.
+	if _, aerr := c.Activate(ctx, ref); errors.Is(aerr, actor.ErrNoHost) {
+		return &noHostError{op: op, ref: ref, err: aerr, missing: true}
+	}
+	return fmt.Errorf("%s %s: %w (create it with ea create %s)", op, ref, actor.ErrNotFound, ref)
+}
+
+// hostless gives err, the failure of op on ref, the words every command
+// uses when no node hosts ref's kind.
+func hostless(op string, ref records.Ref, err error) error {
+	if errors.Is(err, actor.ErrNoHost) {
+		return &noHostError{op: op, ref: ref, err: err}
+	}
+	return err
+}
+
+// noHostError: no running node hosts the kind (actor.ErrNoHost), said the
+// same way by create, terminate and send.
+type noHostError struct {
+	op      string
+	ref     records.Ref
+	err     error // matches actor.ErrNoHost
+	missing bool  // and ref was never created
+}
+
+func (e *noHostError) Error() string {
+	also := ""
+	if e.missing {
+		also = ", and the effector was never created"
+	}
+	return fmt.Sprintf("%s %s: no node hosts kind %q%s (start a node that hosts it; ea kinds lists the kinds the running nodes host)", e.op, e.ref, e.ref.Kind, also)
+}
+
+func (e *noHostError) Unwrap() error { return e.err }
 
 func typeOf(r records.Record) string {
 	if r.Type == "" {
@@ -253,7 +346,7 @@ effector was never created.`,
 			doc, err := c.State(cctx, ref)
 			if err != nil {
 				if errors.Is(err, actor.ErrNotFound) {
-					return fmt.Errorf("%s: %w (create it with ea create %s)", ref, err, ref)
+					return fmt.Errorf("%w (create it with ea create %s)", err, ref)
 				}
 				return err
 			}
@@ -296,7 +389,7 @@ the kind.
 			}
 			doc, err := c.Create(cctx, ref, st)
 			if err != nil {
-				return err
+				return hostless("create", ref, err)
 			}
 			if !a.g.json {
 				fmt.Fprintf(a.stdout, "created %s\n", ref)
@@ -329,7 +422,7 @@ exist.`,
 			defer cancel()
 			doc, err := c.Terminate(cctx, ref)
 			if err != nil {
-				return err
+				return hostless("terminate", ref, err)
 			}
 			if !a.g.json {
 				fmt.Fprintf(a.stdout, "terminated %s\n", ref)
@@ -417,9 +510,9 @@ then {"cursor","more"}.`,
 						return err
 					}
 					if page.More {
-						fmt.Fprintf(a.stdout, "%d effectors; more: ea ls %s --cursor %s\n", n, kind, page.Cursor)
+						fmt.Fprintf(a.stdout, "%s; more: ea ls %s --cursor %s\n", plural(n, "effector"), kind, page.Cursor)
 					} else {
-						fmt.Fprintf(a.stdout, "%d effectors\n", n)
+						fmt.Fprintf(a.stdout, "%s\n", plural(n, "effector"))
 					}
 					return nil
 				}
@@ -463,6 +556,14 @@ hosting each and when they were last heard from.`,
 			return tw.Flush()
 		},
 	}
+}
+
+// plural says n things: "1 effector", "2 effectors".
+func plural(n int, thing string) string {
+	if n == 1 {
+		return "1 " + thing
+	}
+	return fmt.Sprintf("%d %ss", n, thing)
 }
 
 // ago renders t relative to now, for tables.

@@ -18,6 +18,6 @@ func main() {
 func commands() []*command {
 	return []*command{
 		cmdSend(), cmdState(), cmdCreate(), cmdTerminate(), cmdLs(), cmdKinds(),
-		cmdTail(), cmdOrch(), cmdTop(), cmdCompletion(),
+		cmdTail(), cmdDead(), cmdOrch(), cmdTop(), cmdCompletion(), cmdVersion(),
 	}
 }

@@ -107,7 +107,7 @@ func (a *app) orchID(args []string) error {
 		return err
 	}
 	if strings.TrimSpace(args[0]) == "" {
-		return usagef(a.fs.Name(), "%s needs an orchestration id", a.fs.Name())
+		return usagef(a.fs.Name(), "needs an orchestration id")
 	}
 	return nil
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/effectors/effectors/records"
 	"github.com/effectors/effectors/store"
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -57,7 +58,7 @@ record store's JSON (dead letters add "reason", "error", "dead_seq").`,
 		},
 		run: func(ctx context.Context, a *app, args []string) error {
 			if len(args) == 0 {
-				return usagef(a.fs.Name(), "ea tail needs what to print: mailbox, outbox, effector, process, type or dead")
+				return usagef(a.fs.Name(), "needs what to print: mailbox, outbox, effector, process, type or dead")
 			}
 			if o.last < 0 || o.last > store.MaxLimit {
 				return usagef(a.fs.Name(), "--last %d: want 0 to %d", o.last, store.MaxLimit)
@@ -80,13 +81,13 @@ record store's JSON (dead letters add "reason", "error", "dead_seq").`,
 			what, rest := args[0], args[1:]
 			if what == "dead" {
 				if len(rest) > 1 {
-					return usagef(a.fs.Name(), "unexpected argument %q (ea tail dead takes at most <kind> or <kind>/<id>)", rest[1])
+					return usagef(a.fs.Name(), "unexpected argument %q (tail dead takes at most <kind> or <kind>/<id>)", rest[1])
 				}
 				return a.tailDead(ctx, rest, o, since)
 			}
 			var q store.Query
 			if len(rest) != 1 {
-				return usagef(a.fs.Name(), "ea tail %s needs exactly one argument", what)
+				return usagef(a.fs.Name(), "%s needs exactly one argument", what)
 			}
 			switch what {
 			case "mailbox", "outbox", "effector":
@@ -103,16 +104,16 @@ record store's JSON (dead letters add "reason", "error", "dead_seq").`,
 				}
 			case "process":
 				if rest[0] == "" {
-					return usagef(a.fs.Name(), "ea tail process needs a process id")
+					return usagef(a.fs.Name(), "process needs a process id")
 				}
 				q.Process = rest[0]
 			case "type":
 				if rest[0] == "" {
-					return usagef(a.fs.Name(), "ea tail type needs a record type")
+					return usagef(a.fs.Name(), "type needs a record type")
 				}
 				q.Type = rest[0]
 			default:
-				return usagef(a.fs.Name(), "ea tail %q: want mailbox, outbox, effector, process, type or dead", what)
+				return usagef(a.fs.Name(), "%q: want mailbox, outbox, effector, process, type or dead", what)
 			}
 			return a.tailStore(ctx, q, o, since)
 		},
@@ -376,7 +377,7 @@ func (a *app) tailDead(ctx context.Context, args []string, o tailOpts, since tim
 			}
 			return fmt.Errorf("dead letters: %w", err)
 		}
-		d := deadOf(msg)
+		d := deadOf(deadMsgOf(msg))
 		if meta, err := msg.Metadata(); err == nil && meta.NumPending == 0 {
 			caughtUp = true
 		}
@@ -395,25 +396,40 @@ func (a *app) tailDead(ctx context.Context, args []string, o tailOpts, since tim
 	}
 }
 
-// deadOf reads a dead letter message.
-func deadOf(msg jetstream.Msg) deadJSON {
-	h := msg.Headers()
+// deadMsg is a message of the dead letter stream.
+type deadMsg struct {
+	subject string
+	header  nats.Header
+	data    []byte
+	seq     uint64    // in the dead letter stream; 0 when unknown
+	stored  time.Time // when the stream stored it
+}
+
+// deadMsgOf reads a message a consumer delivered.
+func deadMsgOf(msg jetstream.Msg) deadMsg {
+	d := deadMsg{subject: msg.Subject(), header: msg.Headers(), data: msg.Data()}
+	if meta, err := msg.Metadata(); err == nil {
+		d.seq, d.stored = meta.Sequence.Stream, meta.Timestamp
+	}
+	return d
+}
+
+// deadOf reads a dead letter.
+func deadOf(msg deadMsg) deadJSON {
+	h := msg.header
 	var d deadJSON
-	rec, err := records.FromMsg(h.Get(records.HeaderSubject), h, msg.Data())
+	rec, err := records.FromMsg(h.Get(records.HeaderSubject), h, msg.data)
 	sr := store.Record{Record: rec}
 	if err != nil {
 		sr.Invalid = err.Error()
-		sr.Record = records.Record{ID: h.Get(records.HeaderID), Payload: msg.Data()}
+		sr.Record = records.Record{ID: h.Get(records.HeaderID), Payload: msg.data}
 	}
 	sr.Subject = h.Get(records.HeaderSubject)
 	sr.Seq, _ = strconv.ParseUint(h.Get(records.HeaderSeq), 10, 64)
 	sr.Stream = h.Get(records.HeaderStream)
 	sr.Box = store.BoxMailbox
-	if meta, err := msg.Metadata(); err == nil {
-		d.DeadSeq = meta.Sequence.Stream
-		sr.Stored = meta.Timestamp
-	}
-	if parts := strings.Split(msg.Subject(), "."); len(parts) >= 2 {
+	d.DeadSeq, sr.Stored = msg.seq, msg.stored
+	if parts := strings.Split(msg.subject, "."); len(parts) >= 2 {
 		sr.Effector = records.Ref{Kind: parts[len(parts)-2], ID: parts[len(parts)-1]}
 	}
 	d.RecordJSON = sr.JSON()

@@ -76,6 +76,14 @@ cheap whatever the number of effectors.`,
 			if err != nil {
 				return err
 			}
+			// The streams first: a user who may not read them (the client
+			// role) learns it before anything else is asked.
+			cctx, cancel := a.call(ctx)
+			logs, err := openLogs(cctx, conn)
+			cancel()
+			if err != nil {
+				return err
+			}
 			r, err := a.storeReader(ctx)
 			if err != nil {
 				return err
@@ -99,7 +107,7 @@ cheap whatever the number of effectors.`,
 				if o.kind != "" && len(ks) == 0 {
 					ks = append(ks, o.kind) // hosted by no node now: still show its log
 				}
-				loads, err := sampleKinds(cctx, conn, ks)
+				loads, err := logs.sample(cctx, ks)
 				if err != nil {
 					return topFrame{}, err
 				}
@@ -198,12 +206,18 @@ func (a *app) showTop(f topFrame, every time.Duration, clear bool) error {
 	return err
 }
 
-// sampleKinds counts each kind's mailbox records, backlog and dead letters.
-func sampleKinds(ctx context.Context, conn *bus.Conn, kinds []string) ([]kindLoad, error) {
+// logs are the streams ea top counts in: mailboxes and dead letters.
+type logs struct {
+	names      bus.Names
+	mbox, dead jetstream.Stream
+}
+
+// openLogs looks the streams up.
+func openLogs(ctx context.Context, conn *bus.Conn) (logs, error) {
 	n := conn.Names()
 	mbox, err := conn.JS.Stream(ctx, n.MailboxStream())
 	if err != nil {
-		return nil, withCode(exitUnavailable, fmt.Errorf("stream %s: %w (was the deployment provisioned?)", n.MailboxStream(), err))
+		return logs{}, withCode(exitUnavailable, fmt.Errorf("stream %s: %w (was the deployment provisioned?)", n.MailboxStream(), err))
 	}
 	// The partition count is the stream's, whatever this connection assumed.
 	if t := mbox.CachedInfo().Config.SubjectTransform; t != nil {
@@ -215,8 +229,15 @@ func sampleKinds(ctx context.Context, conn *bus.Conn, kinds []string) ([]kindLoa
 	}
 	dead, err := conn.JS.Stream(ctx, n.DeadStream())
 	if err != nil {
-		return nil, withCode(exitUnavailable, fmt.Errorf("stream %s: %w", n.DeadStream(), err))
+		return logs{}, withCode(exitUnavailable, fmt.Errorf("stream %s: %w", n.DeadStream(), err))
 	}
+	return logs{names: n, mbox: mbox, dead: dead}, nil
+}
+
+// sample counts each kind's mailbox records, backlog and dead letters.
+func (l logs) sample(ctx context.Context, kinds []string) ([]kindLoad, error) {
+	n, mbox, dead := l.names, l.mbox, l.dead
+	var err error
 	consumers := map[string]*jetstream.ConsumerInfo{}
 	infos := mbox.ListConsumers(ctx)
 	for ci := range infos.Info() {

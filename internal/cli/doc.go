@@ -36,4 +36,12 @@
 // ([NewRegistry]), the [Readiness] /readyz answers and the server of
 // /metrics, /healthz and /readyz ([StartMetrics]); [RunAnnounced] prints a
 // hint once the process is ready; [CloseConn] closes the NATS connection.
+//
+// # Version
+//
+// [Version] is the binaries' version: set at build time with
+// -ldflags "-X github.com/effectors/effectors/internal/cli.version=v1.4.0",
+// else read from the build information. [StartProcess] logs it at start and
+// exports it as the metric ea_build_info ([BuildInfo]); ea-node's and
+// ea-supervisor's ready banners and ea version print it.
 package cli

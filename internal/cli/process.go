@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"flag"
+	"fmt"
 	"io"
 	"log/slog"
 
@@ -59,16 +60,21 @@ type Process struct {
 	log      *slog.Logger
 }
 
-// StartProcess builds the registry (see [NewRegistry]) and the readiness,
-// and binds and starts the metrics server, so that a busy address fails
-// before anything else starts. Close stops the server.
+// StartProcess logs the program's start with its [Version], builds the
+// registry (see [NewRegistry], with [BuildInfo]) and the readiness, and
+// binds and starts the metrics server, so that a busy address fails before
+// anything else starts. Close stops the server.
 func StartProcess(o ProcessOptions) (*Process, error) {
 	if o.Program == "" || o.Log == nil {
 		return nil, errors.New("cli.StartProcess: Program and Log must be set")
 	}
+	o.Log.Info("starting", "program", o.Program, "version", Version())
 	reg, err := NewRegistry()
 	if err != nil {
 		return nil, err
+	}
+	if err := reg.Register(BuildInfo(o.Program)); err != nil {
+		return nil, fmt.Errorf("register metrics: %w", err)
 	}
 	p := &Process{Registry: reg, State: NewReadiness(o.Reason), log: o.Log}
 	p.State.RequireConnected = o.RequireConnected

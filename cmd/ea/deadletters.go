@@ -1,0 +1,212 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/effectors/effectors/actor"
+	"github.com/effectors/effectors/bus"
+	"github.com/effectors/effectors/records"
+	"github.com/nats-io/nats.go"
+)
+
+// storedMsg is one message of a stream as its leader holds it.
+type storedMsg struct {
+	Subject string
+	Seq     uint64
+	Header  nats.Header
+	Data    []byte
+	Time    time.Time
+}
+
+// errNoMsg: the stream holds no such message.
+var errNoMsg = errors.New("no such message")
+
+// getMsg reads a message of stream from its leader ($JS.API.STREAM.MSG.GET):
+// the one at seq, or with nextBySubject the first at or after seq on that
+// subject. It fails with errNoMsg when there is none. Not a direct get: a
+// replica answering one may not have the newest messages yet, and what the
+// runtime wrote last is the point here.
+func getMsg(ctx context.Context, conn *bus.Conn, stream string, seq uint64, nextBySubject string) (storedMsg, error) {
+	req := struct {
+		Seq        uint64 `json:"seq"`
+		NextBySubj string `json:"next_by_subj,omitempty"`
+	}{seq, nextBySubject}
+	body, err := json.Marshal(req)
+	if err != nil {
+		return storedMsg{}, err
+	}
+	reply, err := conn.NC.RequestWithContext(ctx, "$JS.API.STREAM.MSG.GET."+stream, body)
+	if err != nil {
+		return storedMsg{}, fmt.Errorf("read %s #%d: %w", stream, seq, err)
+	}
+	var resp struct {
+		Message *struct {
+			Subject string    `json:"subject"`
+			Seq     uint64    `json:"seq"`
+			Header  []byte    `json:"hdrs"`
+			Data    []byte    `json:"data"`
+			Time    time.Time `json:"time"`
+		} `json:"message"`
+		Error *struct {
+			Code        int    `json:"code"`
+			ErrCode     int    `json:"err_code"`
+			Description string `json:"description"`
+		} `json:"error"`
+	}
+	if err := json.Unmarshal(reply.Data, &resp); err != nil {
+		return storedMsg{}, fmt.Errorf("read %s #%d: bad reply: %w", stream, seq, err)
+	}
+	switch {
+	case resp.Error != nil && resp.Error.ErrCode == jsNoMessageFound:
+		return storedMsg{}, errNoMsg
+	case resp.Error != nil:
+		return storedMsg{}, fmt.Errorf("read %s #%d: %s (%d)", stream, seq, resp.Error.Description, resp.Error.ErrCode)
+	case resp.Message == nil:
+		return storedMsg{}, fmt.Errorf("read %s #%d: empty reply", stream, seq)
+	}
+	m := resp.Message
+	h, err := parseHeader(m.Header)
+	if err != nil {
+		return storedMsg{}, fmt.Errorf("read %s #%d: %w", stream, seq, err)
+	}
+	return storedMsg{Subject: m.Subject, Seq: m.Seq, Header: h, Data: m.Data, Time: m.Time}, nil
+}
+
+// jsNoMessageFound is JetStream's error code for "no message found".
+const jsNoMessageFound = 10037
+
+// parseHeader reads a NATS header block ("NATS/1.0\r\nKey: value\r\n...")
+// keeping the keys as written, as nats.go does for received messages.
+func parseHeader(b []byte) (nats.Header, error) {
+	h := nats.Header{}
+	if len(b) == 0 {
+		return h, nil
+	}
+	lines := strings.Split(string(b), "\r\n")
+	if !strings.HasPrefix(lines[0], "NATS/1.0") {
+		return nil, fmt.Errorf("bad header block %.20q", b)
+	}
+	for _, l := range lines[1:] {
+		if l == "" {
+			continue
+		}
+		k, v, ok := strings.Cut(l, ":")
+		if !ok {
+			return nil, fmt.Errorf("bad header line %.40q", l)
+		}
+		h[k] = append(h[k], strings.TrimSpace(v))
+	}
+	return h, nil
+}
+
+// deadCheck finds the dead letter of a record sent to ref, if the runtime
+// wrote one: among ref's dead letters written after the send (the dead
+// letter stream's last sequence, read before it), the one that names the
+// record's id and mailbox sequence (records.DeadID, EA-Seq).
+type deadCheck struct {
+	stream, subject string
+	after           uint64 // the dead letter stream's last sequence before the send
+	// cursor is ref's state document's before the send (zero when there
+	// was none): a send JetStream took for a duplicate of a record stored
+	// earlier gets that record's sequence, which it may have passed.
+	cursor actor.Document
+	// denied, when set: this user may not read the dead letters.
+	denied error
+}
+
+// deadCheckFor reads where ref's cursor and dead letters stand, before a
+// send. A user who may not read dead letters (the client role) gets a
+// check whose denied says so; any other failure is an error.
+func (a *app) deadCheckFor(ctx context.Context, c *actor.Client, ref records.Ref) (deadCheck, error) {
+	conn := a.conn
+	n := conn.Names()
+	d := deadCheck{stream: n.DeadStream(), subject: n.Dead(ref)}
+	if doc, err := c.State(ctx, ref); err == nil {
+		d.cursor = doc
+	}
+	sctx, end := a.denials.scope(ctx)
+	s, err := conn.JS.Stream(sctx, d.stream)
+	if denied := end(); denied != nil {
+		d.denied = denied
+		return d, nil
+	}
+	if err != nil {
+		return d, fmt.Errorf("dead letters (stream %s): %w", d.stream, err)
+	}
+	d.after = s.CachedInfo().State.LastSeq
+	return d, nil
+}
+
+// sent returns the check for rec as sent. A record JetStream stored before
+// (a duplicate id within the window, answered with the first one's
+// sequence) that the cursor had passed already may have been dead-lettered
+// before the send: then every dead letter of ref is looked at.
+func (d deadCheck) sent(rec records.Record) deadCheck {
+	if rec.Seq <= d.cursor.Seq || slices.Contains(d.cursor.Ahead, rec.Seq) {
+		d.after = 0
+	}
+	return d
+}
+
+// find returns the dead letter of rec (as sent: id and seq), or false when
+// the runtime wrote none. Call it once the state document says rec was
+// applied: the runtime writes a record's dead letter before it moves the
+// state document's seq past the record, so the answer is final then.
+func (d deadCheck) find(ctx context.Context, conn *bus.Conn, rec records.Record) (deadJSON, bool, error) {
+	id := records.DeadID(rec.ID)
+	seq := d.after + 1
+	for {
+		m, err := getMsg(ctx, conn, d.stream, seq, d.subject)
+		if errors.Is(err, errNoMsg) {
+			return deadJSON{}, false, nil
+		}
+		if err != nil {
+			return deadJSON{}, false, fmt.Errorf("dead letters of %s: %w", d.subject, err)
+		}
+		if m.Header.Get(records.HeaderID) == id && m.Header.Get(records.HeaderSeq) == strconv.FormatUint(rec.Seq, 10) {
+			return deadOfStored(m), true, nil
+		}
+		seq = m.Seq + 1
+	}
+}
+
+// deadOfStored reads a dead letter read with getMsg.
+func deadOfStored(m storedMsg) deadJSON {
+	return deadOf(deadMsg{subject: m.Subject, header: m.Header, data: m.Data, seq: m.Seq, stored: m.Time})
+}
+
+// errDeadLettered marks a record the runtime sent to dead letters (exit
+// status 6).
+var errDeadLettered = errors.New("dead-lettered")
+
+// deadLetteredError is a record the runtime sent to dead letters; it
+// matches errDeadLettered.
+type deadLetteredError struct {
+	rec    records.Record
+	ref    records.Ref
+	reason string // EA-Dead-Reason; empty when only the state document told
+	text   string // EA-Error, or the state document's error
+}
+
+func (e *deadLetteredError) Error() string {
+	var b bytes.Buffer
+	fmt.Fprintf(&b, "record %s (seq %d) was stored, but %s sent it to dead letters", e.rec.ID, e.rec.Seq, e.ref)
+	if e.reason != "" {
+		fmt.Fprintf(&b, ": reason %s", e.reason)
+	}
+	if e.text != "" {
+		fmt.Fprintf(&b, ": %s", e.text)
+	}
+	fmt.Fprintf(&b, " (ea tail dead %s shows it; ea dead replay %s sends it again)", e.ref, e.rec.ID)
+	return b.String()
+}
+
+func (e *deadLetteredError) Is(target error) bool { return target == errDeadLettered }
