@@ -63,6 +63,9 @@ type effector struct {
 	drainers sync.WaitGroup
 	// lastActive is when the effector was loaded or last finished a record.
 	lastActive time.Time
+	// progress is when the drain goroutine last started or finished a batch
+	// (the stall watch reads it, see stall.go).
+	progress time.Time
 	// heldSince is when the records held were last told to the server to be
 	// in progress (the watchdog extends their ack deadline).
 	heldProgress time.Time
@@ -176,6 +179,7 @@ func (e *effector) drain() {
 	defer e.drainers.Done()
 	for {
 		e.mu.Lock()
+		e.progress = time.Now()
 		if !e.stopped && len(e.held) == 0 && e.ovf != nil {
 			e.mu.Unlock()
 			e.leaveOverflow() // parked records, if any, are held again

@@ -45,6 +45,7 @@ type metrics struct {
 	retries    *prometheus.CounterVec
 	active     *prometheus.GaugeVec
 	backlog    *prometheus.Desc
+	stalled    *prometheus.Desc
 
 	activations  *prometheus.CounterVec
 	passivations *prometheus.CounterVec
@@ -88,6 +89,9 @@ func newMetrics(reg prometheus.Registerer, n *Node) (*metrics, error) {
 		backlog: prometheus.NewDesc("ea_mailbox_backlog",
 			"Records held by this node for its loaded effectors, waiting behind the one in hand, by kind.",
 			[]string{"kind"}, nil),
+		stalled: prometheus.NewDesc("ea_effectors_stalled",
+			"Effectors of this node holding records that finished none for longer than the stall threshold (Options.StallAfter, 10s by default), by kind.",
+			[]string{"kind"}, nil),
 		activations: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "ea_activations_total",
 			Help: "Passive effectors this node loaded because a record arrived for them, by kind.",
@@ -125,13 +129,16 @@ func newMetrics(reg prometheus.Registerer, n *Node) (*metrics, error) {
 	return m, nil
 }
 
-// Describe and Collect make metrics a collector of the backlog gauge, computed
-// at scrape time.
-func (m *metrics) Describe(ch chan<- *prometheus.Desc) { ch <- m.backlog }
+// Describe and Collect make metrics a collector of the backlog and stall
+// gauges, computed at scrape time (the stall counts by the watchdog).
+func (m *metrics) Describe(ch chan<- *prometheus.Desc) { ch <- m.backlog; ch <- m.stalled }
 
 func (m *metrics) Collect(ch chan<- prometheus.Metric) {
 	for kind, n := range m.node.backlog() {
 		ch <- prometheus.MustNewConstMetric(m.backlog, prometheus.GaugeValue, float64(n), kind)
+	}
+	for kind, n := range m.node.stalledByKind() {
+		ch <- prometheus.MustNewConstMetric(m.stalled, prometheus.GaugeValue, float64(n), kind)
 	}
 }
 

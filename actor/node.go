@@ -49,6 +49,11 @@ type Options struct {
 	// refused; a pattern that can only match those is an error. See
 	// [bus.Routes].
 	ReplySubjects []string
+	// StallAfter is how long an effector may hold records without finishing
+	// one before it counts as stalled: the gauge ea_effectors_stalled counts
+	// it and a warning names it, its partition and the partition
+	// consumer's state. Default 10s.
+	StallAfter time.Duration
 }
 
 // withDefaults validates o and fills in defaults.
@@ -56,7 +61,7 @@ func (o Options) withDefaults() (Options, error) {
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
-	for name, d := range map[string]time.Duration{"ShutdownGrace": o.ShutdownGrace, "Heartbeat": o.Heartbeat, "HeartbeatTTL": o.HeartbeatTTL} {
+	for name, d := range map[string]time.Duration{"ShutdownGrace": o.ShutdownGrace, "Heartbeat": o.Heartbeat, "HeartbeatTTL": o.HeartbeatTTL, "StallAfter": o.StallAfter} {
 		if d < 0 {
 			return o, invalidf("NewNode: %s %s must not be negative", name, d)
 		}
@@ -66,6 +71,7 @@ func (o Options) withDefaults() (Options, error) {
 	o.HeartbeatTTL = orDefault(o.HeartbeatTTL, 3*o.Heartbeat)
 	o.IdleTimeout = orDefault(o.IdleTimeout, 2*time.Minute)
 	o.ClaimWorkers = orDefault(o.ClaimWorkers, 16)
+	o.StallAfter = orDefault(o.StallAfter, 10*time.Second)
 	if o.HeartbeatTTL <= o.Heartbeat {
 		return o, invalidf("NewNode: HeartbeatTTL %s must exceed Heartbeat %s (use about 3 beats)", o.HeartbeatTTL, o.Heartbeat)
 	}
@@ -126,6 +132,9 @@ type Node struct {
 	// the metrics collector and control endpoints, which may run before:
 	// hence atomic (a scrape of /metrics can come before Run).
 	place atomic.Pointer[placement]
+	// stalled is, per kind, how many effectors the watchdog last found
+	// stalled: written by the watchdog, read by the metrics collector.
+	stalled atomic.Pointer[map[string]int]
 }
 
 // ID returns the node's id in placement.
@@ -328,20 +337,44 @@ func (n *Node) loaded(ref records.Ref) *effector {
 	return part.lookup(ref.ID)
 }
 
-// watch runs the slow-logic watchdog over every effector until ctx ends.
+// watch runs the slow-logic watchdog over every effector until ctx ends,
+// and looks for stalled ones (see Options.StallAfter) once a second.
 func (n *Node) watch(ctx context.Context) {
 	t := time.NewTicker(slowLogic / 2)
 	defer t.Stop()
+	st := &stalls{since: make(map[records.Ref]time.Time)}
+	var looked time.Time
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case now := <-t.C:
-			for _, e := range n.driven() {
+			driven := n.driven()
+			for _, e := range driven {
 				e.checkSlow(now)
+			}
+			if now.Sub(looked) >= time.Second {
+				looked = now
+				counts := n.lookForStalls(ctx, st, driven, now)
+				n.stalled.Store(&counts)
 			}
 		}
 	}
+}
+
+// stalledByKind returns, per hosted kind, how many effectors the watchdog
+// last found stalled.
+func (n *Node) stalledByKind() map[string]int {
+	out := make(map[string]int)
+	for _, k := range n.Kinds() {
+		out[k] = 0
+	}
+	if p := n.stalled.Load(); p != nil {
+		for k, c := range *p {
+			out[k] = c
+		}
+	}
+	return out
 }
 
 // backlog sums, per kind, the records waiting for this node's effectors.

@@ -330,8 +330,8 @@ func TestConnLost(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if conn.Err() != nil {
-		t.Fatalf("Err before anything happened = %v, want nil", conn.Err())
+	if conn.Err() != nil || conn.State() != bus.StateConnected {
+		t.Fatalf("before anything happened: Err = %v, State = %s; want nil, connected", conn.Err(), conn.State())
 	}
 	// The server answers -ERR 'maximum control line exceeded' and closes;
 	// nats.go treats that answer as final.
@@ -340,6 +340,9 @@ func TestConnLost(t *testing.T) {
 	case <-conn.Lost():
 	case <-time.After(10 * time.Second):
 		t.Fatal("Lost not closed 10s after the server closed the connection")
+	}
+	if conn.State() != bus.StateClosed {
+		t.Errorf("State after the server closed the connection = %s, want closed", conn.State())
 	}
 	err = conn.Err()
 	if !errors.Is(err, bus.ErrConnLost) || !strings.Contains(err.Error(), "control line") {

@@ -263,6 +263,9 @@ func TestConnectionClosedForGoodExits(t *testing.T) {
 	metrics := proctest.FreeAddr(t)
 	node := startNode(t, "node", metrics, "--nats", proxy.URL(), "--metrics", metrics, "--store", t.TempDir())
 	node.waitReady(t, 30*time.Second)
+	if _, body := proctest.Get("http://" + metrics + "/metrics"); !strings.Contains(body, `ea_nats_connection_state{state="connected"} 1`) {
+		t.Errorf("/metrics does not show the connection connected:\n%s", grepLines(body, "ea_nats_connection_state"))
+	}
 	injected := time.Now()
 	if n := proxy.Inject("-ERR 'injected fault'\r\n"); n == 0 {
 		t.Fatal("the node has no connection through the proxy")
@@ -275,4 +278,15 @@ func TestConnectionClosedForGoodExits(t *testing.T) {
 	if out := node.Stderr.String(); !strings.Contains(out, "nats closed the connection for good") || !strings.Contains(out, "injected fault") {
 		t.Errorf("stderr does not say the connection was closed for good and why:\n%s", proctest.Tail(out, 20))
 	}
+}
+
+// grepLines returns the lines of s that contain sub.
+func grepLines(s, sub string) string {
+	var out []string
+	for line := range strings.SplitSeq(s, "\n") {
+		if strings.Contains(line, sub) {
+			out = append(out, line)
+		}
+	}
+	return strings.Join(out, "\n")
 }

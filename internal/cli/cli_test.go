@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"flag"
+	"github.com/prometheus/client_golang/prometheus"
 	"io"
 	"log/slog"
 	"net"
@@ -575,5 +576,36 @@ func TestLiveWhenLost(t *testing.T) {
 	case <-ctx.Done():
 	case <-time.After(5 * time.Second):
 		t.Fatal("UntilLost's context did not end when the connection was lost")
+	}
+}
+
+// stateOf is a connection in the state it holds.
+type stateOf struct{ s string }
+
+func (c *stateOf) State() string { return c.s }
+
+func TestConnStateCollector(t *testing.T) {
+	conn := &stateOf{"connected"}
+	reg := prometheus.NewRegistry()
+	if err := reg.Register(NewConnStateCollector(conn, []string{"connected", "reconnecting", "closed"})); err != nil {
+		t.Fatal(err)
+	}
+	for _, now := range []string{"connected", "reconnecting", "closed"} {
+		conn.s = now
+		families, err := reg.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := map[string]float64{}
+		for _, f := range families {
+			for _, m := range f.GetMetric() {
+				got[m.GetLabel()[0].GetValue()] = m.GetGauge().GetValue()
+			}
+		}
+		for _, s := range []string{"connected", "reconnecting", "closed"} {
+			if want := map[bool]float64{true: 1}[s == now]; got[s] != want {
+				t.Errorf("in state %s: ea_nats_connection_state{state=%q} = %v, want %v", now, s, got[s], want)
+			}
+		}
 	}
 }
