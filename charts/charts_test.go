@@ -18,9 +18,11 @@ import (
 	"time"
 
 	"github.com/effectors/effectors/actor"
+	"github.com/effectors/effectors/bus"
 	"github.com/effectors/effectors/bus/bustest"
 	"github.com/effectors/effectors/examples/demo"
 	"github.com/effectors/effectors/examples/kinds"
+	"github.com/effectors/effectors/internal/cli"
 	"github.com/effectors/effectors/node"
 	"github.com/effectors/effectors/records"
 	"github.com/effectors/effectors/supervisor"
@@ -185,7 +187,7 @@ func TestDashboardShape(t *testing.T) {
 // nodeWide are the metrics without a kind label (the node's count of nodes,
 // the supervisor's): a query of them alone cannot filter by the kind
 // variable.
-var nodeWide = []string{"ea_nodes_live",
+var nodeWide = []string{"ea_nodes_live", "ea_nats_connection_state",
 	"ea_orchestrations_started_total", "ea_orchestrations_finished_total", "ea_orchestration_steps_total",
 	"ea_orchestration_step_seconds_bucket", "ea_orchestration_tasks_sent_total",
 	"ea_orchestration_conflicts_total", "ea_orchestration_records_dropped_total"}
@@ -283,6 +285,11 @@ func TestDashboardMetricsAreRegistered(t *testing.T) {
 		}
 	}
 	defer stop()
+
+	// As every binary does (node.Command, supervisor.Command).
+	if err := reg.Register(cli.NewConnStateCollector(conn, bus.ConnStates())); err != nil {
+		t.Fatal(err)
+	}
 
 	eventually(t, "node ready", func() bool {
 		select {

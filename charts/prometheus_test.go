@@ -27,6 +27,7 @@ import (
 	"github.com/effectors/effectors/bus/bustest"
 	"github.com/effectors/effectors/examples/demo"
 	"github.com/effectors/effectors/examples/kinds"
+	"github.com/effectors/effectors/internal/cli"
 	"github.com/effectors/effectors/records"
 	"github.com/effectors/effectors/supervisor"
 	"github.com/prometheus/client_golang/prometheus"
@@ -120,13 +121,17 @@ func TestPrometheusAnswersEveryDashboardQuery(t *testing.T) {
 			t.Fatal(err)
 		}
 		actortest.Run(t, n)
+		// As every binary does (node.Command, supervisor.Command).
+		reg.MustRegister(cli.NewConnStateCollector(conn, bus.ConnStates()))
 		return serve(reg)
 	}
 	connA, connB := srv.Connect(t), srv.Connect(t)
 	nodeA, nodeB := startNode(connA), startNode(connB)
 
 	supReg := prometheus.NewRegistry()
-	sup, err := supervisor.New(srv.Connect(t), supervisor.Options{Logger: log, Registerer: supReg})
+	supConn := srv.Connect(t)
+	supReg.MustRegister(cli.NewConnStateCollector(supConn, bus.ConnStates()))
+	sup, err := supervisor.New(supConn, supervisor.Options{Logger: log, Registerer: supReg})
 	if err != nil {
 		t.Fatal(err)
 	}
