@@ -109,6 +109,46 @@ func TestClusterProvisionsReplicas(t *testing.T) {
 	}
 }
 
+// TestClusterKeepsWhatIsProvisioned: a connection that does not say how many
+// replicas and partitions (a supervisor, a node started without the flags)
+// takes those of the provisioned deployment and provisions without scaling
+// its streams down. Before, such a supervisor set every stream to one
+// replica, and failed on a deployment of another partition count.
+func TestClusterKeepsWhatIsProvisioned(t *testing.T) {
+	c := bustest.NewCluster(t, 3)
+	nodes := c.Connect(t, bus.Config{Replicas: 3, Partitions: 16, Logger: quiet})
+	// bustest's Connect sets replicas: connect as a supervisor does.
+	connect := func(cfg bus.Config) *bus.Conn {
+		t.Helper()
+		cfg.URL, cfg.Logger = c.URL(), quiet
+		conn, err := bus.Connect(t.Context(), cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = conn.Close() })
+		if err := conn.Provision(t.Context()); err != nil {
+			t.Fatalf("provision with %+v: %v", cfg, err)
+		}
+		return conn
+	}
+	other := connect(bus.Config{})
+	if got := other.Config(); got.Replicas != 3 || got.Partitions != 16 || other.Names().Partitions() != 16 {
+		t.Errorf("a connection without replicas and partitions has %d replicas and %d partitions (names %d); want 3 and 16",
+			got.Replicas, got.Partitions, other.Names().Partitions())
+	}
+	n := nodes.Names()
+	for _, stream := range []string{n.MailboxStream(), n.OutboxStream(), n.DeadStream(), "KV_" + n.StateBucket(), "KV_" + n.OrchBucket(), "KV_" + n.PlaceBucket()} {
+		if replicas, _ := streamReplicas(t, nodes.JS, stream); replicas != 3 {
+			t.Errorf("%s: %d replicas after another process provisioned; want 3", stream, replicas)
+		}
+	}
+	// With nothing provisioned, the defaults.
+	fresh := connect(bus.Config{Prefix: "fresh"})
+	if got := fresh.Config(); got.Replicas != 1 || got.Partitions != bus.DefaultPartitions {
+		t.Errorf("fresh deployment: %d replicas, %d partitions; want 1 and %d", got.Replicas, got.Partitions, bus.DefaultPartitions)
+	}
+}
+
 // publishRecord publishes a record with id to subject, retrying for up to
 // 20s while the cluster elects a new leader. The id makes retries safe.
 func publishRecord(t *testing.T, js jetstream.JetStream, subject, id string) {

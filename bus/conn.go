@@ -1,6 +1,7 @@
 package bus
 
 import (
+	"cmp"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -41,8 +42,10 @@ type Config struct {
 	Prefix string
 	// Name is the client connection name shown by the server. Default "ea".
 	Name string
-	// Replicas is the replica count of streams and buckets. Default 1; use 3
-	// on a cluster.
+	// Replicas is the replica count of streams and buckets; use 3 on a
+	// cluster. 0 keeps what a provisioned deployment has (the mailbox
+	// stream's count), and is 1 when nothing is provisioned yet: a process
+	// that does not say (a supervisor, a client) never changes it.
 	Replicas int
 	// DuplicateWindow is how long the records stream remembers record ids to
 	// drop duplicates. Default 2 minutes.
@@ -62,7 +65,9 @@ type Config struct {
 	// to partition hash(kind, id) mod Partitions forever, and nodes own
 	// partitions, not effectors. Fixed at provisioning: connecting with
 	// another count to a provisioned deployment is an error (changing it is
-	// a migration). Default 64 ([DefaultPartitions]).
+	// a migration). 0 takes the count of a provisioned deployment (its
+	// mailbox stream), and is 64 ([DefaultPartitions]) when nothing is
+	// provisioned yet.
 	Partitions int
 	// StateHistory is how many revisions of each state document are kept
 	// (1-64). Default 5.
@@ -87,9 +92,6 @@ func (c Config) withDefaults() Config {
 	if c.Name == "" {
 		c.Name = c.Prefix
 	}
-	if c.Replicas == 0 {
-		c.Replicas = 1
-	}
 	if c.DuplicateWindow == 0 {
 		c.DuplicateWindow = 2 * time.Minute
 	}
@@ -104,9 +106,6 @@ func (c Config) withDefaults() Config {
 	}
 	if c.MaxAge > 0 && c.Retention.DeadMaxAge == 0 {
 		c.Retention.DeadMaxAge = c.MaxAge
-	}
-	if c.Partitions == 0 {
-		c.Partitions = DefaultPartitions
 	}
 	if c.ConnectTimeout == 0 {
 		c.ConnectTimeout = 10 * time.Second
@@ -129,8 +128,8 @@ func (c Config) Validate() error {
 		}
 	}
 	switch {
-	case c.Replicas < 1 || c.Replicas > 5:
-		return fmtInvalid("replicas %d: must be 1-5", c.Replicas)
+	case c.Replicas < 0 || c.Replicas > 5:
+		return fmtInvalid("replicas %d: must be 1-5 (0: keep what is provisioned)", c.Replicas)
 	case c.DuplicateWindow < 0:
 		return fmtInvalid("duplicate window %s: must be positive", c.DuplicateWindow)
 	case c.MaxAge < 0:
@@ -143,8 +142,8 @@ func (c Config) Validate() error {
 		return fmtInvalid("max consumers %d: must be positive", c.MaxConsumers)
 	case c.StateHistory < 1 || c.StateHistory > 64:
 		return fmtInvalid("state history %d: must be 1-64 (a KV key keeps at most 64 revisions)", c.StateHistory)
-	case c.Partitions < 1 || c.Partitions > MaxPartitions:
-		return fmtInvalid("partitions %d: must be 1-%d", c.Partitions, MaxPartitions)
+	case c.Partitions < 0 || c.Partitions > MaxPartitions:
+		return fmtInvalid("partitions %d: must be 1-%d (0: what is provisioned)", c.Partitions, MaxPartitions)
 	case c.ConnectTimeout < 0:
 		return fmtInvalid("connect timeout %s: must be positive", c.ConnectTimeout)
 	}
@@ -189,7 +188,6 @@ func Connect(ctx context.Context, cfg Config) (*Conn, error) {
 	}
 	cfg = cfg.withDefaults()
 	names, _ := NewNames(cfg.Prefix)
-	names, _ = names.WithPartitions(cfg.Partitions)
 	c := &Conn{names: names, cfg: cfg, log: cfg.Logger, closed: make(chan struct{}), lost: make(chan struct{})}
 	url := cfg.URL
 	if url == "" {
@@ -213,7 +211,41 @@ func Connect(ctx context.Context, cfg Config) (*Conn, error) {
 		return nil, fmt.Errorf("jetstream: %w", err)
 	}
 	c.NC, c.JS = nc, js
+	c.adopt(ctx)
 	return c, nil
+}
+
+// adopt fills in the replica and partition counts the configuration left
+// at 0 from the provisioned mailbox stream, or with the defaults (1, and
+// [DefaultPartitions]) when there is none or it cannot be read (a user
+// without the right to); then sets the names' partition count.
+func (c *Conn) adopt(ctx context.Context) {
+	if c.cfg.Replicas == 0 || c.cfg.Partitions == 0 {
+		ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		if s, err := c.JS.Stream(ctx, c.names.MailboxStream()); err == nil {
+			sc := s.CachedInfo().Config
+			if c.cfg.Replicas == 0 {
+				c.cfg.Replicas = sc.Replicas
+			}
+			if p, ok := c.names.PartitionsOfTransform(transformDest(sc)); ok && c.cfg.Partitions == 0 {
+				c.cfg.Partitions = p
+			}
+		} else if !errors.Is(err, jetstream.ErrStreamNotFound) {
+			c.log.Debug("cannot read the mailbox stream's replicas and partitions; using the defaults", "err", err)
+		}
+	}
+	c.cfg.Replicas = cmp.Or(c.cfg.Replicas, 1)
+	c.cfg.Partitions = cmp.Or(c.cfg.Partitions, DefaultPartitions)
+	c.names, _ = c.names.WithPartitions(c.cfg.Partitions)
+}
+
+// transformDest is the destination of sc's subject transform, "" if none.
+func transformDest(sc jetstream.StreamConfig) string {
+	if sc.SubjectTransform == nil {
+		return ""
+	}
+	return sc.SubjectTransform.Destination
 }
 
 // onClosed is the connection's closed handler: nats.go calls it once, when

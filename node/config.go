@@ -116,9 +116,12 @@ func settings() []*cli.Setting[config] {
 				}
 				return ""
 			}},
-		{name: "partitions", arg: "N", def: strconv.Itoa(bus.DefaultPartitions),
-			usage: "mailbox partitions, fixed when the streams are first provisioned (changing it later is a migration)",
+		{name: "partitions", arg: "N", def: "",
+			usage: fmt.Sprintf("mailbox partitions, fixed when the streams are first provisioned (changing it later is a migration); unset: what is provisioned, %d when nothing is", bus.DefaultPartitions),
 			check: func(c *config, v string) string {
+				if v == "" {
+					return ""
+				}
 				n, err := strconv.Atoi(v)
 				if err != nil || n < 1 || n > bus.MaxPartitions {
 					return fmt.Sprintf("want a whole number from 1 to %d", bus.MaxPartitions)
@@ -149,9 +152,12 @@ func settings() []*cli.Setting[config] {
 		{name: "prefix", arg: "NAME", def: bus.DefaultPrefix,
 			usage: "subject prefix of mailboxes, streams, buckets and control endpoints",
 			check: func(c *config, v string) string { return cli.Prefix(v, &c.Prefix) }},
-		{name: "replicas", arg: "N", def: "1",
-			usage: "replicas of streams and buckets (3 on a cluster)",
+		{name: "replicas", arg: "N", def: "",
+			usage: "replicas of streams and buckets (3 on a cluster); unset: what is provisioned, 1 when nothing is",
 			check: func(c *config, v string) string {
+				if v == "" {
+					return ""
+				}
 				n, err := strconv.Atoi(v)
 				if err != nil || n < 1 || n > 5 {
 					return "want a whole number from 1 to 5"

@@ -25,7 +25,8 @@ func TestParseConfigDefaults(t *testing.T) {
 	}
 	want := config{
 		NATS: "", Listen: "127.0.0.1:4222", Store: "./data", SyncAlways: false, Prefix: "ea",
-		Partitions: 64, RecordStore: true, Replicas: 1, Metrics: "127.0.0.1:9464", LogLevel: slog.LevelInfo, LogFormat: "text",
+		Partitions: 0, RecordStore: true, Replicas: 0, // 0: what is provisioned
+		Metrics: "127.0.0.1:9464", LogLevel: slog.LevelInfo, LogFormat: "text",
 		ShutdownGrace: 10 * time.Second, Heartbeat: time.Second, IdleTimeout: 2 * time.Minute,
 	}
 	if len(cfg.explicit) != 0 {
