@@ -30,7 +30,11 @@
 //
 // # Faults
 //
-//   - kill-node: kill -9 of a node, and a new one (a new node id) in its place;
+//   - term-node: SIGTERM of a node (a graceful stop); its slot stays empty;
+//   - add-node: a new node (a new node id) in an empty slot: partitions move
+//     to it;
+//   - kill-node: kill -9 of a node; its slot stays empty and the others take
+//     its partitions over once its heartbeat is older than the lease TTL;
 //   - kill-supervisor: kill -9 of the supervisor, and a new one;
 //   - stop-node: SIGSTOP of a node for three lease TTLs, then SIGCONT;
 //   - cut-node: the node's link to NATS black-holed for three lease TTLs (no
@@ -38,8 +42,8 @@
 //   - restart-nats: kill -9 of the NATS server, and a new one on the same
 //     store and port.
 //
-// Faults come one at a time, the nodes' slots in turn, each once every record
-// stored when it struck has been applied and every process is ready again.
+// Faults come one at a time, the nodes' slots in turn. The next one strikes
+// once the lease TTL has passed and every record stored by then is applied.
 //
 // # What is checked
 //
@@ -66,15 +70,14 @@
 //
 // # Forms
 //
-// The short form (3 nodes, 100 counters, lease TTL 1 s, about a minute) runs
-// in make test with the faults the runtime survives today: kill-node,
-// kill-supervisor, restart-nats, kill-node. The long form (TORTURE=long, make
-// torture: 500 counters, the default 3 s TTL, 3 rounds of all five faults) runs
-// stop-node and cut-node as well: until the new owner of a partition fences
-// the old reader at the server (issue 18, finding 2), a frozen or cut-off
-// node holds records of its partitions past the allowance and the long form
-// fails, naming them. TORTURE_FAULTS=stop-node,cut-node (a comma-separated
-// list) runs only the faults given, TORTURE_ROUNDS and TORTURE_COUNTERS size
-// the long form, and TORTURE_REPORT=file appends the recovery table of a
-// passing run to file.
+// The short form (3 nodes, 100 counters, the default 3 s lease TTL, under a
+// minute) runs in make test with the faults the runtime survives today
+// within the allowance: term-node, kill-supervisor, add-node, twice. The long
+// form (TORTURE=long, make torture: 500 counters, 3 rounds of every fault)
+// adds kill-node, stop-node, cut-node and restart-nats, which the runtime
+// does not survive within the allowance yet (issue 18; see BENCHMARKS.md):
+// it fails, naming the effectors that waited. TORTURE_FAULTS (a
+// comma-separated list of the names above) runs only the faults given,
+// TORTURE_ROUNDS and TORTURE_COUNTERS size the long form, and
+// TORTURE_REPORT=file appends the recovery table to file.
 package torture
