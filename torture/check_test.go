@@ -275,7 +275,7 @@ func readStream(t testing.TB, ctx context.Context, js jetstream.JetStream, strea
 	}
 	read := 0
 	for read < want {
-		batch, err := cons.Fetch(1000, jetstream.FetchMaxWait(5*time.Second))
+		batch, err := cons.Fetch(min(1000, want-read), jetstream.FetchMaxWait(5*time.Second))
 		if err != nil {
 			t.Fatalf("read %s: %v", stream, err)
 		}
