@@ -206,6 +206,18 @@ func (m *monitor) behind(r *recovery) string {
 	if n > 10 {
 		out = out[:10]
 	}
+	// What the bucket says now, read directly (not through the watch).
+	for i, line := range out {
+		c := strings.TrimPrefix(strings.Fields(line)[0], "counter/")
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		d, err := readState(ctx, m.kv, c)
+		cancel()
+		if err != nil {
+			out[i] += fmt.Sprintf(" (read directly: %v)", err)
+		} else {
+			out[i] += fmt.Sprintf(" (read directly: seq %d, status %s)", d.Seq, d.Status)
+		}
+	}
 	return fmt.Sprintf("%d counters behind: %s", n, strings.Join(out, "; "))
 }
 
