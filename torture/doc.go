@@ -80,4 +80,14 @@
 // comma-separated list of the names above) runs only the faults given,
 // TORTURE_ROUNDS and TORTURE_COUNTERS size the long form, and
 // TORTURE_REPORT=file appends the recovery table to file.
+//
+// # Cluster
+//
+// TestTortureCluster (long form, or TORTURE_CLUSTER=1) runs 3 nats-server
+// processes as a JetStream cluster, the nodes with --replicas 3 and the
+// supervisor, checks that every stream and bucket is still replicated 3
+// times once all are up, kills the server leading the mailbox stream (kill
+// -9; back after the lease TTL), twice, under load, and checks the log as
+// above. The fault clears when the mailbox stream has elected a new leader. TORTURE_NO_SUPERVISOR=1 leaves the supervisor out (see
+// BENCHMARKS.md: it provisions with one replica).
 package torture
