@@ -43,7 +43,7 @@ func (f *findings) done() {
 	}
 }
 
-// stored is one mailbox record as the stream holds it.
+// storedIn is one mailbox record as the stream holds it.
 type storedIn struct {
 	seq uint64
 	in  input
