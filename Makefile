@@ -71,7 +71,7 @@ fuzz:
 TORTURE_ROUNDS ?= 3
 torture:
 	TORTURE=long TORTURE_ROUNDS=$(TORTURE_ROUNDS) TORTURE_REPORT=$(CURDIR)/torture.md \
-		$(GO) test -count=1 -timeout 60m -v -run '^TestTorture$$' ./torture/ 2>&1 | tee torture.out
+		$(GO) test -count=1 -timeout 60m -v -run '^TestTorture' ./torture/ 2>&1 | tee torture.out
 
 vet:
 	$(GO) vet ./...

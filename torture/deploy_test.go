@@ -16,7 +16,8 @@ import (
 )
 
 // deployment is what the suite runs, as deployed: a nats-server process with
-// JetStream storing in a temporary directory, three ea-node processes each
+// JetStream storing in a temporary directory, three ea-node processes (plus
+// spare slots for add-node) each
 // connected to it through a proxy of its own (so that its link can be cut),
 // and one ea-supervisor with the gateway on, connected directly. Nodes serve
 // the record store (their default).
@@ -57,12 +58,12 @@ func deploy(t testing.TB, p plan) *deployment {
 	for slot := range p.nodes {
 		d.proxies = append(d.proxies, newProxy(t, d.natsAddr))
 		d.nodes = append(d.nodes, nil)
-		d.startNode(slot)
+		if slot < p.nodes-p.spare {
+			d.startNode(slot)
+		}
 	}
 	d.startSupervisor()
-	for _, n := range d.nodes {
-		d.waitReady(n, 60*time.Second)
-	}
+	d.allReady(60 * time.Second)
 	d.waitReady(d.sup, 60*time.Second)
 	return d
 }
