@@ -9,6 +9,12 @@
 #   make bench               benchmarks of ./bench, output also in bench.out
 #   make fuzz                fuzz the record decoders and the control and
 #                            orchestration request decoders, FUZZTIME each (30s)
+#   make torture             the long form of the fault-injection suite
+#                            (torture/): 3 nodes, a supervisor and a
+#                            nats-server as processes, every fault, ROUNDS
+#                            rounds (TORTURE_ROUNDS, 3); output also in
+#                            torture.out, the recovery table appended to
+#                            torture.md
 
 SHELL := /bin/bash
 .SHELLFLAGS := -eu -o pipefail -c
@@ -21,7 +27,7 @@ SUPERVISOR_ARGS ?=
 FUZZTIME ?= 30s
 ROUNDS   ?= 5
 
-.PHONY: all build run test bench fuzz vet clean
+.PHONY: all build run test bench fuzz torture vet clean
 
 all: build
 
@@ -59,11 +65,19 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzControlRequest$$' -fuzztime $(FUZZTIME) ./actor/
 	$(GO) test -run '^$$' -fuzz '^FuzzOrchRequest$$' -fuzztime $(FUZZTIME) ./supervisor/
 
+# torture runs the fault-injection suite's long form (its short form runs in
+# make test). Without the race detector, so that recovery times are the
+# binaries' own; TORTURE_FAULTS=stop-node,cut-node picks faults.
+TORTURE_ROUNDS ?= 3
+torture:
+	TORTURE=long TORTURE_ROUNDS=$(TORTURE_ROUNDS) TORTURE_REPORT=$(CURDIR)/torture.md \
+		$(GO) test -count=1 -timeout 60m -v -run '^TestTorture' ./torture/ 2>&1 | tee torture.out
+
 vet:
 	$(GO) vet ./...
 
 clean:
-	rm -rf $(BIN) bench.out
+	rm -rf $(BIN) bench.out torture.out torture.md
 
 # Graph engine vs LangGraph.js (needs Node.js and npm; not part of make test).
 .PHONY: bench-graph
