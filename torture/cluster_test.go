@@ -115,10 +115,10 @@ func TestTortureCluster(t *testing.T) {
 			}
 		}
 	}
-	// TORTURE_NO_SUPERVISOR=1 leaves the supervisor out: it has no
-	// --replicas, and provisioning with one replica it scales the nodes'
-	// streams and buckets down (see BENCHMARKS.md), which the check below
-	// reports; without it the leader's death can be measured meanwhile.
+	// TORTURE_NO_SUPERVISOR=1 leaves the supervisor out. It has no
+	// --replicas: it once provisioned with one replica and scaled the
+	// nodes' streams and buckets down (see BENCHMARKS.md), which the check
+	// below reports; it now keeps what the nodes provisioned.
 	procs := nodes
 	if os.Getenv("TORTURE_NO_SUPERVISOR") == "" {
 		supMetrics := proctest.FreeAddr(t)
