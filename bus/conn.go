@@ -176,6 +176,10 @@ type Conn struct {
 	closed  chan struct{} // closed by the connection's closed handler
 	lost    chan struct{} // closed when NATS closed it for good without Close
 	lostErr error         // why; written before lost is closed, read after
+
+	// The configuration left these at 0: Provision takes them from the
+	// provisioned streams (see adopt).
+	unsetReplicas, unsetPartitions bool
 }
 
 // Connect connects to NATS as cfg says, starting an embedded server when
@@ -211,32 +215,35 @@ func Connect(ctx context.Context, cfg Config) (*Conn, error) {
 		return nil, fmt.Errorf("jetstream: %w", err)
 	}
 	c.NC, c.JS = nc, js
-	c.adopt(ctx)
+	// Until Provision reads what is provisioned (a client that only sends
+	// may not read streams), the defaults.
+	c.unsetReplicas, c.unsetPartitions = cfg.Replicas == 0, cfg.Partitions == 0
+	c.cfg.Replicas = cmp.Or(c.cfg.Replicas, 1)
+	c.cfg.Partitions = cmp.Or(c.cfg.Partitions, DefaultPartitions)
+	c.names, _ = c.names.WithPartitions(c.cfg.Partitions)
 	return c, nil
 }
 
-// adopt fills in the replica and partition counts the configuration left
-// at 0 from the provisioned mailbox stream, or with the defaults (1, and
-// [DefaultPartitions]) when there is none or it cannot be read (a user
-// without the right to); then sets the names' partition count.
+// adopt sets the replica and partition counts the configuration left at 0
+// to the provisioned mailbox stream's, keeping the defaults (1, and
+// [DefaultPartitions]) when there is none or it cannot be read; then the
+// names' partition count. Provision calls it first.
 func (c *Conn) adopt(ctx context.Context) {
-	if c.cfg.Replicas == 0 || c.cfg.Partitions == 0 {
+	if c.unsetReplicas || c.unsetPartitions {
 		ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		defer cancel()
 		if s, err := c.JS.Stream(ctx, c.names.MailboxStream()); err == nil {
 			sc := s.CachedInfo().Config
-			if c.cfg.Replicas == 0 {
+			if c.unsetReplicas && sc.Replicas > 0 {
 				c.cfg.Replicas = sc.Replicas
 			}
-			if p, ok := c.names.PartitionsOfTransform(transformDest(sc)); ok && c.cfg.Partitions == 0 {
+			if p, ok := c.names.PartitionsOfTransform(transformDest(sc)); ok && c.unsetPartitions {
 				c.cfg.Partitions = p
 			}
 		} else if !errors.Is(err, jetstream.ErrStreamNotFound) {
 			c.log.Debug("cannot read the mailbox stream's replicas and partitions; using the defaults", "err", err)
 		}
 	}
-	c.cfg.Replicas = cmp.Or(c.cfg.Replicas, 1)
-	c.cfg.Partitions = cmp.Or(c.cfg.Partitions, DefaultPartitions)
 	c.names, _ = c.names.WithPartitions(c.cfg.Partitions)
 }
 

@@ -3,6 +3,7 @@ package bus_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net"
 	"strings"
@@ -372,5 +373,40 @@ func TestCloseIsNotLost(t *testing.T) {
 	}
 	if conn.Err() != nil {
 		t.Errorf("Err after Close = %v, want nil", conn.Err())
+	}
+}
+
+// TestStoredAt reads what a stream holds from its leader: by sequence, the
+// next on a subject, and ErrNoMessage past the end.
+func TestStoredAt(t *testing.T) {
+	srv := bustest.NewServer(t)
+	conn := srv.Connect(t)
+	ctx := t.Context()
+	dead := conn.Names().Dead(records.Ref{Kind: "counter", ID: "c1"})
+	other := conn.Names().Dead(records.Ref{Kind: "counter", ID: "c2"})
+	var seqs []uint64
+	for i, subject := range []string{dead, other, dead} {
+		rec, err := records.New("x", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rec.ID = fmt.Sprint("r", i)
+		ack, err := conn.JS.PublishMsg(ctx, rec.Msg(subject))
+		if err != nil {
+			t.Fatal(err)
+		}
+		seqs = append(seqs, ack.Sequence)
+	}
+	stream := conn.Names().DeadStream()
+	m, err := conn.StoredAt(ctx, stream, seqs[1], "")
+	if err != nil || m.Subject != other || m.Header.Get(records.HeaderID) != "r1" || m.Time.IsZero() {
+		t.Errorf("StoredAt(seq %d) = %+v, %v; want r1 on %s", seqs[1], m, err, other)
+	}
+	m, err = conn.StoredAt(ctx, stream, seqs[0]+1, dead)
+	if err != nil || m.Seq != seqs[2] || m.Header.Get(records.HeaderID) != "r2" {
+		t.Errorf("StoredAt(next on %s after %d) = %+v, %v; want r2 at %d", dead, seqs[0], m, err, seqs[2])
+	}
+	if _, err := conn.StoredAt(ctx, stream, seqs[2]+1, ""); !errors.Is(err, bus.ErrNoMessage) {
+		t.Errorf("StoredAt past the end: %v, want ErrNoMessage", err)
 	}
 }

@@ -15,8 +15,12 @@ import (
 // them to this configuration when they exist. Several nodes may provision at
 // once: each ends with the same configuration in place. It refuses, with an
 // error wrapping [ErrInvalidConfig], to take over a stream of the same name
-// that holds another prefix's subjects.
+// that holds another prefix's subjects. Replicas and partitions the
+// configuration left at 0 are first taken from the provisioned mailbox
+// stream (see [Config.Replicas], [Config.Partitions]): call Provision before
+// using the connection's names and configuration, as the binaries do.
 func (c *Conn) Provision(ctx context.Context) error {
+	c.adopt(ctx)
 	n, cfg := c.names, c.cfg
 	if err := c.checkLegacy(ctx); err != nil {
 		return err

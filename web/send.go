@@ -9,9 +9,8 @@ import (
 	"reflect"
 	"time"
 
-	"github.com/nats-io/nats.go"
-
 	"github.com/effectors/effectors/actor"
+	"github.com/effectors/effectors/bus"
 	"github.com/effectors/effectors/records"
 	"github.com/effectors/effectors/store"
 )
@@ -117,7 +116,7 @@ func (s *session) handleSend(h head, f SendFrame) {
 	// pa.Sequence, maybe another effector's. Read it to know whose.
 	orig, err := s.g.storedAt(ctx, pa.Sequence)
 	switch {
-	case errors.Is(err, errNoMessage):
+	case errors.Is(err, bus.ErrNoMessage):
 		refuse(CodeConflict, fmt.Sprintf("record id %q is already used by the record at seq %d of %s, which the stream no longer holds (so whose it was cannot be told): choose another id", rec.ID, pa.Sequence, s.g.names.MailboxStream()))
 		return
 	case err != nil:
@@ -195,72 +194,10 @@ func decodeJSONValue(data []byte) (any, error) {
 	return v, nil
 }
 
-// errNoMessage: the stream holds no message at that sequence (any more).
-var errNoMessage = errors.New("no message at that sequence")
-
-// storedMsg is one message of the mailbox stream.
-type storedMsg struct {
-	Subject string
-	Seq     uint64
-	Header  nats.Header
-	Data    []byte
-}
-
-// msgGetAPI is JetStream's get of one stream message, answered by the
-// stream's leader; a direct get ($JS.API.DIRECT.GET) may be answered by a
-// replica that has not applied the message yet.
-const msgGetAPI = "$JS.API.STREAM.MSG.GET."
-
-// errCodeNoMessage is JetStream's "no message found" (JSNoMessageFoundErr).
-const errCodeNoMessage = 10037
-
 // storedAt reads message seq of the mailbox stream from the stream's
-// leader: what JetStream stored, not what an index says. errNoMessage
-// when there is none.
-func (g *Gateway) storedAt(ctx context.Context, seq uint64) (storedMsg, error) {
-	stream := g.names.MailboxStream()
-	body, err := json.Marshal(struct {
-		Seq uint64 `json:"seq"`
-	}{seq})
-	if err != nil {
-		return storedMsg{}, err
-	}
-	reply, err := g.conn.NC.RequestWithContext(ctx, msgGetAPI+stream, body)
-	if err != nil {
-		return storedMsg{}, fmt.Errorf("get seq %d of %s: %w", seq, stream, err)
-	}
-	var resp struct {
-		Message *struct {
-			Subject string `json:"subject"`
-			Seq     uint64 `json:"seq"`
-			Header  []byte `json:"hdrs,omitempty"`
-			Data    []byte `json:"data,omitempty"`
-		} `json:"message"`
-		Error *struct {
-			Code        int    `json:"code"`
-			ErrCode     int    `json:"err_code"`
-			Description string `json:"description"`
-		} `json:"error"`
-	}
-	if err := json.Unmarshal(reply.Data, &resp); err != nil {
-		return storedMsg{}, fmt.Errorf("get seq %d of %s: decode the answer: %w", seq, stream, err)
-	}
-	switch {
-	case resp.Error != nil && resp.Error.ErrCode == errCodeNoMessage:
-		return storedMsg{}, fmt.Errorf("get seq %d of %s: %w", seq, stream, errNoMessage)
-	case resp.Error != nil:
-		return storedMsg{}, fmt.Errorf("get seq %d of %s: %s (code %d, error %d)", seq, stream, resp.Error.Description, resp.Error.Code, resp.Error.ErrCode)
-	case resp.Message == nil:
-		return storedMsg{}, fmt.Errorf("get seq %d of %s: answer without a message", seq, stream)
-	}
-	m := storedMsg{Subject: resp.Message.Subject, Seq: resp.Message.Seq, Data: resp.Message.Data, Header: nats.Header{}}
-	if len(resp.Message.Header) > 0 {
-		if m.Header, err = nats.DecodeHeadersMsg(resp.Message.Header); err != nil {
-			return storedMsg{}, fmt.Errorf("get seq %d of %s: headers: %w", seq, stream, err)
-		}
-	}
-	if m.Seq != seq {
-		return storedMsg{}, fmt.Errorf("get seq %d of %s: answered with seq %d", seq, stream, m.Seq)
-	}
-	return m, nil
+// leader: what JetStream stored, not what an index says (see
+// [bus.Conn.StoredAt]); an error wrapping bus.ErrNoMessage when there is
+// none.
+func (g *Gateway) storedAt(ctx context.Context, seq uint64) (bus.StoredMsg, error) {
+	return g.conn.StoredAt(ctx, g.names.MailboxStream(), seq, "")
 }

@@ -3,108 +3,28 @@ package main
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
 	"strconv"
-	"strings"
-	"time"
 
 	"github.com/effectors/effectors/actor"
 	"github.com/effectors/effectors/bus"
 	"github.com/effectors/effectors/records"
-	"github.com/nats-io/nats.go"
 )
 
 // storedMsg is one message of a stream as its leader holds it.
-type storedMsg struct {
-	Subject string
-	Seq     uint64
-	Header  nats.Header
-	Data    []byte
-	Time    time.Time
-}
+type storedMsg = bus.StoredMsg
 
 // errNoMsg: the stream holds no such message.
-var errNoMsg = errors.New("no such message")
+var errNoMsg = bus.ErrNoMessage
 
-// getMsg reads a message of stream from its leader ($JS.API.STREAM.MSG.GET):
-// the one at seq, or with nextBySubject the first at or after seq on that
-// subject. It fails with errNoMsg when there is none. Not a direct get: a
-// replica answering one may not have the newest messages yet, and what the
-// runtime wrote last is the point here.
+// getMsg reads a message of stream from its leader: the one at seq, or with
+// nextBySubject the first at or after seq on that subject (see
+// [bus.Conn.StoredAt]: not a direct get, since what the runtime wrote last
+// is the point here).
 func getMsg(ctx context.Context, conn *bus.Conn, stream string, seq uint64, nextBySubject string) (storedMsg, error) {
-	req := struct {
-		Seq        uint64 `json:"seq"`
-		NextBySubj string `json:"next_by_subj,omitempty"`
-	}{seq, nextBySubject}
-	body, err := json.Marshal(req)
-	if err != nil {
-		return storedMsg{}, err
-	}
-	reply, err := conn.NC.RequestWithContext(ctx, "$JS.API.STREAM.MSG.GET."+stream, body)
-	if err != nil {
-		return storedMsg{}, fmt.Errorf("read %s #%d: %w", stream, seq, err)
-	}
-	var resp struct {
-		Message *struct {
-			Subject string    `json:"subject"`
-			Seq     uint64    `json:"seq"`
-			Header  []byte    `json:"hdrs"`
-			Data    []byte    `json:"data"`
-			Time    time.Time `json:"time"`
-		} `json:"message"`
-		Error *struct {
-			Code        int    `json:"code"`
-			ErrCode     int    `json:"err_code"`
-			Description string `json:"description"`
-		} `json:"error"`
-	}
-	if err := json.Unmarshal(reply.Data, &resp); err != nil {
-		return storedMsg{}, fmt.Errorf("read %s #%d: bad reply: %w", stream, seq, err)
-	}
-	switch {
-	case resp.Error != nil && resp.Error.ErrCode == jsNoMessageFound:
-		return storedMsg{}, errNoMsg
-	case resp.Error != nil:
-		return storedMsg{}, fmt.Errorf("read %s #%d: %s (%d)", stream, seq, resp.Error.Description, resp.Error.ErrCode)
-	case resp.Message == nil:
-		return storedMsg{}, fmt.Errorf("read %s #%d: empty reply", stream, seq)
-	}
-	m := resp.Message
-	h, err := parseHeader(m.Header)
-	if err != nil {
-		return storedMsg{}, fmt.Errorf("read %s #%d: %w", stream, seq, err)
-	}
-	return storedMsg{Subject: m.Subject, Seq: m.Seq, Header: h, Data: m.Data, Time: m.Time}, nil
-}
-
-// jsNoMessageFound is JetStream's error code for "no message found".
-const jsNoMessageFound = 10037
-
-// parseHeader reads a NATS header block ("NATS/1.0\r\nKey: value\r\n...")
-// keeping the keys as written, as nats.go does for received messages.
-func parseHeader(b []byte) (nats.Header, error) {
-	h := nats.Header{}
-	if len(b) == 0 {
-		return h, nil
-	}
-	lines := strings.Split(string(b), "\r\n")
-	if !strings.HasPrefix(lines[0], "NATS/1.0") {
-		return nil, fmt.Errorf("bad header block %.20q", b)
-	}
-	for _, l := range lines[1:] {
-		if l == "" {
-			continue
-		}
-		k, v, ok := strings.Cut(l, ":")
-		if !ok {
-			return nil, fmt.Errorf("bad header line %.40q", l)
-		}
-		h[k] = append(h[k], strings.TrimSpace(v))
-	}
-	return h, nil
+	return conn.StoredAt(ctx, stream, seq, nextBySubject)
 }
 
 // deadCheck finds the dead letter of a record sent to ref, if the runtime
