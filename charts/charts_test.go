@@ -26,6 +26,7 @@ import (
 	"github.com/effectors/effectors/node"
 	"github.com/effectors/effectors/records"
 	"github.com/effectors/effectors/supervisor"
+	"github.com/effectors/effectors/supervisord"
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/goleak"
 )
@@ -615,9 +616,9 @@ func TestChart(t *testing.T) {
 		t.Fatal(err)
 	}
 	supUsage := usageOf(t, func(ctx context.Context, stdout io.Writer) error {
-		return supervisor.Command{Name: "ea-supervisor", Definitions: []supervisor.Definition{demoDef}}.Run(ctx, []string{"-h"}, func(string) string { return "" }, stdout, stdout)
+		return supervisord.Command{Name: "ea-supervisor", Definitions: []supervisor.Definition{demoDef}}.Run(ctx, []string{"-h"}, func(string) string { return "" }, stdout, stdout)
 	})
-	supConfig := goSources(t, filepath.Join("..", "cmd", "supervisor"), filepath.Join("..", "supervisor"), filepath.Join("..", "internal", "cli"), filepath.Join("..", "web"))
+	supConfig := goSources(t, filepath.Join("..", "cmd", "supervisor"), filepath.Join("..", "supervisord"), filepath.Join("..", "supervisor"), filepath.Join("..", "internal", "cli"), filepath.Join("..", "web"))
 	supEnv := envRe.FindAllString(templates["supervisor-deployment.yaml"]+templates["_helpers.tpl"], -1)
 	for _, want := range []string{"EA_NATS", "EA_PREFIX", "EA_LOG_LEVEL", "EA_LOG_FORMAT", "EA_METRICS", "EA_GATEWAY", "EA_GATEWAY_TOKEN"} {
 		if !slices.Contains(supEnv, want) {

@@ -22,6 +22,12 @@ var OrchStatuses = []string{"RUNNING", "WAITING", "COMPLETED", "FAILED", "CANCEL
 // stands (the graph checkpoint, pending answers and task payloads are left
 // out), and its revision in the bucket (a resume point for
 // [Client.WatchOrchestrations]).
+//
+// It is not supervisor.Orchestration on purpose: it is a row of a listing,
+// with the revision a watch resumes from and without the prompt, results
+// and tasks (pages of them stay small), and package store sits below
+// supervisor (nodes run it; it must not pull in the graph engine), so it
+// reads the bucket's record itself.
 type Orchestration struct {
 	ID     string `json:"id"`
 	Name   string `json:"name"`

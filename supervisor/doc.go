@@ -47,10 +47,12 @@
 //
 // # Your own supervisor binary
 //
-// [Main] runs a supervisor binary for your definitions with the flags, EA_*
-// variables, health and metrics endpoints and graceful shutdown of
-// ea-supervisor: supervisor.Main(def) is a whole main. [Command] gives more
-// control (its name, -h text, banner, options).
+// Package supervisord runs a supervisor binary for your definitions with
+// the flags, EA_* variables, health and metrics endpoints, gateway and
+// graceful shutdown of ea-supervisor: supervisord.Main(def) is a whole main;
+// supervisord.Command gives more control (its name, -h text, banner,
+// options). This package is the library only: it imports no binary glue, so
+// that what the binary serves (package web) can use its [Client].
 //
 // # Agent services and threads
 //

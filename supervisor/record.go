@@ -3,6 +3,8 @@ package supervisor
 import (
 	"encoding/json"
 	"time"
+
+	"github.com/effectors/effectors/internal/codec"
 )
 
 // orchRecord is an orchestration's record in the orchestration bucket
@@ -54,17 +56,35 @@ type activeTask struct {
 	Attempt int `json:"attempt,omitempty"`
 }
 
-// view is the public JSON view of r.
+// DecodeOrchestration returns the public view of an orchestration, as
+// <prefix>.orch.status answers it, from value, its record as the
+// orchestration bucket (<prefix>_orch) holds it: for programs that watch
+// the bucket (the gateway's orchestration subscriptions do). ErrInvalid
+// when value is not an orchestration's record.
+func DecodeOrchestration(value []byte) (Orchestration, error) {
+	var r orchRecord
+	if err := codec.Unmarshal(value, &r); err != nil {
+		return Orchestration{}, invalidf("not an orchestration record: %v", err)
+	}
+	if r.ID == "" || r.Status == "" {
+		return Orchestration{}, invalidf("not an orchestration record: no id or status")
+	}
+	return r.view(), nil
+}
+
+// view is the public JSON view of r. Prompt and Results are JSON a
+// supervisor wrote; text that is not JSON (a damaged record) is left out
+// rather than making the view fail to encode.
 func (r *orchRecord) view() Orchestration {
 	o := Orchestration{
 		ID: r.ID, Name: r.Name, Status: r.Status, Step: r.Step, WaitingFor: r.WaitingFor,
 		Error: r.Error, Steps: r.Steps, Created: r.Created, Updated: r.Updated, Owner: r.Owner,
 		Results: json.RawMessage("null"),
 	}
-	if r.Prompt != "" {
+	if r.Prompt != "" && json.Valid([]byte(r.Prompt)) {
 		o.Prompt = json.RawMessage(r.Prompt)
 	}
-	if r.Results != "" {
+	if r.Results != "" && json.Valid([]byte(r.Results)) {
 		o.Results = json.RawMessage(r.Results)
 	}
 	for _, t := range r.Tasks {

@@ -1,8 +1,8 @@
 package supervisor_test
 
 import (
+	"encoding/json"
 	"errors"
-	"github.com/effectors/effectors/examples/demo"
 	"slices"
 	"strings"
 	"testing"
@@ -11,6 +11,7 @@ import (
 	"github.com/effectors/effectors/actor"
 	"github.com/effectors/effectors/actor/actortest"
 	"github.com/effectors/effectors/bus/bustest"
+	"github.com/effectors/effectors/examples/demo"
 	"github.com/effectors/effectors/examples/kinds"
 	"github.com/effectors/effectors/records"
 	"github.com/effectors/effectors/supervisor"
@@ -39,6 +40,22 @@ func TestDemo(t *testing.T) {
 	}
 	if r := demoResults(t, o); r.A != "HELLO WORLD" || r.AVia != "task-a/demo" || r.B != "" {
 		t.Fatalf("results while waiting: %+v", r)
+	}
+	// The bucket's record, decoded, is what status answers.
+	bucket, err := conn.JS.KeyValue(ctx, conn.Names().OrchBucket())
+	if err != nil {
+		t.Fatal(err)
+	}
+	entry, err := bucket.Get(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	decoded, err := supervisor.DecodeOrchestration(entry.Value())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := mustJSON(t, decoded), mustJSON(t, o); got != want {
+		t.Fatalf("DecodeOrchestration of the bucket's record:\n got %s\nwant %s (status)", got, want)
 	}
 	st, err := c.Input(ctx, id, map[string]string{"note": "from me"})
 	if err != nil {
@@ -251,4 +268,21 @@ func TestAPIErrors(t *testing.T) {
 	if o, err = c.Status(ctx, id); err != nil || o.Status != supervisor.StatusCancelled || o.Steps != 4 {
 		t.Fatalf("after the worker: %+v %v", o, err)
 	}
+}
+
+func TestDecodeOrchestrationInvalid(t *testing.T) {
+	for _, value := range [][]byte{nil, []byte("not msgpack"), {0x80} /* an empty map */} {
+		if _, err := supervisor.DecodeOrchestration(value); !errors.Is(err, supervisor.ErrInvalid) {
+			t.Errorf("DecodeOrchestration(%q) = %v, want ErrInvalid", value, err)
+		}
+	}
+}
+
+func mustJSON(t *testing.T, v any) string {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
 }

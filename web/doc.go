@@ -11,8 +11,10 @@
 //	gw, err := web.New(ctx, conn, web.Config{Addr: "127.0.0.1:9466"})
 //	go gw.Run(ctx) // GET / (live view), GET /ws (WebSocket)
 //
-// ea-supervisor serves it on --gateway. [Gateway.Handler] mounts it in
-// another server (call [Gateway.Close] at the end).
+// ea-supervisor (and every supervisord binary) serves it on --gateway.
+// [Gateway.Handler] mounts it in another server (call [Gateway.Close] at the
+// end). Orchestration requests go through supervisor.Client to whichever
+// supervisors answer the orchestration API, in this process or not.
 //
 // # Acknowledged sends
 //

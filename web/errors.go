@@ -51,10 +51,6 @@ const (
 // codeOf maps an error of the packages the gateway calls to an error code.
 func codeOf(err error) string {
 	var ce *actor.ControlError
-	var oe *orchError
-	if errors.As(err, &oe) {
-		return oe.code
-	}
 	switch {
 	case errors.Is(err, actor.ErrInvalid), errors.Is(err, store.ErrInvalid),
 		errors.Is(err, store.ErrBadCursor), errors.Is(err, store.ErrPageTooLarge), errors.Is(err, store.ErrUnknownKind):

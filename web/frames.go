@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/effectors/effectors/store"
+	"github.com/effectors/effectors/supervisor"
 )
 
 // ProtocolVersion is the version of the frame protocol, announced in the
@@ -182,38 +183,14 @@ type StateFrame struct {
 
 // OrchestrationFrame is {"type":"orchestration"}.
 type OrchestrationFrame struct {
-	Type          string         `json:"type"`
-	Sub           string         `json:"sub"`
-	Revision      uint64         `json:"revision"`
-	ID            string         `json:"id"`
-	Deleted       bool           `json:"deleted,omitempty"`
-	Orchestration *Orchestration `json:"orchestration,omitempty"`
-}
-
-// Orchestration is an orchestration as its record in the orchestration
-// bucket holds it (the fields of the orchestration API's status reply).
-type Orchestration struct {
-	ID         string          `json:"id"`
-	Name       string          `json:"name"`
-	Status     string          `json:"status"`
-	Step       string          `json:"step"`
-	WaitingFor string          `json:"waiting_for,omitempty"`
-	Prompt     json.RawMessage `json:"prompt,omitempty"`
-	Results    json.RawMessage `json:"results,omitempty"`
-	Error      string          `json:"error,omitempty"`
-	Tasks      []OrchTask      `json:"tasks,omitempty"`
-	Steps      int             `json:"steps"`
-	Created    time.Time       `json:"created"`
-	Updated    time.Time       `json:"updated"`
-}
-
-// OrchTask is a task an orchestration has out with a worker.
-type OrchTask struct {
-	ID     string    `json:"id"`
-	Step   string    `json:"step"`
-	Worker string    `json:"worker"`
-	Type   string    `json:"type"`
-	Sent   time.Time `json:"sent"`
+	Type     string `json:"type"`
+	Sub      string `json:"sub"`
+	Revision uint64 `json:"revision"`
+	ID       string `json:"id"`
+	Deleted  bool   `json:"deleted,omitempty"`
+	// Orchestration is the orchestration as <prefix>.orch.status answers
+	// it (absent when Deleted).
+	Orchestration *supervisor.Orchestration `json:"orchestration,omitempty"`
 }
 
 // WelcomeFrame is the first frame the gateway sends once the client is

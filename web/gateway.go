@@ -13,6 +13,7 @@ import (
 	"github.com/effectors/effectors/actor"
 	"github.com/effectors/effectors/bus"
 	"github.com/effectors/effectors/store"
+	"github.com/effectors/effectors/supervisor"
 )
 
 // Gateway serves the WebSocket endpoint (/ws) and the live record view (/)
@@ -25,6 +26,7 @@ type Gateway struct {
 	names   bus.Names
 	actors  *actor.Client
 	store   *store.Client
+	orch    *supervisor.Client
 	metrics *metrics
 	handler http.Handler
 
@@ -58,13 +60,17 @@ func New(ctx context.Context, conn *bus.Conn, cfg Config) (*Gateway, error) {
 	if err != nil {
 		return nil, fmt.Errorf("gateway: %w", err)
 	}
+	oc, err := supervisor.NewClient(conn)
+	if err != nil {
+		return nil, fmt.Errorf("gateway: %w", err)
+	}
 	m, err := newMetrics(cfg.Registerer)
 	if err != nil {
 		return nil, err
 	}
 	base, stop := context.WithCancel(context.WithoutCancel(ctx))
 	g := &Gateway{
-		cfg: cfg, conn: conn, names: conn.Names(), actors: actors, store: sc, metrics: m,
+		cfg: cfg, conn: conn, names: conn.Names(), actors: actors, store: sc, orch: oc, metrics: m,
 		base: base, stop: stop, sessions: map[*session]struct{}{}, ready: make(chan struct{}),
 	}
 	sub, err := fs.Sub(assets, "assets")

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -372,19 +373,24 @@ func TestGateway(t *testing.T) {
 			t.Fatalf("second input: %v", f)
 		}
 		c2.write(map[string]any{"type": "subscribe", "sub": "o", "topic": "orchestration", "id": id, "from": last + 1})
+		var completed map[string]any
 		for {
 			f := c2.next("orchestration", isType("orchestration"))
 			if num(f["revision"]) <= last {
 				t.Fatalf("revision %v not above %d", f["revision"], last)
 			}
 			last = num(f["revision"])
-			if f["orchestration"].(map[string]any)["status"] == "COMPLETED" {
+			if o := f["orchestration"].(map[string]any); o["status"] == "COMPLETED" {
+				completed = o
 				break
 			}
 		}
 		c2.write(map[string]any{"type": "orch.status", "req": "st", "id": id})
 		if f := c2.reply("st"); f["result"].(map[string]any)["status"] != "COMPLETED" {
 			t.Fatalf("status: %v", f)
+		} else if !reflect.DeepEqual(f["result"], completed) {
+			// One shape: a frame's orchestration is what orch.status answers.
+			t.Fatalf("status %v\nlast orchestration frame %v", f["result"], completed)
 		}
 		c2.write(map[string]any{"type": "orch.cancel", "req": "x", "id": id})
 		if f := c2.reply("x"); f["code"] != web.CodeFinished {

@@ -9,6 +9,7 @@ import (
 	"github.com/effectors/effectors/actor"
 	"github.com/effectors/effectors/records"
 	"github.com/effectors/effectors/store"
+	"github.com/effectors/effectors/supervisor"
 )
 
 // Request frames' bodies.
@@ -175,42 +176,44 @@ func (s *session) answer(ctx context.Context, h head, data []byte) (any, string,
 		if h.Type == TypeOrchStart && f.ID != "" {
 			return nil, CodeBadRequest, errors.New("orch.start frame: \"id\" is chosen by the supervisor; leave it out")
 		}
+		var input any // nil: none (orch.start's is optional)
+		if len(f.Input) > 0 {
+			input = f.Input
+		}
+		var result any
+		var err error
 		switch h.Type {
 		case TypeOrchStart:
 			if f.Name == "" {
 				return nil, CodeBadRequest, errors.New("orch.start frame: missing \"name\" of the orchestration, e.g. \"demo\"")
 			}
-			var rep struct {
-				ID string `json:"id"`
+			var id string
+			if id, err = g.orch.Start(ctx, f.Name, input); err == nil {
+				result = map[string]string{"id": id}
 			}
-			if err := g.orchCall(ctx, orchStart, map[string]any{"name": f.Name, "input": f.Input}, &rep); err != nil {
-				return nil, "", err
-			}
-			return map[string]string{"id": rep.ID}, "", nil
 		case TypeOrchStatus:
-			var o json.RawMessage
-			if err := g.orchCall(ctx, orchStatus, map[string]string{"id": f.ID}, &o); err != nil {
-				return nil, "", err
+			var o supervisor.Orchestration
+			if o, err = g.orch.Status(ctx, f.ID); err == nil {
+				result = o
 			}
-			return o, "", nil
 		case TypeOrchInput:
-			if len(f.Input) == 0 {
+			if input == nil {
 				return nil, CodeBadRequest, errors.New("orch.input frame: missing \"input\" (any JSON value)")
 			}
-			var rep struct {
-				Status string `json:"status"`
+			var st supervisor.Status
+			if st, err = g.orch.Input(ctx, f.ID, input); err == nil {
+				result = map[string]string{"id": f.ID, "status": string(st)}
 			}
-			if err := g.orchCall(ctx, orchInput, map[string]any{"id": f.ID, "input": f.Input}, &rep); err != nil {
-				return nil, "", err
-			}
-			return map[string]string{"id": f.ID, "status": rep.Status}, "", nil
 		default:
-			var rep json.RawMessage
-			if err := g.orchCall(ctx, orchCancel, map[string]string{"id": f.ID}, &rep); err != nil {
-				return nil, "", err
+			if err = g.orch.Cancel(ctx, f.ID); err == nil {
+				result = map[string]string{"id": f.ID, "status": string(supervisor.StatusCancelled)}
 			}
-			return map[string]string{"id": f.ID, "status": "CANCELLED"}, "", nil
 		}
+		if err != nil {
+			code, err := orchFailure(err)
+			return nil, code, err
+		}
+		return result, "", nil
 	}
 	return nil, CodeUnknownType, fmt.Errorf("unknown frame type %q", h.Type)
 }

@@ -11,9 +11,9 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/effectors/effectors/internal/codec"
 	"github.com/effectors/effectors/records"
 	"github.com/effectors/effectors/store"
+	"github.com/effectors/effectors/supervisor"
 )
 
 // emit is how a subscription hands a frame to its connection; an error
@@ -397,37 +397,6 @@ func (s *session) pollRecords(sub string, q store.Query) topicRun {
 	}
 }
 
-// orchRecord is the part of an orchestration's record (bucket
-// <prefix>_orch, key <id>, msgpack map) the gateway shows.
-type orchRecord struct {
-	ID         string     `json:"id"`
-	Name       string     `json:"name"`
-	Status     string     `json:"status"`
-	Step       string     `json:"step"`
-	WaitingFor string     `json:"waiting_for"`
-	Prompt     string     `json:"prompt"`
-	Results    string     `json:"results"`
-	Error      string     `json:"error"`
-	Tasks      []OrchTask `json:"tasks"`
-	Steps      int        `json:"steps"`
-	Created    time.Time  `json:"created"`
-	Updated    time.Time  `json:"updated"`
-}
-
-func (r orchRecord) view() *Orchestration {
-	o := &Orchestration{
-		ID: r.ID, Name: r.Name, Status: r.Status, Step: r.Step, WaitingFor: r.WaitingFor, Error: r.Error,
-		Tasks: r.Tasks, Steps: r.Steps, Created: r.Created, Updated: r.Updated,
-	}
-	if json.Valid([]byte(r.Prompt)) {
-		o.Prompt = json.RawMessage(r.Prompt)
-	}
-	if json.Valid([]byte(r.Results)) {
-		o.Results = json.RawMessage(r.Results)
-	}
-	return o
-}
-
 func (s *session) watchOrch(sub, key string, from uint64) topicRun {
 	return func(ctx context.Context, out emit) error {
 		bucket, err := s.g.conn.JS.KeyValue(ctx, s.g.names.OrchBucket())
@@ -467,12 +436,12 @@ func (s *session) watchOrch(sub, key string, from uint64) topicRun {
 			if e.Operation() != jetstream.KeyValuePut {
 				f.Deleted = true
 			} else {
-				var r orchRecord
-				if err := codec.Unmarshal(e.Value(), &r); err != nil || r.Status == "" {
+				o, err := supervisor.DecodeOrchestration(e.Value())
+				if err != nil {
 					s.log.Debug("gateway: not an orchestration record", "key", e.Key(), "err", err)
 					continue
 				}
-				f.Orchestration = r.view()
+				f.Orchestration = &o
 			}
 			if out(TypeOrchestration, f) != nil {
 				return nil

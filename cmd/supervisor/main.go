@@ -5,9 +5,9 @@
 // embedded server of an ea-node on 127.0.0.1:4222) and runs the example
 // orchestration "demo" (see examples/demo).
 //
-// It is package supervisor's Command with the demo: a supervisor for your
+// It is package supervisord's Command with the demo: a supervisor for your
 // own orchestrations is the same binary in a few lines,
-// supervisor.Main(yourDefinition) (see package supervisor).
+// supervisord.Main(yourDefinition) (see package supervisord).
 //
 // Every flag has an environment variable EA_<FLAG>; a flag wins over its
 // variable. Run ea-supervisor -h for the list. Metrics, /healthz and /readyz
@@ -32,6 +32,7 @@ import (
 	"github.com/effectors/effectors/bus"
 	"github.com/effectors/effectors/examples/demo"
 	"github.com/effectors/effectors/supervisor"
+	"github.com/effectors/effectors/supervisord"
 )
 
 func main() {
@@ -44,12 +45,12 @@ func main() {
 }
 
 // command is ea-supervisor: the supervisor command with the demo.
-func command() (supervisor.Command, error) {
+func command() (supervisord.Command, error) {
 	def, err := demo.Definition()
 	if err != nil {
-		return supervisor.Command{}, err
+		return supervisord.Command{}, err
 	}
-	return supervisor.Command{
+	return supervisord.Command{
 		Name:        "ea-supervisor",
 		Definitions: []supervisor.Definition{def},
 		About: `ea-supervisor runs orchestrations: multi-step processes that publish task
@@ -68,7 +69,7 @@ ea-supervisor processes may run at once; they share the work.`,
 	}, nil
 }
 
-// run is the whole of ea-supervisor (see supervisor.Command.Run).
+// run is the whole of ea-supervisor (see supervisord.Command.Run).
 func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	cmd, err := command()
 	if err != nil {
@@ -79,7 +80,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 
 // hint is what ea-supervisor prints once ready: how to start and watch the
 // demo, with the real URL and prefix.
-func hint(in supervisor.Info) string {
+func hint(in supervisord.Info) string {
 	p := in.Names.Prefix()
 	var b strings.Builder
 	b.WriteString(in.Head())

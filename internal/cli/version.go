@@ -12,7 +12,7 @@ import (
 //	go build -ldflags "-X github.com/effectors/effectors/internal/cli.version=v1.4.0" ./cmd/...
 //
 // It is the one place a build stamps a version into every binary (ea,
-// ea-node, ea-supervisor and a node.Main or supervisor.Main of your own).
+// ea-node, ea-supervisor and a node.Main or supervisord.Main of your own).
 var version string
 
 // Version returns the version of this binary: the one the build set with

@@ -1,18 +1,18 @@
-package supervisor
+package supervisord
 
 import (
 	"context"
-	"reflect"
-
 	"errors"
 	"flag"
-	"github.com/effectors/effectors/graph"
 	"log/slog"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/effectors/effectors/graph"
 	"github.com/effectors/effectors/internal/cli"
+	"github.com/effectors/effectors/supervisor"
 )
 
 func envOf(m map[string]string) func(string) string {
@@ -105,11 +105,11 @@ func TestCommandRun(t *testing.T) {
 	b := graph.New[struct{}]()
 	b.AddNode("n", func(context.Context, struct{}) (graph.Update[struct{}], error) { return graph.Update[struct{}]{}, nil })
 	b.AddEdge(graph.START, "n").AddEdge("n", graph.END)
-	def, err := Define(Spec[struct{}]{Name: "mine", Graph: b})
+	def, err := supervisor.Define(supervisor.Spec[struct{}]{Name: "mine", Graph: b})
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd := Command{Name: "my-supervisor", Definitions: []Definition{def}}
+	cmd := Command{Name: "my-supervisor", Definitions: []supervisor.Definition{def}}
 	if err := cmd.Run(t.Context(), []string{"-h"}, envOf(nil), &out, &errOut); err != nil {
 		t.Fatal(err)
 	}

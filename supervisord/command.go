@@ -1,4 +1,4 @@
-package supervisor
+package supervisord
 
 import (
 	"context"
@@ -15,12 +15,13 @@ import (
 
 	"github.com/effectors/effectors/bus"
 	"github.com/effectors/effectors/internal/cli"
+	"github.com/effectors/effectors/supervisor"
 	"github.com/effectors/effectors/web"
 )
 
 // ErrNoDefinitions is returned by [Command.Run] for a command with no
 // orchestration definitions.
-var ErrNoDefinitions = errors.New("supervisor: no orchestrations to run: pass at least one Definition to supervisor.Main or Command.Definitions")
+var ErrNoDefinitions = errors.New("supervisord: no orchestrations to run: pass at least one supervisor.Definition to supervisord.Main or Command.Definitions")
 
 // Main runs a supervisor binary for the orchestrations defs, with the
 // flags, EA_* variables, health and metrics endpoints and graceful shutdown
@@ -33,12 +34,12 @@ var ErrNoDefinitions = errors.New("supervisor: no orchestrations to run: pass at
 //		if err != nil {
 //			log.Fatal(err)
 //		}
-//		supervisor.Main(def)
+//		supervisord.Main(def)
 //	}
 //
 // The program's name in messages and in -h is the base name of os.Args[0].
 // Use [Command] for more control.
-func Main(defs ...Definition) {
+func Main(defs ...supervisor.Definition) {
 	Command{Definitions: defs}.Main()
 }
 
@@ -50,7 +51,7 @@ type Command struct {
 	// name of os.Args[0].
 	Name string
 	// Definitions are the orchestrations served (at least one).
-	Definitions []Definition
+	Definitions []supervisor.Definition
 	// About is what -h says the binary does, between the usage line and the
 	// flags; empty: a description of the orchestration API.
 	About string
@@ -60,7 +61,7 @@ type Command struct {
 	// Configure, when set, adjusts the supervisor options the flags set
 	// (logger, registry) before the supervisor is created. It must not
 	// block.
-	Configure func(*Options)
+	Configure func(*supervisor.Options)
 }
 
 // Info is what a supervisor binary knows once it serves: what its banner
@@ -95,7 +96,7 @@ func (c Command) Run(ctx context.Context, args []string, getenv func(string) str
 		return ErrNoDefinitions
 	}
 	if getenv == nil || stdout == nil || stderr == nil {
-		return errors.New("supervisor: Command.Run: getenv, stdout and stderr must not be nil")
+		return errors.New("supervisord: Command.Run: getenv, stdout and stderr must not be nil")
 	}
 	program := c.program()
 	parse := func(args []string, getenv func(string) string) (config, error) {
@@ -174,11 +175,11 @@ func (c Command) serve(ctx context.Context, program string, cfg config, log *slo
 		return err
 	}
 
-	opts := Options{Logger: log, Registerer: proc.Registry}
+	opts := supervisor.Options{Logger: log, Registerer: proc.Registry}
 	if c.Configure != nil {
 		c.Configure(&opts)
 	}
-	sup, err := New(conn, opts)
+	sup, err := supervisor.New(conn, opts)
 	if err != nil {
 		return err
 	}
@@ -225,10 +226,10 @@ func DefaultBanner(in Info) string {
 	if len(in.Orchestrations) > 0 {
 		name = in.Orchestrations[0]
 	}
-	fmt.Fprintf(&b, "  nats req %s '{\"name\":\"%s\",\"input\":{}}'   # -> {\"id\":\"<ID>\"}\n", Subject(p, OpStart), name)
-	fmt.Fprintf(&b, "  nats req %s '{\"id\":\"<ID>\"}'\n", Subject(p, OpStatus))
-	fmt.Fprintf(&b, "  nats req %s '{\"id\":\"<ID>\",\"input\":{}}'\n", Subject(p, OpInput))
-	fmt.Fprintf(&b, "  nats req %s '{\"id\":\"<ID>\"}'\n", Subject(p, OpCancel))
+	fmt.Fprintf(&b, "  nats req %s '{\"name\":\"%s\",\"input\":{}}'   # -> {\"id\":\"<ID>\"}\n", supervisor.Subject(p, supervisor.OpStart), name)
+	fmt.Fprintf(&b, "  nats req %s '{\"id\":\"<ID>\"}'\n", supervisor.Subject(p, supervisor.OpStatus))
+	fmt.Fprintf(&b, "  nats req %s '{\"id\":\"<ID>\",\"input\":{}}'\n", supervisor.Subject(p, supervisor.OpInput))
+	fmt.Fprintf(&b, "  nats req %s '{\"id\":\"<ID>\"}'\n", supervisor.Subject(p, supervisor.OpCancel))
 	b.WriteString("\n")
 	return b.String()
 }
