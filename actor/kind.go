@@ -189,7 +189,6 @@ func (k Kind[S]) spec() (*kindSpec, error) {
 			return nil, invalidf("kind %s: Accept %q: want %q or %q", k.Name, ct, records.ContentMsgpack, records.ContentJSON)
 		}
 	}
-	logic := k.Logic
 	initial := k.Initial
 	s.initial = func() ([]byte, error) { return codec.Marshal(initial) }
 	s.fromJSON = func(data []byte) ([]byte, error) {
@@ -201,24 +200,29 @@ func (k Kind[S]) spec() (*kindSpec, error) {
 		}
 		return codec.Marshal(v)
 	}
-	s.run = func(ctx *Context, state []byte) ([]byte, error) {
-		var v S
-		if len(state) > 0 {
-			if err := codec.Unmarshal(state, &v); err != nil {
-				return nil, Permanent(fmt.Errorf("stored state of %s does not decode into %T (did the state type change?): %w", ctx.self, v, err))
-			}
-		}
-		next, err := logic(ctx, v)
-		if err != nil {
-			return nil, err
-		}
-		b, err := codec.Marshal(next)
-		if err != nil {
-			return nil, Permanent(fmt.Errorf("encode new state of %s: %w", ctx.self, err))
-		}
-		return b, nil
-	}
+	s.run = k.run
 	return s, nil
+}
+
+// run decodes the stored state (msgpack; empty for the zero value), runs the
+// logic on it and encodes the new state: what a node does with every record,
+// and what [Kind.Apply] does too.
+func (k Kind[S]) run(ctx *Context, state []byte) ([]byte, error) {
+	var v S
+	if len(state) > 0 {
+		if err := codec.Unmarshal(state, &v); err != nil {
+			return nil, Permanent(fmt.Errorf("stored state of %s does not decode into %T (did the state type change?): %w", ctx.self, v, err))
+		}
+	}
+	next, err := k.Logic(ctx, v)
+	if err != nil {
+		return nil, err
+	}
+	b, err := codec.Marshal(next)
+	if err != nil {
+		return nil, Permanent(fmt.Errorf("encode new state of %s: %w", ctx.self, err))
+	}
+	return b, nil
 }
 
 func (s *kindSpec) accepts(contentType string) bool {
