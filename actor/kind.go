@@ -22,7 +22,9 @@ import (
 //     record is acknowledged;
 //   - an error: the record is retried with backoff ([RetryPolicy]); when the
 //     attempts run out it goes to dead letters with the error in EA-Error;
-//   - an error marked [Permanent] (or [UnknownType], or a payload that
+//   - an error marked [Permanent] (the one mark of every package, so
+//     graph.Permanent too; a core error whose code retrying cannot fix;
+//     one Kind.Retry.RetryOn refuses; [UnknownType]; a payload that
 //     ctx.Decode cannot decode): dead letters at once;
 //   - a panic: dead letters at once with the panic value; the stack is
 //     logged.
