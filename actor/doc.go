@@ -94,6 +94,15 @@
 // runs. A record of type [TypeCancel] cancels the logic running on a record of
 // the same process (context.Cause is [ErrCancelled]).
 //
+// # Testing logic
+//
+// [Kind.Apply] runs a kind's logic on one record without NATS, exactly as a
+// node runs it: the state goes through msgpack before and after the logic
+// (fields tagged `json:"-"` and unexported fields arrive zero, an `any` field
+// holds what msgpack decodes), the record through its NATS form, and records
+// a node would dead-letter before the logic runs fail with a [Permanent]
+// error. A test that passes with Apply sees what production sees.
+//
 // # Control
 //
 // Nodes serve a NATS micro service (named after the prefix) with endpoints

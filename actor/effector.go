@@ -719,7 +719,7 @@ func (e *effector) evaluate(d delivery, cur []byte, retry bool) (state []byte, o
 			return nil, nil, "", errRetryAlone
 		}
 		e.node.metrics.retries.WithLabelValues(k.name).Inc()
-		wait := k.retry.delay(attempt)
+		wait := k.retry.Delay(attempt)
 		e.logger().Debug("logic failed; retrying", "record", d.rec.ID, "attempt", attempt, "in", wait, "err", err)
 		_ = d.msg.InProgress()
 		if !sleep(e.ctx, wait) {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/effectors/effectors/bus"
+	"github.com/effectors/effectors/retry"
 )
 
 // Sentinel errors. Match them with errors.Is.
@@ -84,27 +85,17 @@ func (e *CorruptStateError) Is(target error) bool { return target == ErrCorruptS
 // overtakes the records held.
 const TypeCancel = "cancel"
 
-// permanentError marks an error that retrying cannot fix.
-type permanentError struct{ err error }
-
-func (e *permanentError) Error() string { return e.err.Error() }
-func (e *permanentError) Unwrap() error { return e.err }
-
 // Permanent marks err as one that retrying cannot fix: logic that returns it
-// sends the record to dead letters at once, without retries. Permanent(nil)
-// is nil.
-func Permanent(err error) error {
-	if err == nil {
-		return nil
-	}
-	return &permanentError{err}
-}
+// sends the record to dead letters at once, without retries. It is
+// [retry.Permanent], the one mark every package honours (graph.Permanent is
+// the same). Permanent(nil) is nil.
+func Permanent(err error) error { return retry.Permanent(err) }
 
-// IsPermanent reports whether err was marked with [Permanent].
-func IsPermanent(err error) bool {
-	var p *permanentError
-	return errors.As(err, &p)
-}
+// IsPermanent reports whether retrying cannot fix err: it is
+// [retry.IsPermanent], so it sees errors marked by any package
+// (actor.Permanent, graph.Permanent) and core errors whose code retrying
+// cannot fix.
+func IsPermanent(err error) bool { return retry.IsPermanent(err) }
 
 // UnknownType is the permanent error for a record type the logic does not
 // handle; such a record goes to dead letters at once.

@@ -9,6 +9,7 @@ import (
 
 	"github.com/effectors/effectors/internal/codec"
 	"github.com/effectors/effectors/records"
+	"github.com/effectors/effectors/retry"
 )
 
 // Logic is an effector's behaviour: given the record in hand (ctx.Record())
@@ -21,7 +22,9 @@ import (
 //     record is acknowledged;
 //   - an error: the record is retried with backoff ([RetryPolicy]); when the
 //     attempts run out it goes to dead letters with the error in EA-Error;
-//   - an error marked [Permanent] (or [UnknownType], or a payload that
+//   - an error marked [Permanent] (the one mark of every package, so
+//     graph.Permanent too; a core error whose code retrying cannot fix;
+//     one Kind.Retry.RetryOn refuses; [UnknownType]; a payload that
 //     ctx.Decode cannot decode): dead letters at once;
 //   - a panic: dead letters at once with the panic value; the stack is
 //     logged.
@@ -39,7 +42,8 @@ type Kind[S any] struct {
 	Initial S
 	// Logic handles one record at a time. Required.
 	Logic Logic[S]
-	// Retry is the retry policy for failing logic. Zero fields take defaults.
+	// Retry is the retry policy for failing logic ([RetryPolicy]). Zero
+	// fields take defaults.
 	Retry RetryPolicy
 	// MaxPayload is the largest payload accepted, in bytes; larger records go
 	// to dead letters. Default 256 KiB.
@@ -79,43 +83,13 @@ type Kind[S any] struct {
 	StateRecords bool
 }
 
-// RetryPolicy says how often and how fast failing logic is retried. A record
-// being retried blocks its mailbox: order is kept.
-type RetryPolicy struct {
-	// Attempts is the number of tries, the first included. Default 4.
-	Attempts int
-	// Backoff is the wait before the first retry. Default 100ms.
-	Backoff time.Duration
-	// MaxBackoff caps the wait. Default 5s.
-	MaxBackoff time.Duration
-	// Multiplier grows the wait after each retry. Default 2.
-	Multiplier float64
-}
-
-func (p RetryPolicy) withDefaults() RetryPolicy {
-	if p.Attempts == 0 {
-		p.Attempts = 4
-	}
-	if p.Backoff == 0 {
-		p.Backoff = 100 * time.Millisecond
-	}
-	if p.MaxBackoff == 0 {
-		p.MaxBackoff = 5 * time.Second
-	}
-	if p.Multiplier == 0 {
-		p.Multiplier = 2
-	}
-	return p
-}
-
-// delay is the wait after failed attempt n (1-based).
-func (p RetryPolicy) delay(n int) time.Duration {
-	d := float64(p.Backoff)
-	for range n - 1 {
-		d *= p.Multiplier
-	}
-	return min(time.Duration(d), p.MaxBackoff)
-}
+// RetryPolicy says how often and how fast failing logic is retried: it is
+// [retry.Policy], the one policy type of every package. A record being
+// retried blocks its mailbox: order is kept. Zero fields take
+// [retry.Default]'s: 4 attempts, the first included; 100ms before the first
+// retry, doubling (Multiplier 2) up to 5s (MaxBackoff); no Jitter. An error
+// RetryOn refuses goes to dead letters at once, as a [Permanent] one does.
+type RetryPolicy = retry.Policy
 
 // Definition is a kind ready to host on a node: a [Kind] of any state type.
 type Definition interface {
@@ -151,10 +125,10 @@ func (k Kind[S]) spec() (*kindSpec, error) {
 	if k.Logic == nil {
 		return nil, invalidf("kind %s: Logic is required", k.Name)
 	}
-	retry := k.Retry.withDefaults()
+	policy := k.Retry.Or(retry.Default())
 	s := &kindSpec{
 		name:          k.Name,
-		retry:         retry,
+		retry:         policy,
 		maxPayload:    orDefault(k.MaxPayload, 256<<10),
 		accept:        k.Accept,
 		window:        orDefault(k.Window, 256),
@@ -166,10 +140,10 @@ func (k Kind[S]) spec() (*kindSpec, error) {
 		stateRecords:  k.StateRecords,
 	}
 	switch {
-	case retry.Attempts < 1:
-		return nil, invalidf("kind %s: Retry.Attempts %d must be at least 1", k.Name, retry.Attempts)
-	case retry.Backoff < 0 || retry.MaxBackoff < 0 || retry.Multiplier < 1:
-		return nil, invalidf("kind %s: Retry backoffs must be positive and Multiplier at least 1", k.Name)
+	case policy.Attempts < 1:
+		return nil, invalidf("kind %s: Retry.Attempts %d must be at least 1", k.Name, policy.Attempts)
+	case policy.Validate() != nil:
+		return nil, invalidf("kind %s: Retry: %v", k.Name, policy.Validate())
 	case s.maxPayload < 0, s.window < 1, s.maxBatch < 1, s.ackWait < time.Second, s.maxDeliveries < 1, s.timeout < 0:
 		return nil, invalidf("kind %s: MaxPayload must be >= 0, Window >= 1, MaxBatch >= 1, AckWait >= 1s, MaxDeliveries >= 1, Timeout >= 0", k.Name)
 	}
@@ -189,7 +163,6 @@ func (k Kind[S]) spec() (*kindSpec, error) {
 			return nil, invalidf("kind %s: Accept %q: want %q or %q", k.Name, ct, records.ContentMsgpack, records.ContentJSON)
 		}
 	}
-	logic := k.Logic
 	initial := k.Initial
 	s.initial = func() ([]byte, error) { return codec.Marshal(initial) }
 	s.fromJSON = func(data []byte) ([]byte, error) {
@@ -201,24 +174,38 @@ func (k Kind[S]) spec() (*kindSpec, error) {
 		}
 		return codec.Marshal(v)
 	}
-	s.run = func(ctx *Context, state []byte) ([]byte, error) {
-		var v S
-		if len(state) > 0 {
-			if err := codec.Unmarshal(state, &v); err != nil {
-				return nil, Permanent(fmt.Errorf("stored state of %s does not decode into %T (did the state type change?): %w", ctx.self, v, err))
+	s.run = k.run
+	if policy.RetryOn != nil {
+		s.run = func(ctx *Context, state []byte) ([]byte, error) {
+			b, err := k.run(ctx, state)
+			if err != nil && !policy.Retryable(err) {
+				err = Permanent(err)
 			}
+			return b, err
 		}
-		next, err := logic(ctx, v)
-		if err != nil {
-			return nil, err
-		}
-		b, err := codec.Marshal(next)
-		if err != nil {
-			return nil, Permanent(fmt.Errorf("encode new state of %s: %w", ctx.self, err))
-		}
-		return b, nil
 	}
 	return s, nil
+}
+
+// run decodes the stored state (msgpack; empty for the zero value), runs the
+// logic on it and encodes the new state: what a node does with every record,
+// and what [Kind.Apply] does too.
+func (k Kind[S]) run(ctx *Context, state []byte) ([]byte, error) {
+	var v S
+	if len(state) > 0 {
+		if err := codec.Unmarshal(state, &v); err != nil {
+			return nil, Permanent(fmt.Errorf("stored state of %s does not decode into %T (did the state type change?): %w", ctx.self, v, err))
+		}
+	}
+	next, err := k.Logic(ctx, v)
+	if err != nil {
+		return nil, err
+	}
+	b, err := codec.Marshal(next)
+	if err != nil {
+		return nil, Permanent(fmt.Errorf("encode new state of %s: %w", ctx.self, err))
+	}
+	return b, nil
 }
 
 func (s *kindSpec) accepts(contentType string) bool {

@@ -47,8 +47,11 @@
 // Every failure is an [*Error] with a [Code] callers switch on (failed,
 // panic, timeout, cancelled, permission, invalid, not_found, unavailable,
 // provider, schema, steps, approval) and the cause kept for errors.Is and
-// errors.As. [Permanent] says which codes retrying cannot fix; [Wrap] marks
-// those actor.Permanent, and task.Node's retries skip them too.
+// errors.As. [Error.Permanent] says which codes retrying cannot fix, and
+// every package honours it (retry.IsPermanent, which actor.IsPermanent and
+// graph.IsPermanent are): a node dead-letters such a record at once, a graph
+// and task.Node do not retry it. [Permanent] tests a whole chain and sees
+// the marks of retry.Permanent (actor.Permanent, graph.Permanent) too.
 // The sentinels ErrTimeout, ErrPermission, … match any *Error of their code.
 //
 // # Pipelines over NATS

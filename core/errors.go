@@ -88,6 +88,19 @@ func (e *Error) Is(target error) bool {
 	return ok && t.Op == "" && t.Err == nil && t.Code == e.Code
 }
 
+// Permanent reports whether retrying cannot fix e: permission, invalid
+// input, unknown names, missing services, answers that do not fit, panics,
+// and a tool loop paused for an approval (retrying would only pause again).
+// With it every package's retries (actor, graph, task.Node) skip such an
+// error, marked [retry.Permanent] or not; [Permanent] tests a whole chain.
+func (e *Error) Permanent() bool {
+	switch e.Code {
+	case CodePermission, CodeInvalid, CodeNotFound, CodeUnavailable, CodeSchema, CodePanic, CodeApproval:
+		return true
+	}
+	return false
+}
+
 // CodeOf returns the code of the outermost *Error in err's chain, or "" when
 // there is none.
 func CodeOf(err error) Code {

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/effectors/effectors/actor"
+	"github.com/effectors/effectors/retry"
 )
 
 // RunOption adjusts [Run].
@@ -142,24 +143,19 @@ func joinCause(err, cause error) error {
 	return fmt.Errorf("%w (%w)", err, cause)
 }
 
-// Permanent reports whether retrying cannot fix err: permission, invalid
-// input, unknown names, missing services, answers that do not fit, panics,
-// and a tool loop paused for an approval (retrying would only pause again).
-func Permanent(err error) bool {
-	switch CodeOf(err) {
-	case CodePermission, CodeInvalid, CodeNotFound, CodeUnavailable, CodeSchema, CodePanic, CodeApproval:
-		return true
-	}
-	return false
-}
+// Permanent reports whether retrying cannot fix err: it is
+// [retry.IsPermanent], so it sees an error marked by any package
+// (actor.Permanent, graph.Permanent, retry.Permanent) and an [*Error] whose
+// code retrying cannot fix ([Error.Permanent]).
+func Permanent(err error) bool { return retry.IsPermanent(err) }
 
 // Wrap returns kind k whose logic runs with the services, as seen by k's
 // [Scope] under perms, in its context: the logic reaches them with
 // core.From(ctx) on its *actor.Context. Each attempt gets a [Tally] (TallyOf)
 // summing the tokens of its LLM requests; Services.Metrics counts them per
-// kind. Failures become *Error values; those
-// retrying cannot fix ([Permanent]) are marked actor.Permanent so the record
-// goes to dead letters at once, others are retried by the node.
+// kind. Failures become *Error values; those retrying cannot fix
+// ([Permanent]) send the record to dead letters at once (the node sees
+// them with actor.IsPermanent), others are retried by the node.
 func Wrap[S any](svc *Services, perms Permissions, k actor.Kind[S]) (actor.Kind[S], error) {
 	if k.Logic == nil {
 		return k, Errorf(CodeInvalid, "core.wrap", "kind %q has no logic", k.Name)
@@ -181,14 +177,10 @@ func Wrap[S any](svc *Services, perms Permissions, k actor.Kind[S]) (actor.Kind[
 		if err == nil {
 			return next, nil
 		}
-		if actor.IsPermanent(err) {
+		if Permanent(err) {
 			return next, err
 		}
-		err = classify("kind "+k.Name, c.Context, parent, err)
-		if Permanent(err) {
-			return next, actor.Permanent(err)
-		}
-		return next, err
+		return next, classify("kind "+k.Name, c.Context, parent, err)
 	}
 	return k, nil
 }

@@ -120,7 +120,7 @@ func Defer() NodeOption {
 func WithRetry(p RetryPolicy) NodeOption {
 	return func(o *nodeOpts) error {
 		if err := p.Validate(); err != nil {
-			return err
+			return fmt.Errorf("%w: %w", ErrInvalidArgument, err)
 		}
 		o.retry = p
 		return nil

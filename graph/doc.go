@@ -178,7 +178,9 @@
 // ErrNodeFailed; typed errors
 // *RecursionError, *ConflictError, *InvalidUpdateError, *NodeError (wraps
 // the node's error; a panic becomes a *PanicError), *TooLargeError.
-// Permanent marks a node error that its RetryPolicy must not retry.
+// Permanent marks a node error that its RetryPolicy must not retry; it is
+// retry.Permanent, the mark actor.Permanent makes too, and RetryPolicy is
+// retry.Policy, the one policy type of every package.
 //
 // # API changes
 //

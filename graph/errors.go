@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+
+	"github.com/effectors/effectors/retry"
 )
 
 // Sentinel errors. Match them with errors.Is; the typed errors below match
@@ -147,26 +149,18 @@ func (e *TooLargeError) Error() string {
 // Is matches ErrTooLarge.
 func (e *TooLargeError) Is(target error) bool { return target == ErrTooLarge }
 
-// permanentError marks an error that retrying cannot fix.
-type permanentError struct{ err error }
-
-func (e *permanentError) Error() string { return e.err.Error() }
-func (e *permanentError) Unwrap() error { return e.err }
-
-// Permanent marks err so that a node's RetryPolicy does not retry it.
+// Permanent marks err so that a node's RetryPolicy does not retry it. It is
+// [retry.Permanent], the one mark every package honours (actor.Permanent is
+// the same): a node error marked here dead-letters an effector's record at
+// once, and an effector's permanent error is not retried by a graph.
 // Permanent(nil) is nil.
-func Permanent(err error) error {
-	if err == nil {
-		return nil
-	}
-	return &permanentError{err}
-}
+func Permanent(err error) error { return retry.Permanent(err) }
 
-// IsPermanent reports whether err was marked with Permanent.
-func IsPermanent(err error) bool {
-	var p *permanentError
-	return errors.As(err, &p)
-}
+// IsPermanent reports whether retrying cannot fix err: it is
+// [retry.IsPermanent], so it sees errors marked by any package
+// (graph.Permanent, actor.Permanent) and core errors whose code retrying
+// cannot fix.
+func IsPermanent(err error) bool { return retry.IsPermanent(err) }
 
 func invalidGraph(format string, a ...any) error {
 	return fmt.Errorf("%w: "+format, append([]any{ErrInvalidGraph}, a...)...)

@@ -697,11 +697,11 @@ func (g *Graph[S]) attempts(ctx, nctx context.Context, nc *nodeCtx, t *task[S], 
 		} else {
 			upd, err = callNode(nctx, t.spec.fn, input)
 		}
-		if err == nil || attempt >= max(p.Attempts, 1) || !p.retryable(err) {
+		if err == nil || attempt >= max(p.Attempts, 1) || !retryable(p, err) {
 			nc.emit(part{mode: StreamTasks, kind: "task_result", err: err})
 			return taskResult[S]{upd: upd, err: err, attempts: attempt}
 		}
-		timer := time.NewTimer(p.delay(attempt))
+		timer := time.NewTimer(p.Or(nodeRetry).Delay(attempt))
 		select {
 		case <-ctx.Done():
 			timer.Stop()

@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/effectors/effectors/actor"
+	"github.com/effectors/effectors/core"
 	"github.com/effectors/effectors/graph"
 )
 
@@ -532,6 +534,8 @@ func TestRetry(t *testing.T) {
 		{"retries until success", graph.RetryPolicy{Attempts: 3, Backoff: time.Millisecond}, 2, errFlaky, false, 3, false},
 		{"gives up after attempts", graph.RetryPolicy{Attempts: 3, Backoff: time.Millisecond}, 5, errFlaky, false, 3, true},
 		{"permanent is not retried", graph.RetryPolicy{Attempts: 3, Backoff: time.Millisecond}, 5, graph.Permanent(errFlaky), false, 1, true},
+		{"actor's permanent is not retried", graph.RetryPolicy{Attempts: 3, Backoff: time.Millisecond}, 5, actor.Permanent(errFlaky), false, 1, true},
+		{"a permanent core code is not retried", graph.RetryPolicy{Attempts: 3, Backoff: time.Millisecond}, 5, core.Errorf(core.CodeInvalid, "op", "bad: %w", errFlaky), false, 1, true},
 		{"RetryOn filters", graph.RetryPolicy{Attempts: 3, Backoff: time.Millisecond, RetryOn: func(err error) bool { return !errors.Is(err, errFlaky) }}, 5, errFlaky, false, 1, true},
 		{"panic is not retried", graph.RetryPolicy{Attempts: 3, Backoff: time.Millisecond}, 5, nil, true, 1, true},
 	}

@@ -3,6 +3,10 @@ package store
 import (
 	"errors"
 	"fmt"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/effectors/effectors/internal/service"
 )
 
 // Sentinel errors. Every error the store returns for a caller's mistake
@@ -34,6 +38,24 @@ func invalid(kind error, format string, args ...any) error {
 	return fmt.Errorf("%w: %w: "+format, append([]any{ErrInvalid, kind}, args...)...)
 }
 
+// HeaderKind is the header that also names the kind of a store service
+// error, as the store answered before it joined the shared error table
+// (whose reason header, EA-Error-Reason, carries the same value). Servers
+// set both; clients read EA-Error-Reason, then this one.
+const HeaderKind = "Ea-Store-Error"
+
+// serviceErrors maps the store's errors to codes and kinds (reasons), for
+// the server answering and the [Remote] reading the answer alike. Every 400
+// matches [ErrInvalid], as the store's own errors all wrap it.
+var serviceErrors = service.Table{
+	{Err: ErrBadCursor, Code: 400, Reason: "bad_cursor", Also: []error{ErrInvalid}},
+	{Err: ErrPageTooLarge, Code: 400, Reason: "page_too_large", Also: []error{ErrInvalid}},
+	{Err: ErrUnknownKind, Code: 400, Reason: "unknown_kind", Also: []error{ErrInvalid}},
+	{Err: ErrInvalid, Code: 400, Reason: "invalid"},
+	{Err: ErrNotFound, Code: 404, Reason: "not_found"},
+	{Err: ErrUnavailable, Code: 503, Reason: "unavailable"},
+}
+
 // ServiceError is an error answered by the store service over NATS, with
 // its HTTP-like code (400 bad request, 404 not found, 503 unavailable,
 // 500 internal). It matches the sentinel of its code and kind with
@@ -48,39 +70,16 @@ type ServiceError struct {
 func (e *ServiceError) Error() string { return fmt.Sprintf("store service: %d %s", e.Code, e.Message) }
 
 // Is matches the sentinel the code and kind stand for.
-func (e *ServiceError) Is(target error) bool {
-	switch target {
-	case ErrInvalid:
-		return e.Code == 400
-	case ErrBadCursor:
-		return e.Kind == "bad_cursor"
-	case ErrPageTooLarge:
-		return e.Kind == "page_too_large"
-	case ErrUnknownKind:
-		return e.Kind == "unknown_kind"
-	case ErrNotFound:
-		return e.Code == 404
-	case ErrUnavailable:
-		return e.Code == 503
-	}
-	return false
-}
+func (e *ServiceError) Is(target error) bool { return serviceErrors.Is(e.Code, e.Kind, target) }
 
-// errorKind maps err to its service code and kind.
-func errorKind(err error) (int, string) {
-	switch {
-	case errors.Is(err, ErrBadCursor):
-		return 400, "bad_cursor"
-	case errors.Is(err, ErrPageTooLarge):
-		return 400, "page_too_large"
-	case errors.Is(err, ErrUnknownKind):
-		return 400, "unknown_kind"
-	case errors.Is(err, ErrInvalid):
-		return 400, "invalid"
-	case errors.Is(err, ErrNotFound):
-		return 404, "not_found"
-	case errors.Is(err, ErrUnavailable):
-		return 503, "unavailable"
-	}
-	return 500, "internal"
+// Reply returns the code, kind and message the error is answered with: a
+// server relays it as it is.
+func (e *ServiceError) Reply() (code int, kind, message string) { return e.Code, e.Kind, e.Message }
+
+// errorHeader returns the headers of an error reply for err: those of the
+// shared table, and [HeaderKind].
+func errorHeader(err error) nats.Header {
+	h := serviceErrors.Header(err)
+	h[HeaderKind] = h[service.HeaderReason]
+	return h
 }

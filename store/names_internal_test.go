@@ -2,6 +2,7 @@ package store
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 )
@@ -48,12 +49,42 @@ func TestServiceErrorMatches(t *testing.T) {
 		invalid(ErrBadCursor, "x"), invalid(ErrPageTooLarge, "x"), invalid(ErrUnknownKind, "x"),
 		invalidf("x"), ErrNotFound, ErrUnavailable,
 	} {
-		code, kind := errorKind(err)
+		code, kind := serviceErrors.Encode(err)
 		remote := &ServiceError{Code: code, Kind: kind, Message: err.Error()}
 		for _, target := range []error{ErrInvalid, ErrBadCursor, ErrPageTooLarge, ErrUnknownKind, ErrNotFound, ErrUnavailable} {
 			if errors.Is(remote, target) != errors.Is(err, target) {
 				t.Errorf("%v: remote matches %v: %v, local %v", err, target, errors.Is(remote, target), errors.Is(err, target))
 			}
 		}
+	}
+}
+
+// TestServiceErrorsOnTheWire: the store's errors go through the shared
+// table with the codes and kinds the store answered before it used it, in
+// both reason headers.
+func TestServiceErrorsOnTheWire(t *testing.T) {
+	for _, tc := range []struct {
+		err  error
+		code string
+		kind string
+	}{
+		{invalid(ErrBadCursor, "x"), "400", "bad_cursor"},
+		{invalid(ErrPageTooLarge, "x"), "400", "page_too_large"},
+		{invalid(ErrUnknownKind, "x"), "400", "unknown_kind"},
+		{invalidf("x"), "400", "invalid"},
+		{fmt.Errorf("get: %w", ErrNotFound), "404", "not_found"},
+		{fmt.Errorf("x: %w", ErrUnavailable), "503", "unavailable"},
+		{errors.New("boom"), "500", "internal"},
+		{&ServiceError{Code: 503, Kind: "unavailable", Message: "store server stopping"}, "503", "unavailable"},
+	} {
+		h := errorHeader(tc.err)
+		if h.Get("Nats-Service-Error-Code") != tc.code || h.Get("Ea-Store-Error") != tc.kind || h.Get("EA-Error-Reason") != tc.kind || h.Get("Nats-Service-Error") == "" {
+			t.Errorf("%v: headers %v, want code %s kind %s", tc.err, h, tc.code, tc.kind)
+		}
+	}
+	// A reply of a store that set only Ea-Store-Error reads the same.
+	old := &ServiceError{Code: 400, Kind: "bad_cursor"}
+	if !errors.Is(old, ErrBadCursor) || !errors.Is(old, ErrInvalid) || errors.Is(old, ErrNotFound) {
+		t.Error("a bad_cursor reply must match ErrBadCursor and ErrInvalid only")
 	}
 }

@@ -1,16 +1,17 @@
 package store
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strconv"
 	"time"
 
 	"github.com/nats-io/nats.go"
 
 	"github.com/effectors/effectors/bus"
+	"github.com/effectors/effectors/internal/service"
 	"github.com/effectors/effectors/records"
 )
 
@@ -65,9 +66,9 @@ func (r *Remote) call(ctx context.Context, op string, req, reply any) error {
 	if err != nil {
 		return fmt.Errorf("store %s: %w", op, err)
 	}
-	if code := msg.Header.Get("Nats-Service-Error-Code"); code != "" {
-		c, _ := strconv.Atoi(code)
-		return &ServiceError{Code: c, Kind: msg.Header.Get("Ea-Store-Error"), Message: msg.Header.Get("Nats-Service-Error")}
+	if se := service.ErrorOf(msg); se != nil {
+		kind := cmp.Or(se.Reason, msg.Header.Get(HeaderKind))
+		return &ServiceError{Code: se.Code, Kind: kind, Message: se.Message}
 	}
 	if err := json.Unmarshal(msg.Data, reply); err != nil {
 		return fmt.Errorf("store %s: bad reply: %w", op, err)

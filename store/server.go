@@ -5,8 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
-	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -15,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go/micro"
 
 	"github.com/effectors/effectors/bus"
+	"github.com/effectors/effectors/internal/service"
 )
 
 // Service operations: the endpoints <prefix>.store.<op>.
@@ -112,7 +111,8 @@ func (s *Server) Run(ctx context.Context) error {
 			mu.Lock()
 			if closed {
 				mu.Unlock()
-				_ = req.Error("503", "store server stopping", nil, micro.WithHeaders(micro.Headers{"Ea-Store-Error": []string{"unavailable"}}))
+				h := errorHeader(&ServiceError{Code: 503, Kind: "unavailable", Message: "store server stopping"})
+				_ = req.Error(h.Get(service.HeaderCode), h.Get(service.HeaderError), nil, micro.WithHeaders(micro.Headers(h)))
 				return
 			}
 			reqs.Add(1)
@@ -132,16 +132,11 @@ func (s *Server) Run(ctx context.Context) error {
 				// library reads a request's error after its handler returns,
 				// so answering through it from this goroutine would race.
 				if err != nil {
-					code, kind := errorKind(err)
-					s.answer(req.Reply(), nil, strconv.Itoa(code), err.Error(), kind)
+					s.answer(req.Reply(), nil, err)
 					return
 				}
 				body, err := json.Marshal(v)
-				if err != nil {
-					s.answer(req.Reply(), nil, "500", err.Error(), "internal")
-					return
-				}
-				s.answer(req.Reply(), body, "", "", "")
+				s.answer(req.Reply(), body, err)
 			}()
 		})
 	}
@@ -291,22 +286,17 @@ func (s *Server) orchestrations(ctx context.Context, data []byte) (any, error) {
 }
 
 // answer replies to a request on its reply subject: body, or the error in
-// the NATS micro error headers (Nats-Service-Error, Nats-Service-Error-Code)
-// and Ea-Store-Error.
-func (s *Server) answer(reply string, body []byte, code, text, kind string) {
+// the headers of the shared table (Nats-Service-Error,
+// Nats-Service-Error-Code, EA-Error-Reason) and [HeaderKind].
+func (s *Server) answer(reply string, body []byte, err error) {
 	if reply == "" {
 		return
 	}
 	msg := nats.NewMsg(reply)
-	msg.Data = body
-	if code != "" {
-		text = strings.NewReplacer("\r", " ", "\n", " ").Replace(text)
-		if len(text) > 1024 {
-			text = text[:1024] + "…"
-		}
-		msg.Header.Set(micro.ErrorHeader, text)
-		msg.Header.Set(micro.ErrorCodeHeader, code)
-		msg.Header.Set("Ea-Store-Error", kind)
+	if err != nil {
+		msg.Header = errorHeader(err)
+	} else {
+		msg.Data = body
 	}
 	_ = s.client.conn.NC.PublishMsg(msg)
 }

@@ -15,7 +15,11 @@ func request(t *testing.T, e *env, op, body string) (data []byte, code, kind str
 	if err != nil {
 		t.Fatalf("%s: %v", op, err)
 	}
-	return msg.Data, msg.Header.Get("Nats-Service-Error-Code"), msg.Header.Get("Ea-Store-Error")
+	kind = msg.Header.Get("Ea-Store-Error")
+	if reason := msg.Header.Get("EA-Error-Reason"); reason != kind {
+		t.Errorf("%s: EA-Error-Reason %q, Ea-Store-Error %q: want the same kind in both", op, reason, kind)
+	}
+	return msg.Data, msg.Header.Get("Nats-Service-Error-Code"), kind
 }
 
 func TestService(t *testing.T) {

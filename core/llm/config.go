@@ -6,6 +6,8 @@ import (
 	"net/url"
 	"os"
 	"time"
+
+	"github.com/effectors/effectors/retry"
 )
 
 // Environment variables read by ConfigFromEnv.
@@ -16,16 +18,16 @@ const (
 	EnvEmbedModel = "EA_LLM_EMBED_MODEL"
 )
 
-// Retry is the retry policy for transient failures (429, 5xx, transport).
-type Retry struct {
-	// Attempts is the number of tries, the first included. Default 3; 1 turns
-	// retries off.
-	Attempts int
-	// Backoff is the wait before the first retry. Default 250ms.
-	Backoff time.Duration
-	// MaxBackoff caps the wait, which doubles after each retry. Default 8s.
-	MaxBackoff time.Duration
-}
+// Retry is the retry policy for transient failures (429, 5xx, transport):
+// [retry.Policy], the one policy type of every package. Zero fields take
+// defaults: Attempts 3 (1 turns retries off), Backoff 250ms, Multiplier 2
+// (the wait doubles after each retry), MaxBackoff 8s, no Jitter. RetryOn,
+// when set, narrows which transient failures are retried; a failure that
+// is not transient is never retried.
+type Retry = retry.Policy
+
+// defaultRetry is the default of Config.Retry's zero fields.
+var defaultRetry = retry.Policy{Attempts: 3, Backoff: 250 * time.Millisecond, Multiplier: 2, MaxBackoff: 8 * time.Second}
 
 // Config configures a Provider.
 type Config struct {
@@ -71,18 +73,10 @@ func (c *Config) Validate() error {
 	if c.EmbedModel == "" {
 		c.EmbedModel = c.Model
 	}
-	if c.Retry.Attempts < 0 || c.Retry.Backoff < 0 || c.Retry.MaxBackoff < 0 {
-		return fmt.Errorf("%w: Retry fields must not be negative", ErrConfig)
+	if err := c.Retry.Validate(); err != nil {
+		return fmt.Errorf("%w: Retry: %w", ErrConfig, err)
 	}
-	if c.Retry.Attempts == 0 {
-		c.Retry.Attempts = 3
-	}
-	if c.Retry.Backoff == 0 {
-		c.Retry.Backoff = 250 * time.Millisecond
-	}
-	if c.Retry.MaxBackoff == 0 {
-		c.Retry.MaxBackoff = 8 * time.Second
-	}
+	c.Retry = c.Retry.Or(defaultRetry)
 	if c.HTTPClient == nil {
 		c.HTTPClient = &http.Client{}
 	}

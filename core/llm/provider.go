@@ -145,7 +145,7 @@ func (p *Provider) Stream(ctx context.Context, req core.Request) iter.Seq2[core.
 				yield(core.Delta{Final: &final}, nil)
 				return
 			}
-			if !started && attempt < p.cfg.Retry.Attempts && ctx.Err() == nil && transient(err) {
+			if !started && attempt < p.cfg.Retry.Attempts && ctx.Err() == nil && transient(err) && p.cfg.Retry.Retryable(err) {
 				if werr := p.wait(ctx, attempt); werr != nil {
 					yield(core.Delta{}, p.wrap(ctx, op, werr))
 					return
@@ -278,7 +278,7 @@ func (p *Provider) retry(ctx context.Context, op string, call func() error) erro
 		if err == nil {
 			return nil
 		}
-		if attempt >= p.cfg.Retry.Attempts || ctx.Err() != nil || !transient(err) {
+		if attempt >= p.cfg.Retry.Attempts || ctx.Err() != nil || !transient(err) || !p.cfg.Retry.Retryable(err) {
 			return p.wrap(ctx, op, err)
 		}
 		if werr := p.wait(ctx, attempt); werr != nil {
@@ -289,12 +289,7 @@ func (p *Provider) retry(ctx context.Context, op string, call func() error) erro
 
 // wait sleeps the backoff before retry number attempt, or until ctx ends.
 func (p *Provider) wait(ctx context.Context, attempt int) error {
-	d := p.cfg.Retry.Backoff
-	for i := 1; i < attempt && d < p.cfg.Retry.MaxBackoff; i++ {
-		d *= 2
-	}
-	d = min(d, p.cfg.Retry.MaxBackoff)
-	t := time.NewTimer(d)
+	t := time.NewTimer(p.cfg.Retry.Delay(attempt))
 	defer t.Stop()
 	select {
 	case <-t.C:

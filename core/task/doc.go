@@ -41,7 +41,7 @@
 // # Nodes, routing and retries
 //
 // [Node] makes an agent a step over a state: SelectInput, the run (Timeout,
-// Retry with backoff as an actor.RetryPolicy, skipping [Permanent]
+// Retry with backoff as a retry.Policy (actor.RetryPolicy), skipping [Permanent]
 // failures), ApplyResult, and Route to the next node or [End].
 // [RunSequence] is the sequential runtime and [Graph] builds the same on the
 // graph engine; both route and retry alike.

@@ -8,6 +8,7 @@ import (
 	"github.com/effectors/effectors/actor"
 	"github.com/effectors/effectors/core"
 	"github.com/effectors/effectors/graph"
+	"github.com/effectors/effectors/retry"
 )
 
 // End is the name a Route returns to end the run (graph.END).
@@ -29,18 +30,20 @@ type Node[S any] struct {
 	Route func(state S) (string, error)
 	// Timeout bounds each run; 0 for none.
 	Timeout time.Duration
-	// Retry, when set, retries a failed run with backoff (the node's
-	// vocabulary: actor.RetryPolicy; zero fields take actor's defaults: 4
-	// attempts, 100ms doubling, at most 5s). Failures retrying cannot fix
-	// are not retried (Permanent). Nil: one attempt.
+	// Retry, when set, retries a failed run with backoff (the one policy
+	// type, retry.Policy; zero fields take retry.Default's, as an
+	// effector's do: 4 attempts, 100ms doubling, at most 5s). Failures
+	// retrying cannot fix are not retried (Permanent), nor those RetryOn
+	// refuses. Nil: one attempt.
 	Retry *actor.RetryPolicy
 }
 
-// Permanent reports whether retrying cannot fix err: marked permanent for
-// the actor (actor.Permanent) or a graph (graph.Permanent), a core error
-// retrying cannot fix (core.Permanent), or a cancellation.
+// Permanent reports whether retrying cannot fix err: marked permanent by any
+// package (retry.Permanent, which actor.Permanent and graph.Permanent are), a
+// core error retrying cannot fix (core.Permanent sees both), or a
+// cancellation.
 func Permanent(err error) bool {
-	return actor.IsPermanent(err) || graph.IsPermanent(err) || core.Permanent(err) || core.CodeOf(err) == core.CodeCancelled
+	return core.Permanent(err) || core.CodeOf(err) == core.CodeCancelled
 }
 
 // Run runs the node once on state (its agent as often as Retry allows).
@@ -66,10 +69,10 @@ func (n Node[S]) Run(ctx context.Context, state S) (S, error) {
 		if err == nil {
 			break
 		}
-		if attempt >= p.Attempts || Permanent(err) || ctx.Err() != nil {
+		if attempt >= p.Attempts || Permanent(err) || !p.Retryable(err) || ctx.Err() != nil {
 			return state, err
 		}
-		t := time.NewTimer(backoff(p, attempt))
+		t := time.NewTimer(p.Delay(attempt))
 		select {
 		case <-t.C:
 		case <-ctx.Done():
@@ -84,34 +87,13 @@ func (n Node[S]) Run(ctx context.Context, state S) (S, error) {
 	return next, nil
 }
 
-// retryDefaults fills p as actor.Kind does; nil is one attempt.
+// retryDefaults fills p as actor.Kind does (retry.Default); nil is one
+// attempt.
 func retryDefaults(p *actor.RetryPolicy) actor.RetryPolicy {
 	if p == nil {
 		return actor.RetryPolicy{Attempts: 1}
 	}
-	r := *p
-	if r.Attempts <= 0 {
-		r.Attempts = 4
-	}
-	if r.Backoff <= 0 {
-		r.Backoff = 100 * time.Millisecond
-	}
-	if r.MaxBackoff <= 0 {
-		r.MaxBackoff = 5 * time.Second
-	}
-	if r.Multiplier < 1 {
-		r.Multiplier = 2
-	}
-	return r
-}
-
-// backoff is the wait after failed attempt n, as actor computes it.
-func backoff(p actor.RetryPolicy, n int) time.Duration {
-	d := float64(p.Backoff)
-	for range n - 1 {
-		d *= p.Multiplier
-	}
-	return min(time.Duration(d), p.MaxBackoff)
+	return p.Or(retry.Default())
 }
 
 // next returns where to go after node name on state: its Route, or the

@@ -76,7 +76,7 @@ func (c *Config) defaults() error {
 	if c.MaxRounds == 0 {
 		c.MaxRounds = 3
 	}
-	if c.Retry == (actor.RetryPolicy{}) {
+	if c.Retry.IsZero() {
 		c.Retry = actor.RetryPolicy{Attempts: 5, Backoff: 200 * time.Millisecond, MaxBackoff: 5 * time.Second, Multiplier: 2}
 	}
 	return nil

@@ -1,6 +1,7 @@
 // Package service is what the runtime's request/reply services share: the
-// control endpoints (<prefix>.ctl.*, package actor) and the orchestration
-// API (<prefix>.orch.*, package supervisor). It decodes request bodies
+// control endpoints (<prefix>.ctl.*, package actor), the orchestration
+// API (<prefix>.orch.*, package supervisor) and the record store
+// (<prefix>.store.*, package store). It decodes request bodies
 // strictly, answers errors in the NATS micro error headers with a code and a
 // reason, and turns those replies back into typed errors on the client side,
 // both through one [Table] per service, so that no side ever matches an
@@ -23,6 +24,7 @@ import (
 	"fmt"
 	"io"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -70,6 +72,15 @@ type Entry struct {
 	Err    error
 	Code   int
 	Reason string
+	// Also lists broader sentinels every error of this entry wraps too (a
+	// service whose precise errors all wrap its ErrInvalid): a reply with
+	// this entry's code and reason matches them as well.
+	Also []error
+}
+
+// stands reports whether the entry's errors match target.
+func (e Entry) stands(target error) bool {
+	return e.Err == target || slices.Contains(e.Also, target)
 }
 
 // Table maps the typed errors of a service to codes and reasons, in both
@@ -108,18 +119,18 @@ func (t Table) Encode(err error) (code int, reason string) {
 
 // Is reports whether an error reply with code and reason stands for target:
 // an entry with that reason (when reason is set) or, for a reply without
-// one, the first entry with that code, has target as its Err.
+// one, the first entry with that code, has target as its Err or in Also.
 func (t Table) Is(code int, reason string, target error) bool {
 	if reason == "" {
 		for _, e := range t {
 			if e.Code == code {
-				return e.Err == target
+				return e.stands(target)
 			}
 		}
 		return false
 	}
 	for _, e := range t {
-		if e.Reason == reason && e.Code == code && e.Err == target {
+		if e.Reason == reason && e.Code == code && e.stands(target) {
 			return true
 		}
 	}

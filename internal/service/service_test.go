@@ -62,7 +62,10 @@ var (
 	errC = errors.New("c")
 )
 
-var table = Table{{errA, 404, "a"}, {errB, 404, "b"}, {errC, 409, "c"}}
+var (
+	errBroad = errors.New("broad")
+	table    = Table{{Err: errA, Code: 404, Reason: "a"}, {Err: errB, Code: 404, Reason: "b", Also: []error{errBroad}}, {Err: errC, Code: 409, Reason: "c"}}
+)
 
 func TestTable(t *testing.T) {
 	for _, tc := range []struct {
@@ -94,6 +97,8 @@ func TestTable(t *testing.T) {
 	}{
 		{404, "b", errB, true},
 		{404, "b", errA, false},
+		{404, "b", errBroad, true}, // Also
+		{404, "a", errBroad, false},
 		{404, "", errA, true}, // no reason: the code's first entry
 		{404, "", errB, false},
 		{409, "a", errA, false}, // a reason of another code
