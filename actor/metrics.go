@@ -127,12 +127,16 @@ func newMetrics(reg prometheus.Registerer, n *Node) (*metrics, error) {
 
 // Describe and Collect make metrics a collector of the backlog gauge, computed
 // at scrape time.
-func (m *metrics) Describe(ch chan<- *prometheus.Desc) { ch <- m.backlog }
+func (m *metrics) Describe(ch chan<- *prometheus.Desc) {
+	ch <- m.backlog
+	ch <- partitionsReadDesc
+}
 
 func (m *metrics) Collect(ch chan<- prometheus.Metric) {
 	for kind, n := range m.node.backlog() {
 		ch <- prometheus.MustNewConstMetric(m.backlog, prometheus.GaugeValue, float64(n), kind)
 	}
+	m.collectPlacement(ch)
 }
 
 // hosted starts the per-kind counters of a hosted kind at 0, so that a

@@ -23,11 +23,12 @@ import (
 //
 // Lock order: partition.mu before effector.mu, never the reverse.
 type partition struct {
-	node *Node
-	kind *kindSpec
-	num  int
-	name string // the durable consumer's name
-	log  *slog.Logger
+	node  *Node
+	kind  *kindSpec
+	num   int
+	name  string // the durable consumer's name
+	lease uint64 // the revision of the lease it is read under
+	log   *slog.Logger
 
 	mu        sync.Mutex // guards the fields below
 	cc        jetstream.ConsumeContext
@@ -39,7 +40,7 @@ type partition struct {
 
 // consumerConfig is the durable consumer of partition num of kind k.
 func (n *Node) consumerConfig(k *kindSpec, num int) jetstream.ConsumerConfig {
-	return jetstream.ConsumerConfig{
+	return n.fenced(jetstream.ConsumerConfig{
 		Durable:       n.names.PartitionConsumer(k.name, num),
 		Description:   fmt.Sprintf("partition %d of the mailboxes of kind %s", num, k.name),
 		FilterSubject: n.names.PartitionFilter(k.name, num),
@@ -49,19 +50,26 @@ func (n *Node) consumerConfig(k *kindSpec, num int) jetstream.ConsumerConfig {
 		MaxAckPending: k.window,
 		DeliverPolicy: jetstream.DeliverAllPolicy,
 		Replicas:      n.conn.Config().Replicas,
-	}
+	})
 }
 
-// openPartition starts reading partition num of kind k: it makes sure the
-// durable consumer exists, resets it to its ack floor (so whatever a
-// former reader held but did not acknowledge comes again, in order) and
-// starts consuming. Effectors of the partition that read their own mailbox
-// (see overflow.go) go on doing so before the partition dispatches.
-func (n *Node) openPartition(ctx context.Context, k *kindSpec, num int) (*partition, error) {
+// openPartition starts reading partition num of kind k under the lease
+// revision lease: it makes sure the durable consumer exists, fences any
+// former reader off at the server (unpin, see fence.go), resets the
+// consumer to its ack floor (so whatever a former reader held but did not
+// acknowledge comes again, in order) and starts consuming. Effectors of the
+// partition that read their own mailbox (see overflow.go) go on doing so
+// before the partition dispatches.
+func (n *Node) openPartition(ctx context.Context, k *kindSpec, num int, lease uint64) (*partition, error) {
 	cfg := n.consumerConfig(k, num)
 	cons, err := n.stream.CreateOrUpdateConsumer(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("consumer %s: %w", cfg.Durable, err)
+	}
+	// Unpin before the reset: from here on the server serves no pull request
+	// of a former reader, so the first delivery after the reset is ours.
+	if err := n.unpin(ctx, cfg.Durable); err != nil {
+		return nil, err
 	}
 	res, err := n.conn.JS.ResetConsumer(ctx, n.names.MailboxStream(), cfg.Durable)
 	if err != nil {
@@ -80,6 +88,7 @@ func (n *Node) openPartition(ctx context.Context, k *kindSpec, num int) (*partit
 		log:       n.log.With("partition", cfg.Durable),
 		effectors: map[string]*effector{},
 		next:      next,
+		lease:     lease,
 	}
 	// Effectors that read their own mailbox go on doing so, before the
 	// partition dispatches. They are listed after the reset: a former reader
@@ -96,20 +105,23 @@ func (n *Node) openPartition(ctx context.Context, k *kindSpec, num int) (*partit
 		p.stop(0)
 		return nil, err
 	}
-	cc, err := cons.Consume(p.deliver,
-		jetstream.PullMaxMessages(k.window),
-		jetstream.PullHeartbeat(2*time.Second), jetstream.PullExpiry(10*time.Second),
-		jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
+	cc, err := cons.Consume(p.deliver, n.pullOpts(cons.CachedInfo(), k.window,
+		func(_ jetstream.ConsumeContext, err error) {
 			switch {
 			case errors.Is(err, jetstream.ErrConsumerDeleted), errors.Is(err, jetstream.ErrConsumerNotFound):
 				p.log.Info("consumer gone; opening the partition again", "err", err)
 				p.fail()
+			case errors.Is(err, jetstream.ErrPinIDMismatch):
+				// Unpinned: another node took the partition (its lease
+				// says so soon), or one that lost it unpinned it on its way
+				// out; nats.go asks again without a pin id.
+				p.log.Debug("consume: unpinned", "err", err)
 			case errors.Is(err, nats.ErrNoResponders), errors.Is(err, jetstream.ErrNoHeartbeat):
 				p.log.Debug("consume", "err", err) // nats.go keeps pulling once the server is back
 			default:
 				p.log.Debug("consume", "err", err)
 			}
-		}))
+		})...)
 	if err != nil {
 		return nil, fmt.Errorf("consume %s: %w", cfg.Durable, err)
 	}
@@ -317,6 +329,20 @@ func (p *partition) stop(grace time.Duration) {
 		})
 	}
 	wg.Wait()
+}
+
+// ownConsumers names the own consumers its effectors read right now (see
+// overflow.go).
+func (p *partition) ownConsumers() []string {
+	var out []string
+	for _, e := range p.loaded() {
+		e.mu.Lock()
+		if e.ovf != nil {
+			out = append(out, e.ovf.name)
+		}
+		e.mu.Unlock()
+	}
+	return out
 }
 
 // loaded returns the effectors loaded right now.

@@ -36,8 +36,16 @@ import (
 //   - A node that reads a partition it no longer owns (a node joined, or came
 //     back) stops reading it, lets the records in hand finish, and frees the
 //     lease; the owner takes it then.
-//   - A node that sees its lease taken, or a gap in its consumer's
-//     sequences (another reader), stops reading at once.
+//   - A node that sees its lease taken, freed or rewritten since it opened
+//     the partition (it froze, or was cut off, and others moved the lease
+//     meanwhile), or a gap in its consumer's sequences (another reader),
+//     stops reading at once, and says so (WARN, with the new holder). If
+//     the partition is still its own and the lease is free, it takes the
+//     lease again and reads from the ack floor, so that every lease has a
+//     holder within a beat.
+//   - The server fences the former reader off when a lease moves (a
+//     pinned-client priority group, unpinned by the new reader; short pull
+//     requests): see fence.go.
 //
 // If two nodes read one partition for a moment all the same, each
 // effector's state compare-and-set and seq keep every record applied once.
@@ -387,6 +395,7 @@ const (
 	actDrop                     // stop reading it: another node took the lease
 	actFree                     // free a lease this node holds but does not use
 	actReopen                   // stop reading and read again (consumer reset)
+	actLost                     // stop reading it: its lease was freed or rewritten under us
 )
 
 // reconcile compares what this node reads with what it owns and the leases
@@ -421,6 +430,13 @@ func (p *placement) reconcile(ctx context.Context) {
 			switch {
 			case part != nil && leased && l.node != p.id:
 				todo[s] = actDrop
+			case part != nil && (!leased || l.rev != part.lease) && mine:
+				// Freed or rewritten since we opened it (we froze, say, and
+				// others took it and gave it back): someone else may have
+				// read it meanwhile. Read it again under a lease of our own.
+				todo[s] = actReopen
+			case part != nil && (!leased || l.rev != part.lease):
+				todo[s] = actLost
 			case part != nil && !mine:
 				todo[s] = actClose
 			case part != nil && part.failed():
@@ -457,9 +473,17 @@ func (p *placement) reconcile(ctx context.Context) {
 // act carries out one reconcile action on partition s.
 func (p *placement) act(ctx context.Context, s slot, a action, part *partition, l lease) error {
 	switch a {
-	case actDrop:
+	case actDrop, actLost:
+		holder := l.node
+		if a == actLost {
+			holder = "none (freed)"
+			if l.node != "" {
+				holder = l.node + " (rewritten)"
+			}
+		}
+		p.n.log.Warn("lost the lease of a partition: stopped reading it", "partition", s.String(), "holder", holder, "lease_rev", l.rev, "read_under", part.lease)
 		p.unread(s, part)
-		part.stop(p.n.opts.ShutdownGrace)
+		p.stopFenced(ctx, part)
 		return nil
 	case actClose:
 		p.unread(s, part)
@@ -468,15 +492,19 @@ func (p *placement) act(ctx context.Context, s slot, a action, part *partition, 
 	case actFree:
 		return p.free(ctx, s)
 	case actReopen:
+		if l.rev != part.lease {
+			p.n.log.Warn("the lease of a partition changed while it was read: reading it again under a lease of its own", "partition", s.String(), "holder", l.node, "lease_rev", l.rev, "read_under", part.lease)
+		}
 		p.unread(s, part)
 		part.stop(p.n.opts.ShutdownGrace)
 	}
 	handover := l.node != "" && l.node != p.id
-	if err := p.take(ctx, s); err != nil {
+	rev, err := p.take(ctx, s)
+	if err != nil {
 		return err
 	}
 	k := p.n.kindSpec(s.kind)
-	part, err := p.n.openPartition(ctx, k, s.num)
+	part, err = p.n.openPartition(ctx, k, s.num, rev)
 	if err != nil {
 		return fmt.Errorf("open partition %s: %w", s, err)
 	}
@@ -501,21 +529,35 @@ func (p *placement) unread(s slot, part *partition) {
 // reopen asks for partition part to be read again from its ack floor.
 func (p *placement) reopen(part *partition) { p.poke() }
 
-// take makes the lease of s name this node (compare-and-set).
-func (p *placement) take(ctx context.Context, s slot) error {
+// stopFenced stops reading part, whose lease moved, and unpins its
+// consumers: a pull request of ours the server pinned after the new reader's
+// unpin must not hold the partition until the pin expires (see fence.go).
+func (p *placement) stopFenced(ctx context.Context, part *partition) {
+	owns := part.ownConsumers()
+	part.stop(p.n.opts.ShutdownGrace)
+	for _, name := range append(owns, part.name) {
+		if err := p.n.unpin(ctx, name); err != nil && ctx.Err() == nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
+			p.n.log.Debug("placement: unpin on the way out", "consumer", name, "err", err)
+		}
+	}
+}
+
+// take makes the lease of s name this node (compare-and-set) and returns
+// its revision.
+func (p *placement) take(ctx context.Context, s slot) (uint64, error) {
 	b, err := codec.Marshal(leaseDoc{Node: p.id, Since: time.Now().UTC()})
 	if err != nil {
-		return err
+		return 0, err
 	}
 	for range 5 {
 		p.mu.Lock()
 		l, ok := p.leases[s]
 		p.mu.Unlock()
 		if ok && l.node == p.id {
-			return nil
+			return l.rev, nil
 		}
 		if ok && p.heldByLive(l, p.liveNodes()) {
-			return fmt.Errorf("%w: lease of %s is held by live node %s", errLeaseHeld, s, l.node)
+			return 0, fmt.Errorf("%w: lease of %s is held by live node %s", errLeaseHeld, s, l.node)
 		}
 		var rev uint64
 		if ok {
@@ -529,10 +571,10 @@ func (p *placement) take(ctx context.Context, s slot) error {
 				p.leases[s] = lease{node: p.id, rev: rev}
 			}
 			p.mu.Unlock()
-			return nil
+			return rev, nil
 		}
 		if !isConflict(err) {
-			return fmt.Errorf("take lease of %s: %w", s, err)
+			return 0, fmt.Errorf("take lease of %s: %w", s, err)
 		}
 		// Someone wrote it meanwhile: read it and try again.
 		e, gerr := p.kv.Get(ctx, p.n.names.LeaseKey(s.kind, s.num))
@@ -547,10 +589,10 @@ func (p *placement) take(ctx context.Context, s slot) error {
 		}
 		p.mu.Unlock()
 		if gerr != nil && !errors.Is(gerr, jetstream.ErrKeyNotFound) {
-			return fmt.Errorf("take lease of %s: %w", s, gerr)
+			return 0, fmt.Errorf("take lease of %s: %w", s, gerr)
 		}
 	}
-	return fmt.Errorf("take lease of %s: lost the compare-and-set 5 times", s)
+	return 0, fmt.Errorf("take lease of %s: lost the compare-and-set 5 times", s)
 }
 
 // free deletes the lease of s if it names this node.
