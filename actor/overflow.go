@@ -252,23 +252,31 @@ func (e *effector) leaveOverflow() {
 	e.logger().Info("caught up: back to its partition", "seq", e.doc.Seq, "parked", len(parked))
 }
 
-// ownConsumers lists the own consumers of the effectors of partition num of
-// kind: the consumer names of the mailbox stream with the partition's own
-// prefix, then the configuration of each (it names its effector).
-func (n *Node) ownConsumers(ctx context.Context, kind string, num int) ([]*jetstream.ConsumerInfo, error) {
-	prefix := n.overflowPrefix(kind, num)
+// consumerNames lists the consumer names of the mailbox stream: one call
+// for every partition a reconcile pass opens.
+func (n *Node) consumerNames(ctx context.Context) ([]string, error) {
 	lister := n.stream.ConsumerNames(ctx)
 	var names []string
 	for name := range lister.Name() {
-		if strings.HasPrefix(name, prefix) {
-			names = append(names, name)
-		}
+		names = append(names, name)
 	}
 	if err := lister.Err(); err != nil {
-		return nil, fmt.Errorf("list own consumers of partition %d of kind %s: %w", num, kind, err)
+		return nil, fmt.Errorf("list the consumers of %s: %w", n.names.MailboxStream(), err)
 	}
-	out := make([]*jetstream.ConsumerInfo, 0, len(names))
+	return names, nil
+}
+
+// ownConsumers returns the own consumers of the effectors of partition num
+// of kind: those of names (the mailbox stream's consumers) with the
+// partition's own prefix, with the configuration of each (it names its
+// effector).
+func (n *Node) ownConsumers(ctx context.Context, kind string, num int, names []string) ([]*jetstream.ConsumerInfo, error) {
+	prefix := n.overflowPrefix(kind, num)
+	var out []*jetstream.ConsumerInfo
 	for _, name := range names {
+		if !strings.HasPrefix(name, prefix) {
+			continue
+		}
 		cons, err := n.stream.Consumer(ctx, name)
 		if errors.Is(err, jetstream.ErrConsumerNotFound) {
 			continue // its effector caught up and deleted it meanwhile

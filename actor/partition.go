@@ -53,27 +53,26 @@ func (n *Node) consumerConfig(k *kindSpec, num int) jetstream.ConsumerConfig {
 	})
 }
 
-// openPartition starts reading partition num of kind k under the lease
-// revision lease: it makes sure the durable consumer exists, fences any
-// former reader off at the server (unpin, see fence.go), resets the
-// consumer to its ack floor (so whatever a former reader held but did not
-// acknowledge comes again, in order) and starts consuming. Effectors of the
-// partition that read their own mailbox (see overflow.go) go on doing so
-// before the partition dispatches.
-func (n *Node) openPartition(ctx context.Context, k *kindSpec, num int, lease uint64) (*partition, error) {
+// preparePartition makes partition num of kind k ready to be read under
+// the lease revision lease: it makes sure the durable consumer exists,
+// fences any former reader off at the server (unpin, see fence.go) and
+// resets the consumer to its ack floor, so whatever a former reader held but
+// did not acknowledge comes again, in order. [partition.start] then starts
+// reading it.
+func (n *Node) preparePartition(ctx context.Context, k *kindSpec, num int, lease uint64) (*partition, jetstream.Consumer, error) {
 	cfg := n.consumerConfig(k, num)
 	cons, err := n.stream.CreateOrUpdateConsumer(ctx, cfg)
 	if err != nil {
-		return nil, fmt.Errorf("consumer %s: %w", cfg.Durable, err)
+		return nil, nil, fmt.Errorf("consumer %s: %w", cfg.Durable, err)
 	}
 	// Unpin before the reset: from here on the server serves no pull request
 	// of a former reader, so the first delivery after the reset is ours.
 	if err := n.unpin(ctx, cfg.Durable); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	res, err := n.conn.JS.ResetConsumer(ctx, n.names.MailboxStream(), cfg.Durable)
 	if err != nil {
-		return nil, fmt.Errorf("reset consumer %s to its ack floor: %w", cfg.Durable, err)
+		return nil, nil, fmt.Errorf("reset consumer %s to its ack floor: %w", cfg.Durable, err)
 	}
 	// The first delivery after the reset must have the consumer sequence
 	// that follows the reset state, read from the reset's own answer: a
@@ -83,29 +82,36 @@ func (n *Node) openPartition(ctx context.Context, k *kindSpec, num int, lease ui
 	if res.ConsumerInfo != nil {
 		next = res.ConsumerInfo.Delivered.Consumer + 1
 	}
-	p := &partition{
+	return &partition{
 		node: n, kind: k, num: num, name: cfg.Durable,
 		log:       n.log.With("partition", cfg.Durable),
 		effectors: map[string]*effector{},
 		next:      next,
 		lease:     lease,
+	}, cons, nil
+}
+
+// start starts reading a prepared partition from its consumer cons.
+// Effectors of the partition that read their own mailbox (see overflow.go)
+// go on doing so before the partition dispatches: names are the consumer
+// names of the mailbox stream, listed after the partition's reset. (A former
+// reader that has not noticed it lost the partition may make an own
+// consumer until the reset, and acknowledge on the partition the records it
+// holds; those acknowledged before the reset are not delivered again, and
+// only that own consumer has them. Records it acknowledges after the reset
+// were delivered again to this reader by the reset.) On an error the
+// partition is stopped.
+func (p *partition) start(ctx context.Context, cons jetstream.Consumer, names []string) error {
+	n := p.node
+	owns, err := n.ownConsumers(ctx, p.kind.name, p.num, names)
+	if err == nil {
+		err = p.recoverOverflows(ctx, owns)
 	}
-	// Effectors that read their own mailbox go on doing so, before the
-	// partition dispatches. They are listed after the reset: a former reader
-	// that has not noticed it lost the partition may make an own consumer
-	// until then, and acknowledge on the partition the records it holds;
-	// those acknowledged before the reset are not delivered again, and only
-	// that own consumer has them. (Records it acknowledges after the reset
-	// were delivered again to this reader by the reset.)
-	owns, err := n.ownConsumers(ctx, k.name, num)
 	if err != nil {
-		return nil, err
-	}
-	if err := p.recoverOverflows(ctx, owns); err != nil {
 		p.stop(0)
-		return nil, err
+		return err
 	}
-	cc, err := cons.Consume(p.deliver, n.pullOpts(cons.CachedInfo(), k.window,
+	cc, err := cons.Consume(p.deliver, n.pullOpts(cons.CachedInfo(), p.kind.window,
 		func(_ jetstream.ConsumeContext, err error) {
 			switch {
 			case errors.Is(err, jetstream.ErrConsumerDeleted), errors.Is(err, jetstream.ErrConsumerNotFound):
@@ -123,12 +129,17 @@ func (n *Node) openPartition(ctx context.Context, k *kindSpec, num int, lease ui
 			}
 		})...)
 	if err != nil {
-		return nil, fmt.Errorf("consume %s: %w", cfg.Durable, err)
+		p.stop(0)
+		return fmt.Errorf("consume %s: %w", p.name, err)
 	}
 	p.mu.Lock()
 	p.cc = cc
+	stopped := p.stopped
 	p.mu.Unlock()
-	return p, nil
+	if stopped {
+		cc.Stop()
+	}
+	return nil
 }
 
 // failed reports whether the partition must be opened again.
@@ -156,6 +167,21 @@ func (p *partition) deliver(msg jetstream.Msg) {
 	meta, err := msg.Metadata()
 	if err != nil {
 		p.log.Error("record without JetStream metadata; leaving it for redelivery", "err", err)
+		return
+	}
+	if !p.node.place.current(time.Now()) {
+		// The node has not seen its own heartbeat come back for a TTL: it
+		// may have been frozen or cut off, and its leases may have moved
+		// meanwhile. A record delivered before then must not be applied on
+		// what the node has in memory; read the partition again, if its
+		// lease still says so, once the node sees itself again.
+		p.mu.Lock()
+		lost := p.lost
+		p.mu.Unlock()
+		if !lost {
+			p.log.Info("no heartbeat of this node seen for a TTL: stopped dispatching, reading the partition again once it is")
+		}
+		p.fail()
 		return
 	}
 	p.mu.Lock()
@@ -308,14 +334,13 @@ func (p *partition) passivate(now time.Time, idle time.Duration) {
 // finish (up to grace) and the records held stay unacknowledged for the next
 // reader.
 func (p *partition) stop(grace time.Duration) {
+	p.halt()
 	p.mu.Lock()
-	p.stopped = true
 	cc := p.cc
 	all := p.effectors
 	p.effectors = map[string]*effector{}
 	p.mu.Unlock()
 	if cc != nil {
-		cc.Stop()
 		select {
 		case <-cc.Closed():
 		case <-time.After(grace):
@@ -329,6 +354,18 @@ func (p *partition) stop(grace time.Duration) {
 		})
 	}
 	wg.Wait()
+}
+
+// halt stops the partition's deliveries at once: no record is dispatched
+// from now on. The records in hand go on; stop waits for them.
+func (p *partition) halt() {
+	p.mu.Lock()
+	p.stopped = true
+	cc := p.cc
+	p.mu.Unlock()
+	if cc != nil {
+		cc.Stop()
+	}
 }
 
 // ownConsumers names the own consumers its effectors read right now (see

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/effectors/effectors/internal/codec"
@@ -101,6 +102,11 @@ type placement struct {
 
 	kick chan struct{} // something changed: reconcile now
 
+	// ownBeat is the Beat (this node's clock, Unix nanoseconds) of the
+	// latest heartbeat of its own that the node saw come back on the watch:
+	// see current.
+	ownBeat atomic.Int64
+
 	// The reconciler owns reading: only it opens and stops partitions.
 	readMu  sync.Mutex // guards reading
 	reading map[slot]*partition
@@ -177,6 +183,7 @@ func (p *placement) start(ctx context.Context, wg *sync.WaitGroup) error {
 	// Beat while the first pass opens partitions, which may take a while on
 	// a cluster: a silent node would look dead to the others.
 	wg.Go(func() { p.heartbeat(ctx, me) })
+	wg.Go(func() { p.review(ctx) })
 	p.reconcile(ctx)
 	wg.Go(func() { p.reconciler(ctx) })
 	wg.Go(func() { p.sweep(ctx) })
@@ -213,10 +220,9 @@ func (p *placement) putMember(ctx context.Context, m memberDoc) error {
 	return nil
 }
 
-// heartbeat announces the node and reviews liveness every beat.
-func (p *placement) heartbeat(ctx context.Context, me memberDoc) {
-	t := time.NewTicker(p.beat)
-	defer t.Stop()
+// review recomputes liveness every half beat, on a goroutine of its own so
+// that a slow heartbeat write does not delay noticing a dead node.
+func (p *placement) review(ctx context.Context) {
 	check := time.NewTicker(p.beat / 2)
 	defer check.Stop()
 	for {
@@ -225,6 +231,18 @@ func (p *placement) heartbeat(ctx context.Context, me memberDoc) {
 			return
 		case now := <-check.C:
 			p.refresh(now)
+		}
+	}
+}
+
+// heartbeat announces the node every beat.
+func (p *placement) heartbeat(ctx context.Context, me memberDoc) {
+	t := time.NewTicker(p.beat)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
 		case now := <-t.C:
 			me.Beat = now.UTC()
 			if err := p.putMember(ctx, me); err != nil && ctx.Err() == nil {
@@ -234,6 +252,16 @@ func (p *placement) heartbeat(ctx context.Context, me memberDoc) {
 			p.poke()
 		}
 	}
+}
+
+// current reports whether the node saw a heartbeat of its own, put less
+// than a TTL before now, come back on the watch. A node that did not (it
+// was frozen, or cut off from the server, or its watch stalls) cannot know
+// whether the others took its leases: it dispatches no record meanwhile
+// (see partition.deliver). Its own clock dates the heartbeat, so an old one
+// delivered late, after a resume, does not count.
+func (p *placement) current(now time.Time) bool {
+	return now.UnixNano()-p.ownBeat.Load() < int64(p.ttl)
 }
 
 // poke asks the reconciler for a pass.
@@ -261,6 +289,9 @@ func (p *placement) watchMembers(ctx context.Context, ready chan<- error) {
 		var doc memberDoc
 		if codec.Unmarshal(e.Value(), &doc) != nil {
 			return
+		}
+		if id == p.id && doc.Beat.UnixNano() > p.ownBeat.Load() {
+			p.ownBeat.Store(doc.Beat.UnixNano())
 		}
 		seen := time.Now()
 		if initial && e.Created().Before(seen) {
@@ -420,11 +451,15 @@ func (p *placement) reconcile(ctx context.Context) {
 	p.readMu.Unlock()
 
 	todo := map[slot]action{}
+	owners := map[slot]string{}
+	current := p.current(time.Now())
 	parts := p.n.names.Partitions()
 	for _, kind := range p.kinds {
 		for num := range parts {
 			s := slot{kind, num}
-			mine := p.ownerOf(hosts[kind], s) == p.id
+			owner := p.ownerOf(hosts[kind], s)
+			owners[s] = owner
+			mine := owner == p.id
 			l, leased := leases[s]
 			part := reading[s]
 			switch {
@@ -439,7 +474,7 @@ func (p *placement) reconcile(ctx context.Context) {
 				todo[s] = actLost
 			case part != nil && !mine:
 				todo[s] = actClose
-			case part != nil && part.failed():
+			case part != nil && part.failed() && current:
 				todo[s] = actReopen
 			case part == nil && mine && (!leased || l.node == p.id || !p.heldByLive(l, live)):
 				todo[s] = actOpen
@@ -451,27 +486,96 @@ func (p *placement) reconcile(ctx context.Context) {
 	if len(todo) == 0 {
 		return
 	}
+	// Stop dispatching what this node must stop reading at once, before the
+	// slower work of the pass (records in hand finishing, API calls).
+	for s, a := range todo {
+		if part := reading[s]; part != nil && a != actOpen && a != actFree {
+			p.unread(s, part)
+			part.halt()
+		}
+	}
+	// Partitions to open are prepared (lease, unpin, reset) in parallel,
+	// then the mailbox stream's consumers are listed once for all of them
+	// (see partition.start), then they start; the other actions run beside
+	// them and the pass ends when all are done.
 	sem := make(chan struct{}, p.n.opts.ClaimWorkers)
-	var wg sync.WaitGroup
+	var others, prepares sync.WaitGroup
+	var mu sync.Mutex
+	var ready []*opening
+	report := func(s slot, err error) {
+		switch {
+		case err == nil || ctx.Err() != nil:
+		case errors.Is(err, errLeaseHeld): // a hand-over in progress: its reader frees it
+			p.n.log.Debug("placement: waiting for the lease", "partition", s.String(), "err", err)
+		default:
+			p.n.log.Warn("placement: retrying at the next pass", "partition", s.String(), "err", err)
+		}
+	}
 	for s, a := range todo {
 		sem <- struct{}{}
+		wg := &others
+		if a == actOpen || a == actReopen {
+			wg = &prepares
+		}
 		wg.Go(func() {
 			defer func() { <-sem }()
-			err := p.act(ctx, s, a, reading[s], leases[s])
-			switch {
-			case err == nil || ctx.Err() != nil:
-			case errors.Is(err, errLeaseHeld): // a hand-over in progress: its reader frees it
-				p.n.log.Debug("placement: waiting for the lease", "partition", s.String(), "err", err)
-			default:
-				p.n.log.Warn("placement: retrying at the next pass", "partition", s.String(), "err", err)
+			o, err := p.act(ctx, s, a, reading[s], leases[s], owners[s])
+			if o != nil {
+				mu.Lock()
+				ready = append(ready, o)
+				mu.Unlock()
 			}
+			report(s, err)
 		})
 	}
-	wg.Wait()
+	prepares.Wait()
+	if len(ready) > 0 {
+		names, err := p.n.consumerNames(ctx)
+		for _, o := range ready {
+			if err != nil {
+				o.part.stop(0) // the lease stays ours: the next pass opens it again
+				report(o.slot, err)
+				continue
+			}
+			sem <- struct{}{}
+			others.Go(func() {
+				defer func() { <-sem }()
+				report(o.slot, p.startReading(ctx, o, names))
+			})
+		}
+	}
+	others.Wait()
 }
 
-// act carries out one reconcile action on partition s.
-func (p *placement) act(ctx context.Context, s slot, a action, part *partition, l lease) error {
+// opening is a partition prepared for reading (see act), not started yet.
+type opening struct {
+	slot slot
+	part *partition
+	cons jetstream.Consumer
+	from string // the node whose lease this node took, if another
+}
+
+// startReading starts reading a prepared partition; names are the mailbox stream's
+// consumers, listed after its reset.
+func (p *placement) startReading(ctx context.Context, o *opening, names []string) error {
+	if err := o.part.start(ctx, o.cons, names); err != nil {
+		return fmt.Errorf("open partition %s: %w", o.slot, err)
+	}
+	p.readMu.Lock()
+	p.reading[o.slot] = o.part
+	p.readMu.Unlock()
+	if o.from != "" {
+		p.n.metrics.handovers.WithLabelValues(o.slot.kind).Inc()
+		p.n.log.Info("took over partition", "partition", o.slot.String(), "from", o.from)
+	}
+	return nil
+}
+
+// act carries out one reconcile action on partition s, whose lease is l
+// and whose owner is owner by this node's view; part (if it reads s) is
+// already halted. To open a partition it takes the lease and prepares the
+// partition, which the caller then starts.
+func (p *placement) act(ctx context.Context, s slot, a action, part *partition, l lease, owner string) (*opening, error) {
 	switch a {
 	case actDrop, actLost:
 		holder := l.node
@@ -482,40 +586,31 @@ func (p *placement) act(ctx context.Context, s slot, a action, part *partition, 
 			}
 		}
 		p.n.log.Warn("lost the lease of a partition: stopped reading it", "partition", s.String(), "holder", holder, "lease_rev", l.rev, "read_under", part.lease)
-		p.unread(s, part)
 		p.stopFenced(ctx, part)
-		return nil
+		return nil, nil
 	case actClose:
-		p.unread(s, part)
 		part.stop(p.n.opts.ShutdownGrace)
-		return p.free(ctx, s)
+		return nil, p.handOver(ctx, s, owner)
 	case actFree:
-		return p.free(ctx, s)
+		return nil, p.handOver(ctx, s, owner)
 	case actReopen:
 		if l.rev != part.lease {
 			p.n.log.Warn("the lease of a partition changed while it was read: reading it again under a lease of its own", "partition", s.String(), "holder", l.node, "lease_rev", l.rev, "read_under", part.lease)
 		}
-		p.unread(s, part)
 		part.stop(p.n.opts.ShutdownGrace)
 	}
-	handover := l.node != "" && l.node != p.id
+	o := &opening{slot: s}
+	if l.node != "" && l.node != p.id {
+		o.from = l.node
+	}
 	rev, err := p.take(ctx, s)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	k := p.n.kindSpec(s.kind)
-	part, err = p.n.openPartition(ctx, k, s.num, rev)
-	if err != nil {
-		return fmt.Errorf("open partition %s: %w", s, err)
+	if o.part, o.cons, err = p.n.preparePartition(ctx, p.n.kindSpec(s.kind), s.num, rev); err != nil {
+		return nil, fmt.Errorf("open partition %s: %w", s, err)
 	}
-	p.readMu.Lock()
-	p.reading[s] = part
-	p.readMu.Unlock()
-	if handover {
-		p.n.metrics.handovers.WithLabelValues(s.kind).Inc()
-		p.n.log.Info("took over partition", "partition", s.String(), "from", l.node)
-	}
-	return nil
+	return o, nil
 }
 
 func (p *placement) unread(s slot, part *partition) {
@@ -593,6 +688,40 @@ func (p *placement) take(ctx context.Context, s slot) (uint64, error) {
 		}
 	}
 	return 0, fmt.Errorf("take lease of %s: lost the compare-and-set 5 times", s)
+}
+
+// handOver makes the lease of s, which names this node and which it no
+// longer reads, name owner instead (compare-and-set), so that the lease has
+// a holder all along and the owner opens it at its next pass; with no owner
+// it frees the lease. An owner that does not think the partition its own
+// frees it in turn.
+func (p *placement) handOver(ctx context.Context, s slot, owner string) error {
+	if owner == "" || owner == p.id {
+		return p.free(ctx, s)
+	}
+	p.mu.Lock()
+	l, ok := p.leases[s]
+	p.mu.Unlock()
+	if !ok || l.node != p.id {
+		return nil
+	}
+	b, err := codec.Marshal(leaseDoc{Node: owner, Since: time.Now().UTC()})
+	if err != nil {
+		return err
+	}
+	rev, err := p.kv.Update(ctx, p.n.names.LeaseKey(s.kind, s.num), b, l.rev)
+	if isConflict(err) {
+		return nil // someone else wrote it meanwhile
+	}
+	if err != nil {
+		return fmt.Errorf("hand the lease of %s over to %s: %w", s, owner, err)
+	}
+	p.mu.Lock()
+	if cur := p.leases[s]; cur.rev < rev {
+		p.leases[s] = lease{node: owner, rev: rev}
+	}
+	p.mu.Unlock()
+	return nil
 }
 
 // free deletes the lease of s if it names this node.
