@@ -494,14 +494,14 @@ func (p *placement) reconcile(ctx context.Context) {
 			part.halt()
 		}
 	}
-	// Partitions to open are prepared (lease, unpin, reset) in parallel,
-	// then the mailbox stream's consumers are listed once for all of them
-	// (see partition.start), then they start; the other actions run beside
-	// them and the pass ends when all are done.
+	// Partitions to open are prepared (lease, unpin, reset) in parallel and
+	// started as they become ready: the mailbox stream's consumers are
+	// listed once for all those ready at the same time (see
+	// partition.start). The other actions run beside them; the pass ends
+	// when all are done.
 	sem := make(chan struct{}, p.n.opts.ClaimWorkers)
 	var others, prepares sync.WaitGroup
-	var mu sync.Mutex
-	var ready []*opening
+	ready := make(chan *opening, len(todo))
 	report := func(s slot, err error) {
 		switch {
 		case err == nil || ctx.Err() != nil:
@@ -512,36 +512,53 @@ func (p *placement) reconcile(ctx context.Context) {
 		}
 	}
 	for s, a := range todo {
-		sem <- struct{}{}
 		wg := &others
 		if a == actOpen || a == actReopen {
 			wg = &prepares
 		}
 		wg.Go(func() {
+			// A lease to take is taken at once, whatever else the pass
+			// does: the old reader learns sooner that it lost it.
+			var rev uint64
+			if a == actOpen {
+				var err error
+				if rev, err = p.take(ctx, s); err != nil {
+					report(s, err)
+					return
+				}
+			}
+			sem <- struct{}{}
 			defer func() { <-sem }()
-			o, err := p.act(ctx, s, a, reading[s], leases[s], owners[s])
+			o, err := p.act(ctx, s, a, reading[s], leases[s], owners[s], rev)
 			if o != nil {
-				mu.Lock()
-				ready = append(ready, o)
-				mu.Unlock()
+				ready <- o
 			}
 			report(s, err)
 		})
 	}
-	prepares.Wait()
-	if len(ready) > 0 {
+	others.Go(func() { prepares.Wait(); close(ready) })
+	for o := range ready {
+		batch := []*opening{o}
+	more:
+		for {
+			select {
+			case o, ok := <-ready:
+				if !ok {
+					break more
+				}
+				batch = append(batch, o)
+			default:
+				break more
+			}
+		}
 		names, err := p.n.consumerNames(ctx)
-		for _, o := range ready {
+		for _, o := range batch {
 			if err != nil {
 				o.part.stop(0) // the lease stays ours: the next pass opens it again
 				report(o.slot, err)
 				continue
 			}
-			sem <- struct{}{}
-			others.Go(func() {
-				defer func() { <-sem }()
-				report(o.slot, p.startReading(ctx, o, names))
-			})
+			others.Go(func() { report(o.slot, p.startReading(ctx, o, names)) })
 		}
 	}
 	others.Wait()
@@ -573,9 +590,10 @@ func (p *placement) startReading(ctx context.Context, o *opening, names []string
 
 // act carries out one reconcile action on partition s, whose lease is l
 // and whose owner is owner by this node's view; part (if it reads s) is
-// already halted. To open a partition it takes the lease and prepares the
-// partition, which the caller then starts.
-func (p *placement) act(ctx context.Context, s slot, a action, part *partition, l lease, owner string) (*opening, error) {
+// already halted. To open a partition it prepares it (under the lease
+// revision rev, which the caller took; to reopen one it takes the lease
+// itself), and the caller then starts it.
+func (p *placement) act(ctx context.Context, s slot, a action, part *partition, l lease, owner string, rev uint64) (*opening, error) {
 	switch a {
 	case actDrop, actLost:
 		holder := l.node
@@ -603,9 +621,11 @@ func (p *placement) act(ctx context.Context, s slot, a action, part *partition, 
 	if l.node != "" && l.node != p.id {
 		o.from = l.node
 	}
-	rev, err := p.take(ctx, s)
-	if err != nil {
-		return nil, err
+	var err error
+	if a == actReopen {
+		if rev, err = p.take(ctx, s); err != nil {
+			return nil, err
+		}
 	}
 	if o.part, o.cons, err = p.n.preparePartition(ctx, p.n.kindSpec(s.kind), s.num, rev); err != nil {
 		return nil, fmt.Errorf("open partition %s: %w", s, err)
