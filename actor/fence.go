@@ -41,11 +41,14 @@ import (
 //     must not hold the partition until the pin's TTL. An unpin is cheap
 //     for a healthy pinned reader: its next request is answered 423 and it
 //     asks again, no message is lost or reordered.
-//   - Pull requests expire well inside the lease TTL ([pullExpiry]: half of
-//     TTL minus one beat, 1s to 10s; 1s with the defaults). A frozen node's
-//     requests are gone from the server before the others can declare it
-//     dead (TTL minus a beat after its last heartbeat at the earliest), so
-//     none is left to take the pin after the takeover. That closes the one
+//   - Pull requests expire inside the lease TTL ([pullExpiry]: the TTL
+//     minus one beat, 1s to 10s; 2s with the defaults). A frozen node's
+//     requests are gone from the server by the time the others can declare
+//     it dead (TTL minus a beat after its last heartbeat at the earliest),
+//     so none is left to take the pin after the takeover. (Half that
+//     expiry cost twice the idle pull traffic, which slowed a loaded
+//     machine's nodes: every partition consumer asks again at every
+//     expiry and gets a heartbeat every half expiry.) That closes the one
 //     gap of the pinned group: a request sent before its reader learnt its
 //     pin id (an idle partition) carries no id, and the server would pin it.
 //     A healthy reader asks again at every expiry, which also keeps its pin
@@ -69,7 +72,7 @@ const readerGroup = "reader"
 // others can take its partitions (see Fencing above). nats.go allows no less
 // than 1s.
 func pullExpiry(o Options) time.Duration {
-	return min(max((o.HeartbeatTTL-o.Heartbeat)/2, time.Second), 10*time.Second)
+	return min(max(o.HeartbeatTTL-o.Heartbeat, time.Second), 10*time.Second)
 }
 
 // pinnedTTL is how long the server keeps a reader pinned without hearing a

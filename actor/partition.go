@@ -169,21 +169,6 @@ func (p *partition) deliver(msg jetstream.Msg) {
 		p.log.Error("record without JetStream metadata; leaving it for redelivery", "err", err)
 		return
 	}
-	if !p.node.place.current(time.Now()) {
-		// The node has not seen its own heartbeat come back for a TTL: it
-		// may have been frozen or cut off, and its leases may have moved
-		// meanwhile. A record delivered before then must not be applied on
-		// what the node has in memory; read the partition again, if its
-		// lease still says so, once the node sees itself again.
-		p.mu.Lock()
-		lost := p.lost
-		p.mu.Unlock()
-		if !lost {
-			p.log.Info("no heartbeat of this node seen for a TTL: stopped dispatching, reading the partition again once it is")
-		}
-		p.fail()
-		return
-	}
 	p.mu.Lock()
 	if p.stopped || p.lost {
 		p.mu.Unlock()

@@ -8,7 +8,6 @@ import (
 	"slices"
 	"strconv"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/effectors/effectors/internal/codec"
@@ -101,11 +100,6 @@ type placement struct {
 	leases  map[slot]lease
 
 	kick chan struct{} // something changed: reconcile now
-
-	// ownBeat is the Beat (this node's clock, Unix nanoseconds) of the
-	// latest heartbeat of its own that the node saw come back on the watch:
-	// see current.
-	ownBeat atomic.Int64
 
 	// The reconciler owns reading: only it opens and stops partitions.
 	readMu  sync.Mutex // guards reading
@@ -254,16 +248,6 @@ func (p *placement) heartbeat(ctx context.Context, me memberDoc) {
 	}
 }
 
-// current reports whether the node saw a heartbeat of its own, put less
-// than a TTL before now, come back on the watch. A node that did not (it
-// was frozen, or cut off from the server, or its watch stalls) cannot know
-// whether the others took its leases: it dispatches no record meanwhile
-// (see partition.deliver). Its own clock dates the heartbeat, so an old one
-// delivered late, after a resume, does not count.
-func (p *placement) current(now time.Time) bool {
-	return now.UnixNano()-p.ownBeat.Load() < int64(p.ttl)
-}
-
 // poke asks the reconciler for a pass.
 func (p *placement) poke() {
 	select {
@@ -289,9 +273,6 @@ func (p *placement) watchMembers(ctx context.Context, ready chan<- error) {
 		var doc memberDoc
 		if codec.Unmarshal(e.Value(), &doc) != nil {
 			return
-		}
-		if id == p.id && doc.Beat.UnixNano() > p.ownBeat.Load() {
-			p.ownBeat.Store(doc.Beat.UnixNano())
 		}
 		seen := time.Now()
 		if initial && e.Created().Before(seen) {
@@ -452,7 +433,6 @@ func (p *placement) reconcile(ctx context.Context) {
 
 	todo := map[slot]action{}
 	owners := map[slot]string{}
-	current := p.current(time.Now())
 	parts := p.n.names.Partitions()
 	for _, kind := range p.kinds {
 		for num := range parts {
@@ -474,7 +454,7 @@ func (p *placement) reconcile(ctx context.Context) {
 				todo[s] = actLost
 			case part != nil && !mine:
 				todo[s] = actClose
-			case part != nil && part.failed() && current:
+			case part != nil && part.failed():
 				todo[s] = actReopen
 			case part == nil && mine && (!leased || l.node == p.id || !p.heldByLive(l, live)):
 				todo[s] = actOpen
