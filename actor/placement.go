@@ -34,8 +34,10 @@ import (
 //     what the former reader held but did not acknowledge comes again in
 //     order, and reads it. It never takes a lease a live node holds.
 //   - A node that reads a partition it no longer owns (a node joined, or came
-//     back) stops reading it, lets the records in hand finish, and frees the
-//     lease; the owner takes it then.
+//     back) stops reading it, lets the records in hand finish, and hands the
+//     lease over to the owner (compare-and-set), so the lease has a holder
+//     all along; the owner opens it at its next pass. (A stopping node frees
+//     its leases instead: the others take them.)
 //   - A node that sees its lease taken, freed or rewritten since it opened
 //     the partition (it froze, or was cut off, and others moved the lease
 //     meanwhile), or a gap in its consumer's sequences (another reader),
