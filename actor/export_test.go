@@ -48,3 +48,14 @@ func (n *Node) Debug() string {
 	place.mu.Unlock()
 	return b.String()
 }
+
+// ReadingKeys returns the lease keys of the partitions the node reads.
+func (n *Node) ReadingKeys() []string {
+	n.place.readMu.Lock()
+	defer n.place.readMu.Unlock()
+	out := make([]string, 0, len(n.place.reading))
+	for s := range n.place.reading {
+		out = append(out, n.names.LeaseKey(s.kind, s.num))
+	}
+	return out
+}

@@ -129,9 +129,14 @@ func newMetrics(reg prometheus.Registerer, n *Node) (*metrics, error) {
 	return m, nil
 }
 
-// Describe and Collect make metrics a collector of the backlog and stall
-// gauges, computed at scrape time (the stall counts by the watchdog).
-func (m *metrics) Describe(ch chan<- *prometheus.Desc) { ch <- m.backlog; ch <- m.stalled }
+// Describe and Collect make metrics a collector of the gauges computed at
+// scrape time: the backlog, the partitions read and the stall counts (those
+// by the watchdog).
+func (m *metrics) Describe(ch chan<- *prometheus.Desc) {
+	ch <- m.backlog
+	ch <- m.stalled
+	ch <- partitionsReadDesc
+}
 
 func (m *metrics) Collect(ch chan<- prometheus.Metric) {
 	for kind, n := range m.node.backlog() {
@@ -140,6 +145,7 @@ func (m *metrics) Collect(ch chan<- prometheus.Metric) {
 	for kind, n := range m.node.stalledByKind() {
 		ch <- prometheus.MustNewConstMetric(m.stalled, prometheus.GaugeValue, float64(n), kind)
 	}
+	m.collectPlacement(ch)
 }
 
 // hosted starts the per-kind counters of a hosted kind at 0, so that a

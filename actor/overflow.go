@@ -136,7 +136,7 @@ func (e *effector) startOverflow(ctx context.Context) error {
 // ownConsumerConfig is the configuration of e's own consumer.
 func (e *effector) ownConsumerConfig() jetstream.ConsumerConfig {
 	n := e.node
-	return jetstream.ConsumerConfig{
+	return n.fenced(jetstream.ConsumerConfig{
 		Durable:       n.overflowName(e.ref),
 		Description:   "own reading of the mailbox of " + e.ref.String() + " while its backlog is deep",
 		FilterSubject: n.names.StoredMailbox(e.ref),
@@ -146,16 +146,14 @@ func (e *effector) ownConsumerConfig() jetstream.ConsumerConfig {
 		MaxAckPending: e.kind.window,
 		Replicas:      n.conn.Config().Replicas,
 		Metadata:      map[string]string{metaEffector: e.ref.String(), metaNode: n.opts.NodeID},
-	}
+	})
 }
 
 // consumeOwn starts consuming e's own consumer, described by ovf, which is
 // already e.ovf.
 func (e *effector) consumeOwn(cons jetstream.Consumer, ovf *overflow) error {
-	cc, err := cons.Consume(e.deliverOwn,
-		jetstream.PullMaxMessages(e.kind.window),
-		jetstream.PullHeartbeat(2*time.Second), jetstream.PullExpiry(10*time.Second),
-		jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
+	cc, err := cons.Consume(e.deliverOwn, e.node.pullOpts(cons.CachedInfo(), e.kind.window,
+		func(_ jetstream.ConsumeContext, err error) {
 			if errors.Is(err, jetstream.ErrConsumerDeleted) || errors.Is(err, jetstream.ErrConsumerNotFound) {
 				e.mu.Lock()
 				gone := e.ovf == ovf && !ovf.draining
@@ -165,7 +163,7 @@ func (e *effector) consumeOwn(cons jetstream.Consumer, ovf *overflow) error {
 					e.part.fail()
 				}
 			}
-		}))
+		})...)
 	if err != nil {
 		return fmt.Errorf("read own consumer of %s: %w", e.ref, err)
 	}
@@ -254,23 +252,31 @@ func (e *effector) leaveOverflow() {
 	e.logger().Info("caught up: back to its partition", "seq", e.doc.Seq, "parked", len(parked))
 }
 
-// ownConsumers lists the own consumers of the effectors of partition num of
-// kind: the consumer names of the mailbox stream with the partition's own
-// prefix, then the configuration of each (it names its effector).
-func (n *Node) ownConsumers(ctx context.Context, kind string, num int) ([]*jetstream.ConsumerInfo, error) {
-	prefix := n.overflowPrefix(kind, num)
+// consumerNames lists the consumer names of the mailbox stream: one call
+// for every partition a reconcile pass opens.
+func (n *Node) consumerNames(ctx context.Context) ([]string, error) {
 	lister := n.stream.ConsumerNames(ctx)
 	var names []string
 	for name := range lister.Name() {
-		if strings.HasPrefix(name, prefix) {
-			names = append(names, name)
-		}
+		names = append(names, name)
 	}
 	if err := lister.Err(); err != nil {
-		return nil, fmt.Errorf("list own consumers of partition %d of kind %s: %w", num, kind, err)
+		return nil, fmt.Errorf("list the consumers of %s: %w", n.names.MailboxStream(), err)
 	}
-	out := make([]*jetstream.ConsumerInfo, 0, len(names))
+	return names, nil
+}
+
+// ownConsumers returns the own consumers of the effectors of partition num
+// of kind: those of names (the mailbox stream's consumers) with the
+// partition's own prefix, with the configuration of each (it names its
+// effector).
+func (n *Node) ownConsumers(ctx context.Context, kind string, num int, names []string) ([]*jetstream.ConsumerInfo, error) {
+	prefix := n.overflowPrefix(kind, num)
+	var out []*jetstream.ConsumerInfo
 	for _, name := range names {
+		if !strings.HasPrefix(name, prefix) {
+			continue
+		}
 		cons, err := n.stream.Consumer(ctx, name)
 		if errors.Is(err, jetstream.ErrConsumerNotFound) {
 			continue // its effector caught up and deleted it meanwhile
@@ -297,6 +303,12 @@ func (p *partition) recoverOverflows(ctx context.Context, infos []*jetstream.Con
 		if err != nil || n.overflowName(ref) != info.Name {
 			p.log.Warn("consumer with an own-consumer name but no effector; leaving it", "consumer", info.Name)
 			continue
+		}
+		// Fence a former reader off before the reset, as for the partition.
+		if isFenced(info) {
+			if err := n.unpin(ctx, info.Name); err != nil {
+				return err
+			}
 		}
 		res, err := n.conn.JS.ResetConsumer(ctx, n.names.MailboxStream(), info.Name)
 		if err != nil {

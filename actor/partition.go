@@ -23,11 +23,12 @@ import (
 //
 // Lock order: partition.mu before effector.mu, never the reverse.
 type partition struct {
-	node *Node
-	kind *kindSpec
-	num  int
-	name string // the durable consumer's name
-	log  *slog.Logger
+	node  *Node
+	kind  *kindSpec
+	num   int
+	name  string // the durable consumer's name
+	lease uint64 // the revision of the lease it is read under
+	log   *slog.Logger
 
 	mu        sync.Mutex // guards the fields below
 	cc        jetstream.ConsumeContext
@@ -39,7 +40,7 @@ type partition struct {
 
 // consumerConfig is the durable consumer of partition num of kind k.
 func (n *Node) consumerConfig(k *kindSpec, num int) jetstream.ConsumerConfig {
-	return jetstream.ConsumerConfig{
+	return n.fenced(jetstream.ConsumerConfig{
 		Durable:       n.names.PartitionConsumer(k.name, num),
 		Description:   fmt.Sprintf("partition %d of the mailboxes of kind %s", num, k.name),
 		FilterSubject: n.names.PartitionFilter(k.name, num),
@@ -49,23 +50,29 @@ func (n *Node) consumerConfig(k *kindSpec, num int) jetstream.ConsumerConfig {
 		MaxAckPending: k.window,
 		DeliverPolicy: jetstream.DeliverAllPolicy,
 		Replicas:      n.conn.Config().Replicas,
-	}
+	})
 }
 
-// openPartition starts reading partition num of kind k: it makes sure the
-// durable consumer exists, resets it to its ack floor (so whatever a
-// former reader held but did not acknowledge comes again, in order) and
-// starts consuming. Effectors of the partition that read their own mailbox
-// (see overflow.go) go on doing so before the partition dispatches.
-func (n *Node) openPartition(ctx context.Context, k *kindSpec, num int) (*partition, error) {
+// preparePartition makes partition num of kind k ready to be read under
+// the lease revision lease: it makes sure the durable consumer exists,
+// fences any former reader off at the server (unpin, see fence.go) and
+// resets the consumer to its ack floor, so whatever a former reader held but
+// did not acknowledge comes again, in order. [partition.start] then starts
+// reading it.
+func (n *Node) preparePartition(ctx context.Context, k *kindSpec, num int, lease uint64) (*partition, jetstream.Consumer, error) {
 	cfg := n.consumerConfig(k, num)
 	cons, err := n.stream.CreateOrUpdateConsumer(ctx, cfg)
 	if err != nil {
-		return nil, fmt.Errorf("consumer %s: %w", cfg.Durable, err)
+		return nil, nil, fmt.Errorf("consumer %s: %w", cfg.Durable, err)
+	}
+	// Unpin before the reset: from here on the server serves no pull request
+	// of a former reader, so the first delivery after the reset is ours.
+	if err := n.unpin(ctx, cfg.Durable); err != nil {
+		return nil, nil, err
 	}
 	res, err := n.conn.JS.ResetConsumer(ctx, n.names.MailboxStream(), cfg.Durable)
 	if err != nil {
-		return nil, fmt.Errorf("reset consumer %s to its ack floor: %w", cfg.Durable, err)
+		return nil, nil, fmt.Errorf("reset consumer %s to its ack floor: %w", cfg.Durable, err)
 	}
 	// The first delivery after the reset must have the consumer sequence
 	// that follows the reset state, read from the reset's own answer: a
@@ -75,48 +82,64 @@ func (n *Node) openPartition(ctx context.Context, k *kindSpec, num int) (*partit
 	if res.ConsumerInfo != nil {
 		next = res.ConsumerInfo.Delivered.Consumer + 1
 	}
-	p := &partition{
+	return &partition{
 		node: n, kind: k, num: num, name: cfg.Durable,
 		log:       n.log.With("partition", cfg.Durable),
 		effectors: map[string]*effector{},
 		next:      next,
+		lease:     lease,
+	}, cons, nil
+}
+
+// start starts reading a prepared partition from its consumer cons.
+// Effectors of the partition that read their own mailbox (see overflow.go)
+// go on doing so before the partition dispatches: names are the consumer
+// names of the mailbox stream, listed after the partition's reset. (A former
+// reader that has not noticed it lost the partition may make an own
+// consumer until the reset, and acknowledge on the partition the records it
+// holds; those acknowledged before the reset are not delivered again, and
+// only that own consumer has them. Records it acknowledges after the reset
+// were delivered again to this reader by the reset.) On an error the
+// partition is stopped.
+func (p *partition) start(ctx context.Context, cons jetstream.Consumer, names []string) error {
+	n := p.node
+	owns, err := n.ownConsumers(ctx, p.kind.name, p.num, names)
+	if err == nil {
+		err = p.recoverOverflows(ctx, owns)
 	}
-	// Effectors that read their own mailbox go on doing so, before the
-	// partition dispatches. They are listed after the reset: a former reader
-	// that has not noticed it lost the partition may make an own consumer
-	// until then, and acknowledge on the partition the records it holds;
-	// those acknowledged before the reset are not delivered again, and only
-	// that own consumer has them. (Records it acknowledges after the reset
-	// were delivered again to this reader by the reset.)
-	owns, err := n.ownConsumers(ctx, k.name, num)
 	if err != nil {
-		return nil, err
-	}
-	if err := p.recoverOverflows(ctx, owns); err != nil {
 		p.stop(0)
-		return nil, err
+		return err
 	}
-	cc, err := cons.Consume(p.deliver,
-		jetstream.PullMaxMessages(k.window),
-		jetstream.PullHeartbeat(2*time.Second), jetstream.PullExpiry(10*time.Second),
-		jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
+	cc, err := cons.Consume(p.deliver, n.pullOpts(cons.CachedInfo(), p.kind.window,
+		func(_ jetstream.ConsumeContext, err error) {
 			switch {
 			case errors.Is(err, jetstream.ErrConsumerDeleted), errors.Is(err, jetstream.ErrConsumerNotFound):
 				p.log.Info("consumer gone; opening the partition again", "err", err)
 				p.fail()
+			case errors.Is(err, jetstream.ErrPinIDMismatch):
+				// Unpinned: another node took the partition (its lease
+				// says so soon), or one that lost it unpinned it on its way
+				// out; nats.go asks again without a pin id.
+				p.log.Debug("consume: unpinned", "err", err)
 			case errors.Is(err, nats.ErrNoResponders), errors.Is(err, jetstream.ErrNoHeartbeat):
 				p.log.Debug("consume", "err", err) // nats.go keeps pulling once the server is back
 			default:
 				p.log.Debug("consume", "err", err)
 			}
-		}))
+		})...)
 	if err != nil {
-		return nil, fmt.Errorf("consume %s: %w", cfg.Durable, err)
+		p.stop(0)
+		return fmt.Errorf("consume %s: %w", p.name, err)
 	}
 	p.mu.Lock()
 	p.cc = cc
+	stopped := p.stopped
 	p.mu.Unlock()
-	return p, nil
+	if stopped {
+		cc.Stop()
+	}
+	return nil
 }
 
 // failed reports whether the partition must be opened again.
@@ -296,14 +319,13 @@ func (p *partition) passivate(now time.Time, idle time.Duration) {
 // finish (up to grace) and the records held stay unacknowledged for the next
 // reader.
 func (p *partition) stop(grace time.Duration) {
+	p.halt()
 	p.mu.Lock()
-	p.stopped = true
 	cc := p.cc
 	all := p.effectors
 	p.effectors = map[string]*effector{}
 	p.mu.Unlock()
 	if cc != nil {
-		cc.Stop()
 		select {
 		case <-cc.Closed():
 		case <-time.After(grace):
@@ -317,6 +339,32 @@ func (p *partition) stop(grace time.Duration) {
 		})
 	}
 	wg.Wait()
+}
+
+// halt stops the partition's deliveries at once: no record is dispatched
+// from now on. The records in hand go on; stop waits for them.
+func (p *partition) halt() {
+	p.mu.Lock()
+	p.stopped = true
+	cc := p.cc
+	p.mu.Unlock()
+	if cc != nil {
+		cc.Stop()
+	}
+}
+
+// ownConsumers names the own consumers its effectors read right now (see
+// overflow.go).
+func (p *partition) ownConsumers() []string {
+	var out []string
+	for _, e := range p.loaded() {
+		e.mu.Lock()
+		if e.ovf != nil {
+			out = append(out, e.ovf.name)
+		}
+		e.mu.Unlock()
+	}
+	return out
 }
 
 // loaded returns the effectors loaded right now.

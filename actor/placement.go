@@ -34,10 +34,20 @@ import (
 //     what the former reader held but did not acknowledge comes again in
 //     order, and reads it. It never takes a lease a live node holds.
 //   - A node that reads a partition it no longer owns (a node joined, or came
-//     back) stops reading it, lets the records in hand finish, and frees the
-//     lease; the owner takes it then.
-//   - A node that sees its lease taken, or a gap in its consumer's
-//     sequences (another reader), stops reading at once.
+//     back) stops reading it, lets the records in hand finish, and hands the
+//     lease over to the owner (compare-and-set), so the lease has a holder
+//     all along; the owner opens it at its next pass. (A stopping node frees
+//     its leases instead: the others take them.)
+//   - A node that sees its lease taken, freed or rewritten since it opened
+//     the partition (it froze, or was cut off, and others moved the lease
+//     meanwhile), or a gap in its consumer's sequences (another reader),
+//     stops reading at once, and says so (WARN, with the new holder). If
+//     the partition is still its own and the lease is free, it takes the
+//     lease again and reads from the ack floor, so that every lease has a
+//     holder within a beat.
+//   - The server fences the former reader off when a lease moves (a
+//     pinned-client priority group, unpinned by the new reader; short pull
+//     requests): see fence.go.
 //
 // If two nodes read one partition for a moment all the same, each
 // effector's state compare-and-set and seq keep every record applied once.
@@ -169,6 +179,7 @@ func (p *placement) start(ctx context.Context, wg *sync.WaitGroup) error {
 	// Beat while the first pass opens partitions, which may take a while on
 	// a cluster: a silent node would look dead to the others.
 	wg.Go(func() { p.heartbeat(ctx, me) })
+	wg.Go(func() { p.review(ctx) })
 	p.reconcile(ctx)
 	wg.Go(func() { p.reconciler(ctx) })
 	wg.Go(func() { p.sweep(ctx) })
@@ -205,10 +216,9 @@ func (p *placement) putMember(ctx context.Context, m memberDoc) error {
 	return nil
 }
 
-// heartbeat announces the node and reviews liveness every beat.
-func (p *placement) heartbeat(ctx context.Context, me memberDoc) {
-	t := time.NewTicker(p.beat)
-	defer t.Stop()
+// review recomputes liveness every half beat, on a goroutine of its own so
+// that a slow heartbeat write does not delay noticing a dead node.
+func (p *placement) review(ctx context.Context) {
 	check := time.NewTicker(p.beat / 2)
 	defer check.Stop()
 	for {
@@ -217,6 +227,18 @@ func (p *placement) heartbeat(ctx context.Context, me memberDoc) {
 			return
 		case now := <-check.C:
 			p.refresh(now)
+		}
+	}
+}
+
+// heartbeat announces the node every beat.
+func (p *placement) heartbeat(ctx context.Context, me memberDoc) {
+	t := time.NewTicker(p.beat)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
 		case now := <-t.C:
 			me.Beat = now.UTC()
 			if err := p.putMember(ctx, me); err != nil && ctx.Err() == nil {
@@ -387,6 +409,7 @@ const (
 	actDrop                     // stop reading it: another node took the lease
 	actFree                     // free a lease this node holds but does not use
 	actReopen                   // stop reading and read again (consumer reset)
+	actLost                     // stop reading it: its lease was freed or rewritten under us
 )
 
 // reconcile compares what this node reads with what it owns and the leases
@@ -411,16 +434,26 @@ func (p *placement) reconcile(ctx context.Context) {
 	p.readMu.Unlock()
 
 	todo := map[slot]action{}
+	owners := map[slot]string{}
 	parts := p.n.names.Partitions()
 	for _, kind := range p.kinds {
 		for num := range parts {
 			s := slot{kind, num}
-			mine := p.ownerOf(hosts[kind], s) == p.id
+			owner := p.ownerOf(hosts[kind], s)
+			owners[s] = owner
+			mine := owner == p.id
 			l, leased := leases[s]
 			part := reading[s]
 			switch {
 			case part != nil && leased && l.node != p.id:
 				todo[s] = actDrop
+			case part != nil && (!leased || l.rev != part.lease) && mine:
+				// Freed or rewritten since we opened it (we froze, say, and
+				// others took it and gave it back): someone else may have
+				// read it meanwhile. Read it again under a lease of our own.
+				todo[s] = actReopen
+			case part != nil && (!leased || l.rev != part.lease):
+				todo[s] = actLost
 			case part != nil && !mine:
 				todo[s] = actClose
 			case part != nil && part.failed():
@@ -435,59 +468,151 @@ func (p *placement) reconcile(ctx context.Context) {
 	if len(todo) == 0 {
 		return
 	}
-	sem := make(chan struct{}, p.n.opts.ClaimWorkers)
-	var wg sync.WaitGroup
+	// Stop dispatching what this node must stop reading at once, before the
+	// slower work of the pass (records in hand finishing, API calls).
 	for s, a := range todo {
-		sem <- struct{}{}
+		if part := reading[s]; part != nil && a != actOpen && a != actFree {
+			p.unread(s, part)
+			part.halt()
+		}
+	}
+	// Partitions to open are prepared (lease, unpin, reset) in parallel and
+	// started as they become ready: the mailbox stream's consumers are
+	// listed once for all those ready at the same time (see
+	// partition.start). The other actions run beside them; the pass ends
+	// when all are done.
+	sem := make(chan struct{}, p.n.opts.ClaimWorkers)
+	var others, prepares sync.WaitGroup
+	ready := make(chan *opening, len(todo))
+	report := func(s slot, err error) {
+		switch {
+		case err == nil || ctx.Err() != nil:
+		case errors.Is(err, errLeaseHeld): // a hand-over in progress: its reader frees it
+			p.n.log.Debug("placement: waiting for the lease", "partition", s.String(), "err", err)
+		default:
+			p.n.log.Warn("placement: retrying at the next pass", "partition", s.String(), "err", err)
+		}
+	}
+	for s, a := range todo {
+		wg := &others
+		if a == actOpen || a == actReopen {
+			wg = &prepares
+		}
 		wg.Go(func() {
-			defer func() { <-sem }()
-			err := p.act(ctx, s, a, reading[s], leases[s])
-			switch {
-			case err == nil || ctx.Err() != nil:
-			case errors.Is(err, errLeaseHeld): // a hand-over in progress: its reader frees it
-				p.n.log.Debug("placement: waiting for the lease", "partition", s.String(), "err", err)
-			default:
-				p.n.log.Warn("placement: retrying at the next pass", "partition", s.String(), "err", err)
+			// A lease to take is taken at once, whatever else the pass
+			// does: the old reader learns sooner that it lost it.
+			var rev uint64
+			if a == actOpen {
+				var err error
+				if rev, err = p.take(ctx, s); err != nil {
+					report(s, err)
+					return
+				}
 			}
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			o, err := p.act(ctx, s, a, reading[s], leases[s], owners[s], rev)
+			if o != nil {
+				ready <- o
+			}
+			report(s, err)
 		})
 	}
-	wg.Wait()
+	others.Go(func() { prepares.Wait(); close(ready) })
+	for o := range ready {
+		batch := []*opening{o}
+	more:
+		for {
+			select {
+			case o, ok := <-ready:
+				if !ok {
+					break more
+				}
+				batch = append(batch, o)
+			default:
+				break more
+			}
+		}
+		names, err := p.n.consumerNames(ctx)
+		for _, o := range batch {
+			if err != nil {
+				o.part.stop(0) // the lease stays ours: the next pass opens it again
+				report(o.slot, err)
+				continue
+			}
+			others.Go(func() { report(o.slot, p.startReading(ctx, o, names)) })
+		}
+	}
+	others.Wait()
 }
 
-// act carries out one reconcile action on partition s.
-func (p *placement) act(ctx context.Context, s slot, a action, part *partition, l lease) error {
-	switch a {
-	case actDrop:
-		p.unread(s, part)
-		part.stop(p.n.opts.ShutdownGrace)
-		return nil
-	case actClose:
-		p.unread(s, part)
-		part.stop(p.n.opts.ShutdownGrace)
-		return p.free(ctx, s)
-	case actFree:
-		return p.free(ctx, s)
-	case actReopen:
-		p.unread(s, part)
-		part.stop(p.n.opts.ShutdownGrace)
-	}
-	handover := l.node != "" && l.node != p.id
-	if err := p.take(ctx, s); err != nil {
-		return err
-	}
-	k := p.n.kindSpec(s.kind)
-	part, err := p.n.openPartition(ctx, k, s.num)
-	if err != nil {
-		return fmt.Errorf("open partition %s: %w", s, err)
+// opening is a partition prepared for reading (see act), not started yet.
+type opening struct {
+	slot slot
+	part *partition
+	cons jetstream.Consumer
+	from string // the node whose lease this node took, if another
+}
+
+// startReading starts reading a prepared partition; names are the mailbox stream's
+// consumers, listed after its reset.
+func (p *placement) startReading(ctx context.Context, o *opening, names []string) error {
+	if err := o.part.start(ctx, o.cons, names); err != nil {
+		return fmt.Errorf("open partition %s: %w", o.slot, err)
 	}
 	p.readMu.Lock()
-	p.reading[s] = part
+	p.reading[o.slot] = o.part
 	p.readMu.Unlock()
-	if handover {
-		p.n.metrics.handovers.WithLabelValues(s.kind).Inc()
-		p.n.log.Info("took over partition", "partition", s.String(), "from", l.node)
+	if o.from != "" {
+		p.n.metrics.handovers.WithLabelValues(o.slot.kind).Inc()
+		p.n.log.Info("took over partition", "partition", o.slot.String(), "from", o.from)
 	}
 	return nil
+}
+
+// act carries out one reconcile action on partition s, whose lease is l
+// and whose owner is owner by this node's view; part (if it reads s) is
+// already halted. To open a partition it prepares it (under the lease
+// revision rev, which the caller took; to reopen one it takes the lease
+// itself), and the caller then starts it.
+func (p *placement) act(ctx context.Context, s slot, a action, part *partition, l lease, owner string, rev uint64) (*opening, error) {
+	switch a {
+	case actDrop, actLost:
+		holder := l.node
+		if a == actLost {
+			holder = "none (freed)"
+			if l.node != "" {
+				holder = l.node + " (rewritten)"
+			}
+		}
+		p.n.log.Warn("lost the lease of a partition: stopped reading it", "partition", s.String(), "holder", holder, "lease_rev", l.rev, "read_under", part.lease)
+		p.stopFenced(ctx, part)
+		return nil, nil
+	case actClose:
+		part.stop(p.n.opts.ShutdownGrace)
+		return nil, p.handOver(ctx, s, owner)
+	case actFree:
+		return nil, p.handOver(ctx, s, owner)
+	case actReopen:
+		if l.rev != part.lease {
+			p.n.log.Warn("the lease of a partition changed while it was read: reading it again under a lease of its own", "partition", s.String(), "holder", l.node, "lease_rev", l.rev, "read_under", part.lease)
+		}
+		part.stop(p.n.opts.ShutdownGrace)
+	}
+	o := &opening{slot: s}
+	if l.node != "" && l.node != p.id {
+		o.from = l.node
+	}
+	var err error
+	if a == actReopen {
+		if rev, err = p.take(ctx, s); err != nil {
+			return nil, err
+		}
+	}
+	if o.part, o.cons, err = p.n.preparePartition(ctx, p.n.kindSpec(s.kind), s.num, rev); err != nil {
+		return nil, fmt.Errorf("open partition %s: %w", s, err)
+	}
+	return o, nil
 }
 
 func (p *placement) unread(s slot, part *partition) {
@@ -501,21 +626,35 @@ func (p *placement) unread(s slot, part *partition) {
 // reopen asks for partition part to be read again from its ack floor.
 func (p *placement) reopen(part *partition) { p.poke() }
 
-// take makes the lease of s name this node (compare-and-set).
-func (p *placement) take(ctx context.Context, s slot) error {
+// stopFenced stops reading part, whose lease moved, and unpins its
+// consumers: a pull request of ours the server pinned after the new reader's
+// unpin must not hold the partition until the pin expires (see fence.go).
+func (p *placement) stopFenced(ctx context.Context, part *partition) {
+	owns := part.ownConsumers()
+	part.stop(p.n.opts.ShutdownGrace)
+	for _, name := range append(owns, part.name) {
+		if err := p.n.unpin(ctx, name); err != nil && ctx.Err() == nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
+			p.n.log.Debug("placement: unpin on the way out", "consumer", name, "err", err)
+		}
+	}
+}
+
+// take makes the lease of s name this node (compare-and-set) and returns
+// its revision.
+func (p *placement) take(ctx context.Context, s slot) (uint64, error) {
 	b, err := codec.Marshal(leaseDoc{Node: p.id, Since: time.Now().UTC()})
 	if err != nil {
-		return err
+		return 0, err
 	}
 	for range 5 {
 		p.mu.Lock()
 		l, ok := p.leases[s]
 		p.mu.Unlock()
 		if ok && l.node == p.id {
-			return nil
+			return l.rev, nil
 		}
 		if ok && p.heldByLive(l, p.liveNodes()) {
-			return fmt.Errorf("%w: lease of %s is held by live node %s", errLeaseHeld, s, l.node)
+			return 0, fmt.Errorf("%w: lease of %s is held by live node %s", errLeaseHeld, s, l.node)
 		}
 		var rev uint64
 		if ok {
@@ -529,10 +668,10 @@ func (p *placement) take(ctx context.Context, s slot) error {
 				p.leases[s] = lease{node: p.id, rev: rev}
 			}
 			p.mu.Unlock()
-			return nil
+			return rev, nil
 		}
 		if !isConflict(err) {
-			return fmt.Errorf("take lease of %s: %w", s, err)
+			return 0, fmt.Errorf("take lease of %s: %w", s, err)
 		}
 		// Someone wrote it meanwhile: read it and try again.
 		e, gerr := p.kv.Get(ctx, p.n.names.LeaseKey(s.kind, s.num))
@@ -547,10 +686,44 @@ func (p *placement) take(ctx context.Context, s slot) error {
 		}
 		p.mu.Unlock()
 		if gerr != nil && !errors.Is(gerr, jetstream.ErrKeyNotFound) {
-			return fmt.Errorf("take lease of %s: %w", s, gerr)
+			return 0, fmt.Errorf("take lease of %s: %w", s, gerr)
 		}
 	}
-	return fmt.Errorf("take lease of %s: lost the compare-and-set 5 times", s)
+	return 0, fmt.Errorf("take lease of %s: lost the compare-and-set 5 times", s)
+}
+
+// handOver makes the lease of s, which names this node and which it no
+// longer reads, name owner instead (compare-and-set), so that the lease has
+// a holder all along and the owner opens it at its next pass; with no owner
+// it frees the lease. An owner that does not think the partition its own
+// frees it in turn.
+func (p *placement) handOver(ctx context.Context, s slot, owner string) error {
+	if owner == "" || owner == p.id {
+		return p.free(ctx, s)
+	}
+	p.mu.Lock()
+	l, ok := p.leases[s]
+	p.mu.Unlock()
+	if !ok || l.node != p.id {
+		return nil
+	}
+	b, err := codec.Marshal(leaseDoc{Node: owner, Since: time.Now().UTC()})
+	if err != nil {
+		return err
+	}
+	rev, err := p.kv.Update(ctx, p.n.names.LeaseKey(s.kind, s.num), b, l.rev)
+	if isConflict(err) {
+		return nil // someone else wrote it meanwhile
+	}
+	if err != nil {
+		return fmt.Errorf("hand the lease of %s over to %s: %w", s, owner, err)
+	}
+	p.mu.Lock()
+	if cur := p.leases[s]; cur.rev < rev {
+		p.leases[s] = lease{node: owner, rev: rev}
+	}
+	p.mu.Unlock()
+	return nil
 }
 
 // free deletes the lease of s if it names this node.
