@@ -51,10 +51,14 @@ func (n *Node) Debug() string {
 
 // ReadingKeys returns the lease keys of the partitions the node reads.
 func (n *Node) ReadingKeys() []string {
-	n.place.readMu.Lock()
-	defer n.place.readMu.Unlock()
-	out := make([]string, 0, len(n.place.reading))
-	for s := range n.place.reading {
+	place := n.place.Load()
+	if place == nil {
+		return nil
+	}
+	place.readMu.Lock()
+	defer place.readMu.Unlock()
+	out := make([]string, 0, len(place.reading))
+	for s := range place.reading {
 		out = append(out, n.names.LeaseKey(s.kind, s.num))
 	}
 	return out
