@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/effectors/effectors/actor/actortest"
 	"github.com/effectors/effectors/internal/proctest"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -84,7 +85,7 @@ func TestTortureCluster(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	poll(t, 60*time.Second, "the cluster's JetStream to answer", func() bool {
+	actortest.Eventually(t, 60*time.Second, "the cluster's JetStream to answer", func() bool {
 		actx, acancel := context.WithTimeout(ctx, 2*time.Second)
 		defer acancel()
 		_, err := js.AccountInfo(actx)
@@ -181,7 +182,7 @@ func TestTortureCluster(t *testing.T) {
 			t.Fatal(err)
 		}
 		victim.proc.Wait(t, 30*time.Second)
-		poll(t, 60*time.Second, "EA_MBOX to elect a new leader", func() bool {
+		actortest.Eventually(t, 60*time.Second, "EA_MBOX to elect a new leader", func() bool {
 			l := streamLeader(t, ctx, js, "EA_MBOX")
 			return l != "" && l != victim.name
 		})
@@ -217,7 +218,7 @@ func TestTortureCluster(t *testing.T) {
 	stopMon()
 	<-mon.done
 	for _, name := range []string{"EA_MBOX", "EA_OUT", "EA_DEAD"} {
-		poll(t, 60*time.Second, name+" to have a leader and every replica current", func() bool {
+		actortest.Eventually(t, 60*time.Second, name+" to have a leader and every replica current", func() bool {
 			return streamHealthy(ctx, js, name)
 		})
 	}
@@ -262,17 +263,4 @@ func streamHealthy(ctx context.Context, js jetstream.JetStream, stream string) b
 		}
 	}
 	return true
-}
-
-// poll calls cond every 50ms until it holds, failing the test after
-// timeout.
-func poll(t testing.TB, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", timeout, what)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
 }
