@@ -4,8 +4,6 @@ import (
 	"context"
 	"fmt"
 	"maps"
-	"net"
-	"net/url"
 	"slices"
 	"strings"
 	"sync"
@@ -17,129 +15,13 @@ import (
 	"github.com/effectors/effectors/bus"
 	"github.com/effectors/effectors/bus/bustest"
 	"github.com/effectors/effectors/internal/codec"
+	"github.com/effectors/effectors/internal/proctest"
 	"github.com/effectors/effectors/records"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
-// freezer is a TCP proxy to a NATS server that can freeze the connections
-// through it: while frozen it moves no byte either way, so the server sees
-// what a frozen process (SIGSTOP, a long GC pause) or a network cut it has
-// not noticed looks like: the connection open, its subscriptions and pull
-// requests in place, nothing read, nothing said. Thawed, it delivers what
-// waited, as a resumed process reads its socket.
-type freezer struct {
-	ln     net.Listener
-	target string
-
-	mu     sync.Mutex
-	cond   *sync.Cond
-	frozen bool
-	closed bool
-	conns  []net.Conn
-
-	wg sync.WaitGroup
-}
-
-// newFreezer starts a proxy to the server at rawURL; it stops at cleanup.
-func newFreezer(t testing.TB, rawURL string) *freezer {
-	t.Helper()
-	u, err := url.Parse(rawURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	f := &freezer{ln: ln, target: u.Host}
-	f.cond = sync.NewCond(&f.mu)
-	f.wg.Go(f.accept)
-	t.Cleanup(f.close)
-	return f
-}
-
-// URL is the proxy's NATS URL.
-func (f *freezer) URL() string { return "nats://" + f.ln.Addr().String() }
-
-func (f *freezer) accept() {
-	for {
-		c, err := f.ln.Accept()
-		if err != nil {
-			return
-		}
-		s, err := net.Dial("tcp", f.target)
-		if err != nil {
-			_ = c.Close()
-			continue
-		}
-		f.mu.Lock()
-		if f.closed {
-			f.mu.Unlock()
-			_ = c.Close()
-			_ = s.Close()
-			return
-		}
-		f.conns = append(f.conns, c, s)
-		f.mu.Unlock()
-		f.wg.Go(func() { f.pipe(s, c) })
-		f.wg.Go(func() { f.pipe(c, s) })
-	}
-}
-
-// pipe copies from src to dst, holding what it read while frozen.
-func (f *freezer) pipe(dst, src net.Conn) {
-	defer func() { _ = dst.Close(); _ = src.Close() }()
-	buf := make([]byte, 32<<10)
-	for {
-		n, err := src.Read(buf)
-		f.mu.Lock()
-		for f.frozen && !f.closed {
-			f.cond.Wait()
-		}
-		closed := f.closed
-		f.mu.Unlock()
-		if closed {
-			return
-		}
-		if n > 0 {
-			if _, werr := dst.Write(buf[:n]); werr != nil {
-				return
-			}
-		}
-		if err != nil {
-			return
-		}
-	}
-}
-
-// Freeze stops every byte through the proxy (the read in hand is held).
-func (f *freezer) Freeze() { f.set(true) }
-
-// Thaw lets bytes through again.
-func (f *freezer) Thaw() { f.set(false) }
-
-func (f *freezer) set(frozen bool) {
-	f.mu.Lock()
-	f.frozen = frozen
-	f.cond.Broadcast()
-	f.mu.Unlock()
-}
-
-func (f *freezer) close() {
-	f.mu.Lock()
-	f.closed = true
-	f.cond.Broadcast()
-	conns := f.conns
-	f.mu.Unlock()
-	_ = f.ln.Close()
-	for _, c := range conns {
-		_ = c.Close()
-	}
-	f.wg.Wait()
-}
-
-// connectVia connects with cfg to the server through url (a freezer's) and
+// connectVia connects with cfg to the server through url (a proctest.NATSProxy's) and
 // provisions, closing the connection at cleanup.
 func connectVia(t testing.TB, url string, cfg bus.Config) *bus.Conn {
 	t.Helper()
@@ -235,7 +117,7 @@ func TestFrozenNodeIsFenced(t *testing.T) {
 	srv := bustest.NewServer(t)
 	conn := srv.Connect(t, cfg)
 	c := newClient(t, conn)
-	proxy := newFreezer(t, srv.URL)
+	proxy := proctest.StartNATSProxy(t, strings.TrimPrefix(srv.URL, "nats://"))
 	frozenConn := connectVia(t, proxy.URL(), cfg)
 	frozen := startNodeWith(t, frozenConn, opts, nil)
 	other := startNodeWith(t, srv.Connect(t, cfg), opts, nil)

@@ -30,7 +30,7 @@ type deployment struct {
 	nats      *proctest.Proc
 	natsGen   int
 
-	proxies []*proxy  // per node slot, to the server
+	proxies []*proctest.NATSProxy  // per node slot, to the server
 	nodes   []*member // per slot, the node running now
 	sup     *member
 	gen     int // of node and supervisor processes, for their names
@@ -56,7 +56,7 @@ func deploy(t testing.TB, p plan) *deployment {
 	d := &deployment{t: t, plan: p, natsAddr: proctest.FreeAddr(t), natsStore: t.TempDir()}
 	d.startNATS()
 	for slot := range p.nodes {
-		d.proxies = append(d.proxies, newProxy(t, d.natsAddr))
+		d.proxies = append(d.proxies, proctest.StartNATSProxy(t, d.natsAddr))
 		d.nodes = append(d.nodes, nil)
 		if slot < p.nodes-p.spare {
 			d.startNode(slot)

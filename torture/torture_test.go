@@ -213,11 +213,11 @@ func TestTorture(t *testing.T) {
 		case faultCut:
 			slot := d.pick(&next, true)
 			ev.target = d.nodes[slot].id
-			d.proxies[slot].Cut()
+			d.proxies[slot].Freeze()
 			ev.start = time.Now()
 			r = mon.recoverFrom()
 			sleep(ctx, p.hold)
-			d.proxies[slot].Heal()
+			d.proxies[slot].Thaw()
 			ev.healed = time.Now()
 		case faultNATS:
 			ev.target = d.nats.Name

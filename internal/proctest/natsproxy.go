@@ -10,18 +10,28 @@ import (
 	"testing"
 )
 
-// NATSProxy forwards NATS client connections to a server and can answer
-// every client, between two whole protocol messages of the server's, with a
-// line of its own: [NATSProxy.Inject] of "-ERR 'reason'\r\n" makes nats.go
-// close the connection for good, as a server does after an error it treats
-// as final, with no other way to bring a healthy process to that state.
+// NATSProxy forwards NATS client connections to a server, and injects the
+// faults a test cannot otherwise cause:
+//
+//   - [NATSProxy.Freeze] moves no byte either way until [NATSProxy.Thaw]
+//     (bytes are held, as TCP holds them across a partition that heals
+//     before its timeouts): the server sees a frozen process (SIGSTOP, a
+//     long GC pause) or a network cut it has not noticed, the connection
+//     open with its subscriptions and pull requests in place. It needs no
+//     privileges, which network namespaces would.
+//   - [NATSProxy.Inject] answers every client, between two whole protocol
+//     messages of the server's, with a line of its own: "-ERR 'reason'\r\n"
+//     makes nats.go close the connection for good, as a server does after an
+//     error it treats as final.
 type NATSProxy struct {
 	ln     net.Listener
 	target string
 	wg     sync.WaitGroup
 
-	mu      sync.Mutex // guards clients and closed
+	mu      sync.Mutex // guards the fields below; cond waits on it
+	cond    *sync.Cond // broadcast when frozen or closed changes
 	clients []*proxied
+	frozen  bool
 	closed  bool
 }
 
@@ -42,6 +52,7 @@ func StartNATSProxy(t testing.TB, target string) *NATSProxy {
 		t.Fatalf("proxy listen: %v", err)
 	}
 	p := &NATSProxy{ln: ln, target: target}
+	p.cond = sync.NewCond(&p.mu)
 	p.wg.Go(p.accept)
 	t.Cleanup(p.Close)
 	return p
@@ -49,6 +60,29 @@ func StartNATSProxy(t testing.TB, target string) *NATSProxy {
 
 // URL is the nats:// URL clients connect to.
 func (p *NATSProxy) URL() string { return "nats://" + p.ln.Addr().String() }
+
+// Freeze holds every byte through the proxy, both ways, until Thaw.
+func (p *NATSProxy) Freeze() { p.setFrozen(true) }
+
+// Thaw lets the bytes held since Freeze flow again.
+func (p *NATSProxy) Thaw() { p.setFrozen(false) }
+
+func (p *NATSProxy) setFrozen(frozen bool) {
+	p.mu.Lock()
+	p.frozen = frozen
+	p.cond.Broadcast()
+	p.mu.Unlock()
+}
+
+// pass waits while the proxy is frozen, reporting false once it is closed.
+func (p *NATSProxy) pass() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for p.frozen && !p.closed {
+		p.cond.Wait()
+	}
+	return !p.closed
+}
 
 // Inject writes line to every client connected now, between two messages of
 // the server's, and stops forwarding to them.
@@ -71,6 +105,7 @@ func (p *NATSProxy) Inject(line string) int {
 func (p *NATSProxy) Close() {
 	p.mu.Lock()
 	p.closed = true
+	p.cond.Broadcast()
 	clients := p.clients
 	p.clients = nil
 	p.mu.Unlock()
@@ -104,20 +139,40 @@ func (p *NATSProxy) accept() {
 		p.clients = append(p.clients, c)
 		p.mu.Unlock()
 		p.wg.Go(func() {
-			_, _ = io.Copy(server, client)
+			p.upstream(c)
 			_ = server.Close()
 		})
 		p.wg.Go(func() {
-			c.forward()
+			p.forward(c)
 			_ = client.Close()
 		})
 	}
 }
 
+// upstream copies what the client sends to the server, holding it while
+// the proxy is frozen.
+func (p *NATSProxy) upstream(c *proxied) {
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := c.client.Read(buf)
+		if n > 0 {
+			if !p.pass() {
+				return
+			}
+			if _, werr := c.server.Write(buf[:n]); werr != nil {
+				return
+			}
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
 // forward copies the server's protocol to the client a whole message at a
-// time: a control line, and for MSG and HMSG the payload its last field
-// sizes.
-func (c *proxied) forward() {
+// time (a control line, and for MSG and HMSG the payload its last field
+// sizes), holding it while the proxy is frozen.
+func (p *NATSProxy) forward(c *proxied) {
 	r := bufio.NewReaderSize(c.server, 64<<10)
 	for {
 		line, err := r.ReadBytes('\n')
@@ -136,6 +191,9 @@ func (c *proxied) forward() {
 				return
 			}
 			msg = append(line, payload...)
+		}
+		if !p.pass() {
+			return
 		}
 		c.mu.Lock()
 		_, err = c.client.Write(msg)
