@@ -30,8 +30,8 @@ type deployment struct {
 	nats      *proctest.Proc
 	natsGen   int
 
-	proxies []*proctest.NATSProxy  // per node slot, to the server
-	nodes   []*member // per slot, the node running now
+	proxies []*proctest.NATSProxy // per node slot, to the server
+	nodes   []*member             // per slot, the node running now
 	sup     *member
 	gen     int // of node and supervisor processes, for their names
 }
