@@ -910,6 +910,9 @@ func (e *effector) backlog() int {
 
 // publishNow publishes a record logic streams with Context.EmitNow.
 func (e *effector) publishNow(o output) error {
+	if err := e.fence(); err != nil {
+		return err
+	}
 	_, err := e.node.js.PublishMsg(e.ctx, o.rec.Msg(o.subject))
 	return publishFailure(wrapPublish(o.subject, err))
 }
@@ -921,9 +924,13 @@ func (e *effector) publishNow(o output) error {
 // publishes is full, publish waits for the ones in flight before going on.
 func (e *effector) publish(outs []output) error {
 	js, nc := e.node.js, e.node.conn.NC
-	switch {
-	case len(outs) == 0:
+	if len(outs) == 0 {
 		return nil
+	}
+	if err := e.fence(); err != nil {
+		return err
+	}
+	switch {
 	case len(outs) == 1 && outs[0].stream:
 		_, err := js.PublishMsg(e.ctx, outs[0].rec.Msg(outs[0].subject))
 		return wrapPublish(outs[0].subject, err)
@@ -975,6 +982,9 @@ func wrapPublish(subject string, err error) error {
 // deadLetter publishes the record to the effector's dead letters with the
 // reason in EA-Error and EA-Dead-Reason (see Node.deadLetter).
 func (e *effector) deadLetter(d delivery, reason string, failure error) error {
+	if err := e.fence(); err != nil {
+		return err
+	}
 	return e.node.deadLetter(e.ctx, e.node.names.Dead(e.ref), stored{
 		stream: e.node.names.MailboxStream(), subject: d.msg.Subject(), seq: d.seq,
 		header: d.msg.Headers(), data: d.msg.Data(),

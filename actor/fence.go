@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -132,4 +134,173 @@ func (n *Node) unpin(ctx context.Context, consumer string) error {
 		return fmt.Errorf("unpin consumer %s: %w", consumer, err)
 	}
 	return nil
+}
+
+// Lapses: the fence above stops the server from serving a former reader
+// new records, but it cannot take back records the server served before the
+// freeze. A node frozen (SIGSTOP, a GC pause) with records in hand resumes
+// with them and with its cached state documents, while the partition's new
+// reader may already have applied the same records. Its outputs carry the
+// ids of the records that caused them, but the duplicate window drops a
+// second copy only for streams and only for its duration (two minutes by
+// default): a reply to a plain NATS subject, a copy published after a long
+// freeze, or one computed differently by logic that is not deterministic
+// (a model's answer) would go out beside the new reader's. The
+// compare-and-set protects the state, not the outputs.
+//
+// So a node publishes outputs and dead letters only under a claim it can
+// prove from its own clock: the others declare it dead no sooner than the
+// lease TTL after they saw its last heartbeat, which they cannot have seen
+// before it was sent. The claim holds until the send time of the last
+// heartbeat acknowledged while the claim held, plus the TTL ([claim.renew]).
+// Before each publish ([effector.fence]) an effector checks it:
+//
+//   - within the claim, it publishes;
+//   - past it with no new heartbeat yet (NATS slow or out of reach), it
+//     waits for one;
+//   - when a heartbeat is acknowledged only after the claim ended, the
+//     claim has lapsed: others may have taken the node's leases meanwhile,
+//     and its own view of the leases may lag. The lapse count moves on and
+//     the node reads each lease at the server: a partition whose lease
+//     still has the revision it was opened under was read by nobody else
+//     and goes on; any other is read again from its ack floor, its
+//     effectors' cached documents dropped: their records in hand stay
+//     unacknowledged and are applied again on fresh state, here or by the
+//     lease's holder.
+//
+// What remains is the time between the check and the publish it guards (a
+// freeze of microseconds at that very point); closing it would need the
+// outputs written with the state (an outbox in the state document).
+type claim struct {
+	origin time.Time     // the monotonic clock's zero for until
+	ttl    time.Duration // the lease TTL
+	// until is when the claim ends, as nanoseconds since origin; 0 before
+	// the first heartbeat.
+	until atomic.Int64
+	// lapses counts the lapses seen: a partition remembers the count it was
+	// opened under (partition.epoch).
+	lapses atomic.Uint64
+}
+
+// claimState is what a claim says at a moment.
+type claimState int
+
+const (
+	claimHeld   claimState = iota // within the claim
+	claimDoubt                    // past the claim, no new heartbeat yet
+	claimLapsed                   // a lapse since the partition was opened: being checked
+)
+
+func newClaim(ttl time.Duration) *claim {
+	return &claim{origin: time.Now(), ttl: ttl}
+}
+
+// clock returns the claim clock's reading of now.
+func (c *claim) clock() int64 { return int64(time.Since(c.origin)) }
+
+// renew records a heartbeat sent at sent (a [claim.clock] reading) and
+// acknowledged by the server just now, and reports whether the claim had
+// lapsed before the acknowledgement. A heartbeat the server stored after
+// the claim ended renews nothing: the others may have declared the node
+// dead before it came (a heartbeat sent in time but held up on the way, by
+// a network cut say, is no proof either).
+func (c *claim) renew(sent int64) (lapsed bool) {
+	prev := c.until.Load()
+	lapsed = prev != 0 && c.clock() >= prev
+	if lapsed {
+		c.lapses.Add(1)
+	}
+	if next := sent + int64(c.ttl); next > prev {
+		c.until.Store(next) // one writer: the heartbeat (and the first put, before it)
+	}
+	return lapsed
+}
+
+// epoch is the lapse count a partition opened now is read under.
+func (c *claim) epoch() uint64 { return c.lapses.Load() }
+
+// state is the claim's word on a partition opened under epoch.
+func (c *claim) state(epoch uint64) claimState {
+	switch {
+	case c.lapses.Load() != epoch:
+		return claimLapsed
+	case c.clock() >= c.until.Load():
+		return claimDoubt
+	}
+	return claimHeld
+}
+
+// renewed records a heartbeat sent at sent and acknowledged just now.
+// After a lapse it checks, at the server, the lease of every partition read
+// under an older lapse count: one whose lease revision is still the one it
+// was opened under was read by nobody else meanwhile, and goes on under the
+// new count; any other is read again from its ack floor, on fresh state
+// (see "Lapses"). Its effectors wait for the outcome before they publish.
+func (p *placement) renewed(ctx context.Context, sent int64) {
+	if !p.n.claim.renew(sent) {
+		return
+	}
+	epoch := p.n.claim.epoch()
+	p.readMu.Lock()
+	var check []*partition
+	for _, part := range p.reading {
+		if part.epoch.Load() != epoch {
+			check = append(check, part)
+		}
+	}
+	p.readMu.Unlock()
+	p.n.metrics.lapses.Inc()
+	var moved atomic.Int64
+	sem := make(chan struct{}, p.n.opts.ClaimWorkers)
+	var wg sync.WaitGroup
+	for _, part := range check {
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			e, err := p.kv.Get(ctx, p.n.names.LeaseKey(part.kind.name, part.num))
+			if err == nil && e.Revision() == part.lease {
+				part.epoch.Store(epoch) // renewed runs on the heartbeat goroutine only
+				return
+			}
+			moved.Add(1)
+			part.fail()
+		})
+	}
+	wg.Wait()
+	p.n.log.Warn("heartbeat acknowledged after the lease TTL ran out: checked this node's leases at the server",
+		"ttl", p.ttl, "partitions", len(check), "read_again", moved.Load())
+}
+
+// checkEpoch gives up a partition that started reading under a lapse count
+// older than the claim's: [placement.renewed] may have missed it.
+func (p *placement) checkEpoch(part *partition) {
+	if part.epoch.Load() != p.n.claim.epoch() {
+		part.fail()
+	}
+}
+
+// fence returns nil when the effector may publish now under its node's
+// claim. While the claim is in doubt (no heartbeat acknowledged in time
+// yet) or being checked after a lapse, it waits. When its partition is
+// given up meanwhile (its lease moved during a lapse), the effector stops,
+// its records in hand stay unacknowledged for the partition's next reader,
+// and fence returns errAbandon. See "Lapses".
+func (e *effector) fence() error {
+	wait := time.Millisecond
+	for {
+		if e.node.claim.state(e.part.epoch.Load()) == claimHeld {
+			return nil
+		}
+		if e.part.failed() {
+			e.mu.Lock()
+			e.stopped = true
+			e.mu.Unlock()
+			e.cancel()
+			return errAbandon
+		}
+		if !sleep(e.ctx, wait) {
+			return errAbandon
+		}
+		wait = min(2*wait, 20*time.Millisecond)
+	}
 }

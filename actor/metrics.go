@@ -52,6 +52,7 @@ type metrics struct {
 	handovers    *prometheus.CounterVec
 	overflows    *prometheus.CounterVec
 	nodes        prometheus.Gauge
+	lapses       prometheus.Counter
 	node         *Node
 }
 
@@ -112,12 +113,16 @@ func newMetrics(reg prometheus.Registerer, n *Node) (*metrics, error) {
 			Name: "ea_nodes_live",
 			Help: "Nodes this node sees alive (its own heartbeat included).",
 		}),
+		lapses: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "ea_lease_lapses_total",
+			Help: "Times this node's heartbeat was acknowledged only after its lease TTL had run out (a freeze, a GC pause, NATS out of reach); each time it reads its partitions again from their ack floors.",
+		}),
 		node: n,
 	}
 	if reg == nil {
 		return m, nil
 	}
-	for _, c := range []prometheus.Collector{m.processed, m.duration, m.redelivers, m.dead, m.conflicts, m.retries, m.active, m.activations, m.passivations, m.handovers, m.overflows, m.nodes, m} {
+	for _, c := range []prometheus.Collector{m.processed, m.duration, m.redelivers, m.dead, m.conflicts, m.retries, m.active, m.activations, m.passivations, m.handovers, m.overflows, m.nodes, m.lapses, m} {
 		if err := reg.Register(c); err != nil {
 			var are prometheus.AlreadyRegisteredError
 			if errors.As(err, &are) {

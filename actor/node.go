@@ -135,6 +135,10 @@ type Node struct {
 	// stalled is, per kind, how many effectors the watchdog last found
 	// stalled: written by the watchdog, read by the metrics collector.
 	stalled atomic.Pointer[map[string]int]
+	// claim is how long this node may act on its leases by its own clock
+	// (see fence.go, "Lapses"): renewed by placement's heartbeat, checked
+	// by effectors before they publish.
+	claim *claim
 }
 
 // ID returns the node's id in placement.
@@ -157,6 +161,7 @@ func NewNode(conn *bus.Conn, opts Options) (*Node, error) {
 		kinds:   map[string]*kindSpec{},
 		readyCh: make(chan struct{}),
 		doneCh:  make(chan struct{}),
+		claim:   newClaim(opts.HeartbeatTTL),
 	}
 	if n.routes, err = newRoutes(n.names, opts.ReplySubjects); err != nil {
 		return nil, err

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/effectors/effectors/records"
@@ -26,8 +27,9 @@ type partition struct {
 	node  *Node
 	kind  *kindSpec
 	num   int
-	name  string // the durable consumer's name
-	lease uint64 // the revision of the lease it is read under
+	name  string        // the durable consumer's name
+	lease uint64        // the revision of the lease it is read under
+	epoch atomic.Uint64 // the node's lapse count it is read under (fence.go, "Lapses")
 	log   *slog.Logger
 
 	mu        sync.Mutex // guards the fields below
@@ -60,6 +62,7 @@ func (n *Node) consumerConfig(k *kindSpec, num int) jetstream.ConsumerConfig {
 // did not acknowledge comes again, in order. [partition.start] then starts
 // reading it.
 func (n *Node) preparePartition(ctx context.Context, k *kindSpec, num int, lease uint64) (*partition, jetstream.Consumer, error) {
+	epoch := n.claim.epoch() // before the reset: a lapse after it must not go unseen
 	cfg := n.consumerConfig(k, num)
 	cons, err := n.stream.CreateOrUpdateConsumer(ctx, cfg)
 	if err != nil {
@@ -82,13 +85,15 @@ func (n *Node) preparePartition(ctx context.Context, k *kindSpec, num int, lease
 	if res.ConsumerInfo != nil {
 		next = res.ConsumerInfo.Delivered.Consumer + 1
 	}
-	return &partition{
+	part := &partition{
 		node: n, kind: k, num: num, name: cfg.Durable,
 		log:       n.log.With("partition", cfg.Durable),
 		effectors: map[string]*effector{},
 		next:      next,
 		lease:     lease,
-	}, cons, nil
+	}
+	part.epoch.Store(epoch)
+	return part, cons, nil
 }
 
 // start starts reading a prepared partition from its consumer cons.

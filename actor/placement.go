@@ -210,9 +210,11 @@ func (p *placement) putMember(ctx context.Context, m memberDoc) error {
 	if err != nil {
 		return err
 	}
+	sent := p.n.claim.clock()
 	if _, err := p.kv.Put(ctx, p.n.names.NodeKey(p.id), b); err != nil {
 		return fmt.Errorf("announce node %s: %w", p.id, err)
 	}
+	p.renewed(ctx, sent)
 	return nil
 }
 
@@ -563,6 +565,7 @@ func (p *placement) startReading(ctx context.Context, o *opening, names []string
 	p.readMu.Lock()
 	p.reading[o.slot] = o.part
 	p.readMu.Unlock()
+	p.checkEpoch(o.part)
 	if o.from != "" {
 		p.n.metrics.handovers.WithLabelValues(o.slot.kind).Inc()
 		p.n.log.Info("took over partition", "partition", o.slot.String(), "from", o.from)
