@@ -41,7 +41,8 @@ type delivery struct {
 // partition's map) costs nothing at all.
 //
 // Lock order: docMu before mu (attempt's deferred reset and checkSlow take
-// both in that order); partition.mu is never taken while holding either.
+// both in that order), mu before Node.busy's; partition.mu is never taken
+// while holding either.
 type effector struct {
 	node *Node
 	part *partition
@@ -169,6 +170,7 @@ func (e *effector) holdLocked(d delivery) {
 	e.maxSeen = max(e.maxSeen, d.seq)
 	if !e.running {
 		e.running = true
+		e.node.busy.add(e)
 		e.drainers.Add(1)
 		go e.drain()
 	}
@@ -187,6 +189,7 @@ func (e *effector) drain() {
 		}
 		if e.stopped || len(e.held) == 0 {
 			e.running = false
+			e.node.busy.remove(e)
 			e.cancelled = nil
 			e.lastActive = time.Now()
 			e.mu.Unlock()

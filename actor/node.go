@@ -139,6 +139,8 @@ type Node struct {
 	// (see fence.go, "Lapses"): renewed by placement's heartbeat, checked
 	// by effectors before they publish.
 	claim *claim
+	// busy are the effectors with records held or in hand (busy.go).
+	busy busySet
 }
 
 // ID returns the node's id in placement.
@@ -342,7 +344,7 @@ func (n *Node) loaded(ref records.Ref) *effector {
 	return part.lookup(ref.ID)
 }
 
-// watch runs the slow-logic watchdog over every effector until ctx ends,
+// watch runs the slow-logic watchdog over every busy effector until ctx ends,
 // and looks for stalled ones (see Options.StallAfter) once a second.
 func (n *Node) watch(ctx context.Context) {
 	t := time.NewTicker(slowLogic / 2)
@@ -354,13 +356,13 @@ func (n *Node) watch(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case now := <-t.C:
-			driven := n.driven()
-			for _, e := range driven {
+			busy := n.busy.list()
+			for _, e := range busy {
 				e.checkSlow(now)
 			}
 			if now.Sub(looked) >= time.Second {
 				looked = now
-				counts := n.lookForStalls(ctx, st, driven, now)
+				counts := n.lookForStalls(ctx, st, busy, now)
 				n.stalled.Store(&counts)
 			}
 		}
@@ -388,7 +390,7 @@ func (n *Node) backlog() map[string]int {
 	for _, k := range n.Kinds() {
 		out[k] = 0
 	}
-	for _, e := range n.driven() {
+	for _, e := range n.busy.list() {
 		out[e.ref.Kind] += e.backlog()
 	}
 	return out

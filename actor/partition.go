@@ -266,30 +266,38 @@ func (p *partition) forget(id string, e *effector) {
 }
 
 // stray sends a record no effector can take to dead letters and
-// acknowledges it.
+// acknowledges it. It runs on the partition's delivery callback, so it tries
+// once, briefly: when the dead letter cannot be written, the record is
+// handed back to the server for a later delivery (a delayed nak) rather
+// than holding up every effector of the partition while NATS recovers.
 func (p *partition) stray(d delivery, ref records.Ref, reason string, why error) {
 	n := p.node
-	ctx, cancel := context.WithTimeout(n.runCtx, 30*time.Second)
+	ctx, cancel := context.WithTimeout(n.runCtx, strayTry)
 	defer cancel()
 	subject := n.names.StrayDead(p.kind.name)
 	if ref.Validate() == nil {
 		subject = n.names.Dead(ref)
 	}
-	for ctx.Err() == nil {
-		err := n.deadLetter(ctx, subject, stored{
-			stream: n.names.MailboxStream(), subject: d.msg.Subject(), seq: d.seq,
-			header: d.msg.Headers(), data: d.msg.Data(),
-		}, reason, why)
-		if err == nil {
-			_ = d.msg.Ack()
-			n.metrics.dead.WithLabelValues(p.kind.name, reason).Inc()
-			p.log.Warn("record sent to dead letters", "subject", d.msg.Subject(), "seq", d.seq, "reason", reason, "err", why)
-			return
-		}
-		p.log.Warn("dead-letter a stray record; retrying", "seq", d.seq, "err", err)
-		sleep(ctx, time.Second)
+	err := n.deadLetter(ctx, subject, stored{
+		stream: n.names.MailboxStream(), subject: d.msg.Subject(), seq: d.seq,
+		header: d.msg.Headers(), data: d.msg.Data(),
+	}, reason, why)
+	if err != nil {
+		p.log.Warn("dead-letter a stray record: failed; it comes again later", "seq", d.seq, "in", strayRetry, "err", err)
+		_ = d.msg.NakWithDelay(strayRetry)
+		return
 	}
+	_ = d.msg.Ack()
+	n.metrics.dead.WithLabelValues(p.kind.name, reason).Inc()
+	p.log.Warn("record sent to dead letters", "subject", d.msg.Subject(), "seq", d.seq, "reason", reason, "err", why)
 }
+
+// strayTry bounds a stray record's dead-letter write on the delivery
+// callback; strayRetry is when a record whose write failed comes again.
+const (
+	strayTry   = 2 * time.Second
+	strayRetry = time.Second
+)
 
 // passivate drops the effectors idle for at least idle from memory: they
 // cost nothing until their next record loads them again.
