@@ -133,7 +133,7 @@ func (s *Store[T]) Create(ctx context.Context, key string, v T) (uint64, error) 
 	}
 	rev, err := s.kv.Create(ctx, key, data)
 	if err != nil {
-		if errors.Is(err, jetstream.ErrKeyExists) || isWrongLastSequence(err) {
+		if IsConflict(err) {
 			err = ErrExists
 		}
 		return 0, s.fail("create", key, err)
@@ -279,11 +279,16 @@ func (s *Store[T]) fail(op, key string, err error) error {
 	return fmt.Errorf("kv %s: %s %q: %w", s.bucket, op, key, err)
 }
 
-// isWrongLastSequence reports whether err is JetStream's "wrong last
-// sequence" (10071, or 10164 on replicated streams): a lost compare-and-set.
-func isWrongLastSequence(err error) bool {
+// IsConflict reports whether err, from this package or straight from
+// JetStream (a KV Create or Update, or a publish with an expected last
+// sequence), is a lost compare-and-set: [ErrConflict] or [ErrExists], or
+// JetStream's "wrong last sequence", which is error 10071 on one replica
+// and 10164 on replicated streams (nats.go's ErrKeyExists matches only the
+// first).
+func IsConflict(err error) bool {
 	var apiErr *jetstream.APIError
-	return errors.As(err, &apiErr) &&
-		(apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence ||
-			apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant)
+	return errors.Is(err, ErrConflict) || errors.Is(err, ErrExists) || errors.Is(err, jetstream.ErrKeyExists) ||
+		errors.As(err, &apiErr) &&
+			(apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence ||
+				apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant)
 }

@@ -189,10 +189,8 @@ func (s *Saver) Put(ctx context.Context, cp graph.Checkpoint, head uint64) (uint
 	}
 	ack, err := s.js.PublishMsg(ctx, msg)
 	if err != nil {
-		var apiErr *jetstream.APIError
-		if errors.As(err, &apiErr) && (apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence ||
-			apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant) {
-			return 0, &graph.ConflictError{Thread: cp.Thread, Detail: fmt.Sprintf("expected head version %d: %s", head, apiErr.Description)}
+		if kv.IsConflict(err) {
+			return 0, &graph.ConflictError{Thread: cp.Thread, Detail: fmt.Sprintf("expected head version %d: %v", head, err)}
 		}
 		return 0, fmt.Errorf("kvsaver: write checkpoint %s of thread %q: %w", cp.ID, cp.Thread, err)
 	}
