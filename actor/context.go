@@ -264,3 +264,13 @@ func outputID(in string, n string) string {
 	}
 	return in + suffix
 }
+
+// newContext returns the context logic runs with on the record d, for one
+// attempt.
+func (e *effector) newContext(ctx context.Context, d delivery) *Context {
+	return &Context{
+		Context: ctx, self: e.ref, rec: d.rec, base: e.logger(), names: e.node.names,
+		routes: e.node.routes, maxMsg: e.node.conn.MaxPayload(),
+		publishNow: e.publishNow, idKey: e.node.idKey,
+	}
+}

@@ -2,15 +2,12 @@ package actor
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/effectors/effectors/bus"
-	"github.com/effectors/effectors/internal/codec"
 	"github.com/effectors/effectors/records"
 	"github.com/nats-io/nats.go"
 )
@@ -149,61 +146,6 @@ func runtimeHeader(key string) bool {
 		}
 	}
 	return false
-}
-
-// publishOutputs publishes the outputs of the record in hand. It returns
-// errAbandon when the effector stopped first, or a dead-letter reason and the
-// failure when the outputs can never be published: too large for the server
-// (output_too_large), or refused for good otherwise (rejected). The input
-// record then goes to dead letters instead of blocking its mailbox. Outputs
-// published before the refused one stay published.
-//
-// First it checks that the state document with the new state can be written
-// at all: one above the server's max_payload would be refused for ever, so
-// the record goes to dead letters (state_too_large) before any output is
-// published.
-func (e *effector) publishOutputs(state []byte, outs []output) (reason string, failure error) {
-	if err := e.stateFits(state); err != nil {
-		return reasonStateTooLarge, err
-	}
-	err := e.retryIO(func() error { return e.publish(outs) })
-	switch {
-	case err == nil:
-		return "", nil
-	case bus.TooLarge(err):
-		return reasonOutputTooLarge, fmt.Errorf("an output cannot be published: %w", err)
-	case unpublishable(err):
-		return reasonRejected, fmt.Errorf("an output cannot be published: %w", err)
-	}
-	return "", errAbandon
-}
-
-// unpublishable ends retryIO's retries: the write can never succeed as it is,
-// so retrying it as if NATS were down would block the mailbox for good.
-func unpublishable(err error) bool { return bus.Unpublishable(err) && !errors.Is(err, errAbandon) }
-
-// stateOverhead bounds what a KV write adds to the encoded document: the
-// subject and the compare-and-set header.
-const stateOverhead = 1024
-
-// stateFits returns an error matching ErrTooLarge when the state document
-// with state would exceed the server's max_payload. It encodes the document
-// only when state is large enough to matter.
-func (e *effector) stateFits(state []byte) error {
-	limit := e.node.conn.MaxPayload()
-	if limit <= 0 || int64(len(state)) < limit/2 {
-		return nil
-	}
-	doc := e.doc
-	doc.State, doc.Updated = state, time.Now().UTC()
-	b, err := codec.Marshal(doc)
-	if err != nil {
-		return Permanent(fmt.Errorf("encode the state document: %w", err))
-	}
-	if int64(len(b)+stateOverhead) > limit {
-		return Permanent(fmt.Errorf("%w: the new state document of %d bytes exceeds the server's max_payload of %d", ErrTooLarge, len(b), limit))
-	}
-	return nil
 }
 
 // publishFailure marks a publish error that can never succeed as permanent

@@ -344,31 +344,6 @@ func (n *Node) loaded(ref records.Ref) *effector {
 	return part.lookup(ref.ID)
 }
 
-// watch runs the slow-logic watchdog over every busy effector until ctx ends,
-// and looks for stalled ones (see Options.StallAfter) once a second.
-func (n *Node) watch(ctx context.Context) {
-	t := time.NewTicker(slowLogic / 2)
-	defer t.Stop()
-	st := &stalls{since: make(map[records.Ref]time.Time)}
-	var looked time.Time
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case now := <-t.C:
-			busy := n.busy.list()
-			for _, e := range busy {
-				e.checkSlow(now)
-			}
-			if now.Sub(looked) >= time.Second {
-				looked = now
-				counts := n.lookForStalls(ctx, st, busy, now)
-				n.stalled.Store(&counts)
-			}
-		}
-	}
-}
-
 // stalledByKind returns, per hosted kind, how many effectors the watchdog
 // last found stalled.
 func (n *Node) stalledByKind() map[string]int {

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/effectors/effectors/internal/codec"
+	"github.com/effectors/effectors/kv"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -673,7 +674,7 @@ func (p *placement) take(ctx context.Context, s slot) (uint64, error) {
 			p.mu.Unlock()
 			return rev, nil
 		}
-		if !isConflict(err) {
+		if !kv.IsConflict(err) {
 			return 0, fmt.Errorf("take lease of %s: %w", s, err)
 		}
 		// Someone wrote it meanwhile: read it and try again.
@@ -715,7 +716,7 @@ func (p *placement) handOver(ctx context.Context, s slot, owner string) error {
 		return err
 	}
 	rev, err := p.kv.Update(ctx, p.n.names.LeaseKey(s.kind, s.num), b, l.rev)
-	if isConflict(err) {
+	if kv.IsConflict(err) {
 		return nil // someone else wrote it meanwhile
 	}
 	if err != nil {
@@ -738,7 +739,7 @@ func (p *placement) free(ctx context.Context, s slot) error {
 		return nil
 	}
 	err := p.kv.Delete(ctx, p.n.names.LeaseKey(s.kind, s.num), jetstream.LastRevision(l.rev))
-	if err != nil && !isConflict(err) {
+	if err != nil && !kv.IsConflict(err) {
 		return fmt.Errorf("free lease of %s: %w", s, err)
 	}
 	p.mu.Lock()
@@ -766,17 +767,6 @@ func (p *placement) liveNodes() []string {
 // errLeaseHeld: the partition's lease names another live node; the owner
 // waits for that node to free it.
 var errLeaseHeld = errors.New("lease held")
-
-// isConflict reports whether err is a lost compare-and-set on a KV key:
-// JetStream error 10071 (wrong last sequence) on one replica, 10164 on
-// replicated buckets, or the key-exists error of a create.
-func isConflict(err error) bool {
-	var apiErr *jetstream.APIError
-	if errors.As(err, &apiErr) && (apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence || apiErr.ErrorCode == 10164) {
-		return true
-	}
-	return errors.Is(err, jetstream.ErrKeyExists)
-}
 
 // sweep passivates the effectors idle for IdleTimeout.
 func (p *placement) sweep(ctx context.Context) {

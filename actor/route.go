@@ -1,7 +1,6 @@
 package actor
 
 import (
-	"context"
 	"errors"
 	"fmt"
 
@@ -32,16 +31,6 @@ func newRoutes(names bus.Names, allowed []string) (bus.Routes, error) {
 		return bus.Routes{}, invalidf("NewNode: ReplySubjects: %v", err)
 	}
 	return r, nil
-}
-
-// newContext returns the context logic runs with on the record d, for one
-// attempt.
-func (e *effector) newContext(ctx context.Context, d delivery) *Context {
-	return &Context{
-		Context: ctx, self: e.ref, rec: d.rec, base: e.logger(), names: e.node.names,
-		routes: e.node.routes, maxMsg: e.node.conn.MaxPayload(),
-		publishNow: e.publishNow, idKey: e.node.idKey,
-	}
 }
 
 // screen refuses, before the logic runs, a record that would make the node

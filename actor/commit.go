@@ -1,0 +1,313 @@
+package actor
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/effectors/effectors/internal/codec"
+	"github.com/effectors/effectors/kv"
+)
+
+// process applies records taken together, one or a batch, with one state
+// write: logic runs on each in order, the outputs and dead letters of all
+// are published together, then the state document is written once with the
+// last sequence, then every record is acknowledged:
+//
+//	logic → outputs and dead letters → crash point → compare-and-set → crash point → ack
+//
+// A crash anywhere re-runs the records on redelivery; output ids make the
+// re-run publish nothing twice.
+//
+// A record on its own is the case a batch falls back on. Its logic is
+// retried in place, with backoff; a new state or an output that can never
+// be written sends it to dead letters; a lost compare-and-set evaluates it
+// again on what won. In a batch, a record whose logic fails ends the batch
+// before it (the records before it are committed) and is taken again on
+// its own; so are all the batch's records when its outputs or state cannot
+// be written, or its compare-and-set is lost.
+func (e *effector) process(batch []delivery) {
+	start := time.Now()
+	m := e.node.metrics
+	kind := e.kind.name
+	alone := len(batch) == 1
+	for _, d := range batch {
+		if d.delivered > 1 {
+			m.redelivers.WithLabelValues(kind).Inc()
+		}
+	}
+	for { // again only for a record alone that lost the compare-and-set
+		if alone && e.doc.applied(batch[0].seq) {
+			e.skip(batch[0])
+			return
+		}
+		next := e.doc
+		var (
+			outs  []output
+			acks  []delivery
+			dead  []deadOutcome
+			okN   int
+			skips int
+		)
+		for i, d := range batch {
+			if next.applied(d.seq) { // in a batch: a redelivery
+				if !e.restate(d) {
+					return // stopping: the batch stays unacknowledged
+				}
+				acks = append(acks, d)
+				skips++
+				continue
+			}
+			state, o, reason, failure := e.evaluate(d, next.State, alone)
+			if errors.Is(failure, errAbandon) {
+				return
+			}
+			if errors.Is(failure, errRetryAlone) {
+				e.putBack(batch[i:])
+				batch = batch[:i]
+				e.alone = 1 // it is retried on its own, with backoff
+				break
+			}
+			if reason == "" && alone {
+				if err := e.stateFits(state); err != nil {
+					reason, failure = reasonStateTooLarge, err
+				}
+			}
+			if reason != "" {
+				dead = append(dead, deadOutcome{d: d, reason: reason, err: failure})
+				next.Status, next.Error = StatusError, failure.Error()
+			} else {
+				outs = append(outs, o...)
+				next.State, next.Status, next.Error = state, StatusIdle, ""
+				okN++
+			}
+			next.Seq, next.Ahead = e.advanceWith(next, d.seq, batch[i+1:])
+			acks = append(acks, d)
+		}
+		if len(acks) == 0 {
+			return
+		}
+		if okN+len(dead) > 0 {
+			if !alone && okN > 0 && e.stateFits(next.State) != nil {
+				e.putBack(batch) // the state outgrew the server: find the record alone
+				e.alone = len(batch)
+				return
+			}
+			err := e.retryIO(func() error { return e.publishWithDead(outs, dead) })
+			if err != nil && alone && len(dead) == 0 {
+				// An output can never be published as it is: the record
+				// goes to dead letters instead, its state unchanged.
+				reason, failure := outputFailure(err)
+				if reason != "" {
+					dead = []deadOutcome{{d: batch[0], reason: reason, err: failure}}
+					next.State, next.Status, next.Error = e.doc.State, StatusError, failure.Error()
+					okN = 0
+					err = e.retryIO(func() error { return e.publishWithDead(nil, dead) })
+				}
+			}
+			if err != nil {
+				switch {
+				case alone:
+					e.dropped(err)
+				case !errors.Is(err, errAbandon):
+					// An output or dead letter can never be published as it
+					// is: take the records one at a time, where it
+					// dead-letters its own record.
+					e.putBack(batch)
+					e.alone = len(batch)
+				}
+				return
+			}
+			for _, d := range batch {
+				if e.crashed(afterOutputs, d.seq) {
+					return
+				}
+			}
+			next.Updated = time.Now().UTC()
+			if next.Status == StatusIdle && e.backlog() > 0 {
+				next.Status = StatusProcessing
+			}
+			ok, stop := e.write(next)
+			if stop {
+				e.putBack(batch) // terminated: load sends them to dead letters
+				return
+			}
+			if !ok {
+				if alone {
+					continue // evaluate again on what won
+				}
+				e.putBack(batch)
+				return
+			}
+			for _, d := range batch {
+				if e.crashed(afterState, d.seq) {
+					return
+				}
+			}
+			if !e.emitState(batch[len(batch)-1]) {
+				return
+			}
+		}
+		for _, d := range acks {
+			e.ack(d)
+		}
+		for _, x := range dead {
+			e.logger().Warn("record sent to dead letters", "record", x.d.rec.ID, "seq", x.d.seq, "reason", x.reason, "err", x.err)
+			e.km.dead.Inc()
+			m.dead.WithLabelValues(kind, x.reason).Inc()
+		}
+		e.km.ok.Add(float64(okN))
+		e.km.duplicate.Add(float64(skips))
+		per := time.Since(start).Seconds() / float64(len(acks))
+		for range acks {
+			e.km.duration.Observe(per)
+		}
+		return
+	}
+}
+
+// deadOutcome is a record of a batch bound for dead letters.
+type deadOutcome struct {
+	d      delivery
+	reason string
+	err    error
+}
+
+// publishWithDead publishes a batch's outputs and dead letters.
+func (e *effector) publishWithDead(outs []output, dead []deadOutcome) error {
+	for _, x := range dead {
+		if err := e.deadLetter(x.d, x.reason, x.err); err != nil {
+			return err
+		}
+	}
+	return e.publish(outs)
+}
+
+// write compare-and-sets the state document. ok reports whether it was
+// written; stop, that the effector must stop (terminated, or stopping).
+func (e *effector) write(next Document) (ok, stop bool) {
+	var rev uint64
+	err := e.retryIO(func() error {
+		var err error
+		rev, err = e.node.states.Update(e.ctx, e.key, next, e.rev)
+		if errors.Is(err, kv.ErrConflict) {
+			return nil
+		}
+		return err
+	})
+	if err != nil {
+		return false, true
+	}
+	if rev == 0 { // lost the compare-and-set: someone else wrote
+		e.node.metrics.conflicts.WithLabelValues(e.kind.name).Inc()
+		return false, !e.reload()
+	}
+	e.doc, e.rev = next, rev
+	return true, false
+}
+
+// ack acknowledges a record to the partition's consumer.
+func (e *effector) ack(d delivery) {
+	if err := d.msg.Ack(); err != nil {
+		e.logger().Debug("ack failed; the redelivery will be skipped", "seq", d.seq, "err", err)
+	}
+}
+
+// skip acknowledges a record already applied (a redelivery). When it was
+// applied ahead of its turn, its redelivery proves every record below it was
+// delivered, which may let the document's Seq catch up; and a document left
+// showing PROCESSING by the record's first delivery goes back to IDLE.
+func (e *effector) skip(d delivery) {
+	next := e.doc
+	if slices.Contains(e.doc.Ahead, d.seq) {
+		next.Seq, next.Ahead = e.advance(next, d.seq)
+	}
+	if next.Status == StatusProcessing && e.backlog() == 0 {
+		next.Status = StatusIdle
+	}
+	if next.Seq != e.doc.Seq || next.Status != e.doc.Status {
+		next.Updated = time.Now().UTC()
+		if rev, err := e.node.states.Update(e.ctx, e.key, next, e.rev); err == nil {
+			e.doc, e.rev = next, rev
+		} // else: the next record's write catches up
+	}
+	if !e.restate(d) {
+		return // stopping: d stays unacknowledged
+	}
+	e.ack(d)
+	e.km.duplicate.Inc()
+}
+
+// advance returns doc's Seq and Ahead once the record at seq is applied,
+// with the records held as they are.
+func (e *effector) advance(doc Document, seq uint64) (uint64, []uint64) {
+	return e.advanceWith(doc, seq, nil)
+}
+
+// advanceWith returns doc's Seq and Ahead once the record at seq is applied.
+// Seq may move up to an applied record p only when every mailbox record
+// below p is applied too. The partition delivers an effector's records in
+// stream order from above its ack floor, which is at or below the
+// document's Seq, so that holds when p has been delivered since the
+// effector was loaded (every record below it was delivered before it) and
+// no record below p is still held or taken (pending, in a batch) unapplied.
+// Records applied above Seq (high-priority ones that overtook) stay in
+// Ahead.
+func (e *effector) advanceWith(doc Document, seq uint64, pending []delivery) (uint64, []uint64) {
+	lowest := ^uint64(0)
+	e.mu.Lock()
+	seen := e.maxSeen
+	for _, d := range e.held {
+		if d.seq < lowest && d.seq != seq && !doc.applied(d.seq) {
+			lowest = d.seq
+		}
+	}
+	e.mu.Unlock()
+	for _, d := range pending {
+		if d.seq < lowest && d.seq != seq && !doc.applied(d.seq) {
+			lowest = d.seq
+		}
+	}
+	floor := doc.Seq
+	done := doc.Ahead[:len(doc.Ahead):len(doc.Ahead)]
+	if !slices.Contains(done, seq) {
+		done = append(done, seq)
+	}
+	for _, s := range done {
+		if s < lowest && s <= seen && s > floor {
+			floor = s
+		}
+	}
+	var ahead []uint64
+	for _, s := range done {
+		if s > floor {
+			ahead = append(ahead, s)
+		}
+	}
+	return floor, ahead
+}
+
+// stateOverhead bounds what a KV write adds to the encoded document: the
+// subject and the compare-and-set header.
+const stateOverhead = 1024
+
+// stateFits returns an error matching ErrTooLarge when the state document
+// with state would exceed the server's max_payload. It encodes the document
+// only when state is large enough to matter.
+func (e *effector) stateFits(state []byte) error {
+	limit := e.node.conn.MaxPayload()
+	if limit <= 0 || int64(len(state)) < limit/2 {
+		return nil
+	}
+	doc := e.doc
+	doc.State, doc.Updated = state, time.Now().UTC()
+	b, err := codec.Marshal(doc)
+	if err != nil {
+		return Permanent(fmt.Errorf("encode the state document: %w", err))
+	}
+	if int64(len(b)+stateOverhead) > limit {
+		return Permanent(fmt.Errorf("%w: the new state document of %d bytes exceeds the server's max_payload of %d", ErrTooLarge, len(b), limit))
+	}
+	return nil
+}

@@ -1,0 +1,173 @@
+package actor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/effectors/effectors/bus"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// publishNow publishes a record logic streams with Context.EmitNow.
+func (e *effector) publishNow(o output) error {
+	if err := e.fence(); err != nil {
+		return err
+	}
+	_, err := e.node.js.PublishMsg(e.ctx, o.rec.Msg(o.subject))
+	return publishFailure(wrapPublish(o.subject, err))
+}
+
+// publish publishes outputs: stream subjects through JetStream (durable, and
+// de-duplicated by record id), others as plain NATS messages. Several are
+// published asynchronously on the node's own JetStream context, and all
+// their acknowledgements awaited; when its window of unacknowledged
+// publishes is full, publish waits for the ones in flight before going on.
+func (e *effector) publish(outs []output) error {
+	js, nc := e.node.js, e.node.conn.NC
+	if len(outs) == 0 {
+		return nil
+	}
+	if err := e.fence(); err != nil {
+		return err
+	}
+	switch {
+	case len(outs) == 1 && outs[0].stream:
+		_, err := js.PublishMsg(e.ctx, outs[0].rec.Msg(outs[0].subject))
+		return wrapPublish(outs[0].subject, err)
+	}
+	var acks []jetstream.PubAckFuture
+	wait := func() error {
+		for _, f := range acks {
+			select {
+			case <-f.Ok():
+			case err := <-f.Err():
+				return wrapPublish(f.Msg().Subject, err)
+			case <-e.ctx.Done():
+				return e.ctx.Err()
+			}
+		}
+		acks = acks[:0]
+		return nil
+	}
+	for _, o := range outs {
+		msg := o.rec.Msg(o.subject)
+		if !o.stream {
+			if err := nc.PublishMsg(msg); err != nil {
+				return wrapPublish(o.subject, err)
+			}
+			continue
+		}
+		f, err := js.PublishMsgAsync(msg)
+		if errors.Is(err, jetstream.ErrTooManyStalledMsgs) {
+			if err := wait(); err != nil {
+				return err
+			}
+			f, err = js.PublishMsgAsync(msg)
+		}
+		if err != nil {
+			return wrapPublish(o.subject, err)
+		}
+		acks = append(acks, f)
+	}
+	return wait()
+}
+
+func wrapPublish(subject string, err error) error {
+	if err == nil {
+		return nil
+	}
+	return fmt.Errorf("publish to %s: %w", subject, err)
+}
+
+// deadLetter publishes the record to the effector's dead letters with the
+// reason in EA-Error and EA-Dead-Reason (see Node.deadLetter).
+func (e *effector) deadLetter(d delivery, reason string, failure error) error {
+	if err := e.fence(); err != nil {
+		return err
+	}
+	return e.node.deadLetter(e.ctx, e.node.names.Dead(e.ref), stored{
+		stream: e.node.names.MailboxStream(), subject: d.msg.Subject(), seq: d.seq,
+		header: d.msg.Headers(), data: d.msg.Data(),
+	}, reason, failure)
+}
+
+// retryIO runs op until it succeeds, backing off while NATS is unreachable.
+// It gives up when the effector stops, returning errAbandon: the record in
+// hand stays unacknowledged and is redelivered later; and at once, returning
+// the error, when the write can never succeed (bus.Unpublishable).
+//
+// A timeout means a server too busy to answer in time rather than one out of
+// reach: retrying at once would only add to its load, so the first wait is
+// longer. The first failure of an operation is logged as a warning, later
+// ones at debug level.
+func (e *effector) retryIO(op func() error) error {
+	wait := 20 * time.Millisecond
+	for attempt := 0; ; attempt++ {
+		err := op()
+		if err == nil {
+			if attempt > 0 {
+				e.logger().Debug("NATS answered again", "attempts", attempt+1)
+			}
+			return nil
+		}
+		if e.ctx.Err() != nil {
+			return errAbandon
+		}
+		if unpublishable(err) {
+			return err // can never succeed: not a NATS outage
+		}
+		if attempt == 0 && isTimeout(err) {
+			wait = 250 * time.Millisecond
+		}
+		level := slog.LevelWarn
+		if attempt > 0 {
+			level = slog.LevelDebug
+		}
+		e.logger().Log(e.ctx, level, "NATS write failed; retrying", "err", err, "in", wait)
+		if !sleep(e.ctx, wait) {
+			return errAbandon
+		}
+		wait = min(2*wait, 2*time.Second)
+	}
+}
+
+// isTimeout reports whether err is a request that got no answer in time.
+func isTimeout(err error) bool {
+	return errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout) || errors.Is(err, jetstream.ErrNoStreamResponse)
+}
+
+// sleep waits for d or until ctx ends, reporting whether it waited fully.
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// outputFailure returns the dead-letter reason and the failure for outputs
+// that can never be published: too large for the server (output_too_large),
+// or refused for good otherwise (rejected). The record that made them then
+// goes to dead letters instead of blocking its mailbox; outputs published
+// before the refused one stay published. The reason is empty for any other
+// error (the effector stopped).
+func outputFailure(err error) (reason string, failure error) {
+	switch {
+	case bus.TooLarge(err):
+		return reasonOutputTooLarge, fmt.Errorf("an output cannot be published: %w", err)
+	case unpublishable(err):
+		return reasonRejected, fmt.Errorf("an output cannot be published: %w", err)
+	}
+	return "", nil
+}
+
+// unpublishable ends retryIO's retries: the write can never succeed as it is,
+// so retrying it as if NATS were down would block the mailbox for good.
+func unpublishable(err error) bool { return bus.Unpublishable(err) && !errors.Is(err, errAbandon) }
