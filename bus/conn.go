@@ -176,6 +176,8 @@ type Conn struct {
 	closed  chan struct{} // closed by the connection's closed handler
 	lost    chan struct{} // closed when NATS closed it for good without Close
 	lostErr error         // why; written before lost is closed, read after
+	// disconnects counts the times the connection went down (Disconnects).
+	disconnects atomic.Uint64
 
 	// The configuration left these at 0: Provision takes them from the
 	// provisioned streams (see adopt).
@@ -203,7 +205,7 @@ func Connect(ctx context.Context, cfg Config) (*Conn, error) {
 		url = srv.ClientURL()
 		c.log.Info("embedded nats-server started", "url", url, "store", srv.StoreDir(), "sync_always", cfg.SyncAlways)
 	}
-	nc, err := dial(ctx, url, cfg, c.onClosed)
+	nc, err := dial(ctx, url, cfg, c.onClosed, func() { c.disconnects.Add(1) })
 	if err != nil {
 		c.shutdownServer()
 		return nil, err
@@ -270,7 +272,7 @@ func (c *Conn) onClosed(nc *nats.Conn) {
 	close(c.closed)
 }
 
-func dial(ctx context.Context, url string, cfg Config, closed nats.ConnHandler) (*nats.Conn, error) {
+func dial(ctx context.Context, url string, cfg Config, closed nats.ConnHandler, down func()) (*nats.Conn, error) {
 	log := cfg.Logger
 	opts := []nats.Option{
 		nats.Name(cfg.Name),
@@ -278,11 +280,6 @@ func dial(ctx context.Context, url string, cfg Config, closed nats.ConnHandler) 
 		nats.ReconnectWait(250 * time.Millisecond),
 		nats.ReconnectJitter(100*time.Millisecond, time.Second),
 		nats.Timeout(2 * time.Second),
-		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
-			if err != nil {
-				log.Warn("nats disconnected", "err", err)
-			}
-		}),
 		nats.ReconnectHandler(func(nc *nats.Conn) {
 			log.Info("nats reconnected", "url", RedactURL(nc.ConnectedUrl()))
 		}),
@@ -294,9 +291,15 @@ func dial(ctx context.Context, url string, cfg Config, closed nats.ConnHandler) 
 			log.Warn("nats async error", "err", err)
 		}),
 	}
-	// The closed handler comes after cfg.Options: Conn needs it (see Lost).
+	// The disconnect and closed handlers come after cfg.Options: Conn needs
+	// them (see Disconnects and Lost).
 	opts = append(opts, cfg.Options...)
-	opts = append(opts, nats.ClosedHandler(closed))
+	opts = append(opts, nats.ClosedHandler(closed), nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
+		down()
+		if err != nil {
+			log.Warn("nats disconnected", "err", err)
+		}
+	}))
 	ctx, cancel := context.WithTimeout(ctx, cfg.ConnectTimeout)
 	defer cancel()
 	wait := 100 * time.Millisecond
@@ -363,6 +366,11 @@ func (c *Conn) State() string {
 // uses the connection can work again (see [ErrConnLost]). Long-running work
 // should stop then, and the process exit non-zero or connect anew.
 func (c *Conn) Lost() <-chan struct{} { return c.lost }
+
+// Disconnects returns how many times the connection went down so far
+// (reconnected since, or not). Reading it is cheap: code that must not act
+// on what it learnt over an earlier connection compares two readings.
+func (c *Conn) Disconnects() uint64 { return c.disconnects.Load() }
 
 // Err is nil while the connection is usable or reconnecting, and an error
 // wrapping [ErrConnLost], with the server's last error, once [Conn.Lost] is
