@@ -8,6 +8,7 @@ export const GatewayCodes = [
   "unknown_type",
   "bad_request",
   "not_found",
+  "forbidden",
   "terminated",
   "exists",
   "conflict",

@@ -13,11 +13,17 @@ export type JSONValue = null | boolean | number | string | JSONValue[] | { [key:
 /** The first frame the gateway sends once the connection is authorized. */
 export interface WelcomeFrame {
   type: "welcome";
+  /** The req of the auth frame it answers, on gateways that echo it. */
+  req?: string;
   version: number;
   prefix: string;
   max_frame: number;
   max_subscriptions: number;
   send_buffer: number;
+  /** The identity the connection acts as, on gateways with users. */
+  user?: string;
+  /** "admin" or "user", on gateways with users. */
+  role?: string;
 }
 
 /** The record a `send` frame carries; every field is optional but `id`, which this client always sets. */
