@@ -467,12 +467,12 @@ export class Client {
     if (code === CloseCodes.unauthorized) {
       const err = new EffectorsError("unauthorized", reason || "unauthorized", { fromGateway: true });
       this.failPending(err, false);
+      this.emit("error", err); // before the status, so that a status listener can know why
       this.setStatus("unauthorized");
       for (const w of this.waiters) {
         w.reject(err);
       }
       this.waiters.clear();
-      this.emit("error", err);
       return;
     }
     this.failPending(new EffectorsError("disconnected", `${why} before the answer`), false);
