@@ -8,7 +8,7 @@ import { join } from "node:path";
 import { promisify } from "node:util";
 import { afterEach, describe, expect, it } from "vitest";
 
-import { FileStore, MemoryStore, type AckFrame, type Client, type SendUpdate } from "../src/node.js";
+import { FileStore, isEffectorsError, MemoryStore, type AckFrame, type Client, type SendUpdate } from "../src/node.js";
 import { eventually, gateway, GatewayProxy, newClient, unique } from "./helpers.js";
 
 const run = promisify(execFile);
@@ -63,7 +63,11 @@ describe("sends", () => {
     const attempts = p.attempts.length;
     await eventually("reconnect attempts while offline", () => p.attempts.length >= attempts + 2);
 
+    // A request made while disconnected waits for the connection.
+    const waiting = c.state(ref);
+
     p.online();
+    expect((await waiting).id).toBe(ref.split("/")[1]);
     const acks = await Promise.all(sends.map((s) => s.acked));
     expect(acks.map((a) => a.id)).toEqual(sends.map((s) => s.id));
     expect(acks.every((a) => !a.duplicate)).toBe(true);
@@ -92,9 +96,13 @@ describe("sends", () => {
     const s = c.send(ref, { type: "inc", payload: { by: 7 } });
     await eventually("the record stored and applied", async () => (await count(direct, ref)) === 7);
     expect(s.status).toBe("local_only");
+    const inFlight = c.state(ref); // answered, but the answer is held
 
     p.online();
     p.cut(); // the held ack is lost with the connection
+    // A request whose connection dropped before its answer: disconnected.
+    const err = await inFlight.then(() => undefined, (e: unknown) => e);
+    expect(isEffectorsError(err, "disconnected")).toBe(true);
     const ack: AckFrame = await s.acked;
     expect(ack).toMatchObject({ id: s.id, duplicate: true });
     expect(s.status).toBe("acked");
