@@ -1,6 +1,7 @@
 // In real headless Chromium (Debian's /usr/bin/chromium, driven by
 // playwright-core): a page of the bundled package sends, is reloaded before
-// the ack, and sees the send acked once and the state right.
+// the ack, and sees the send acked once and the state right; and the live
+// view (web/assets) does the same with its send form.
 
 import { existsSync } from "node:fs";
 import { join } from "node:path";
@@ -13,6 +14,7 @@ import { eventually, gateway, GatewayProxy, newClient, unique } from "./helpers.
 const chromiumPath = "/usr/bin/chromium";
 const dir = join(import.meta.dirname, "browser");
 const bundle = join(import.meta.dirname, "..", "dist", "effectors-client.js");
+const liveView = join(import.meta.dirname, "..", "..", "..", "web", "assets");
 
 type Event = { id: string; status: string; duplicate: boolean; seq?: number; code?: string };
 
@@ -29,6 +31,11 @@ describe.runIf(existsSync(chromiumPath))("in Chromium, a page", () => {
       "/page.html": { path: join(dir, "page.html"), type: "text/html" },
       "/page.js": { path: join(dir, "page.js"), type: "text/javascript" },
       "/effectors-client.js": { path: bundle, type: "text/javascript" },
+      // The live view, as the gateway serves it (its own copy of the bundle).
+      "/": { path: join(liveView, "index.html"), type: "text/html" },
+      "/assets/app.js": { path: join(liveView, "app.js"), type: "text/javascript" },
+      "/assets/effectors-client.js": { path: join(liveView, "effectors-client.js"), type: "text/javascript" },
+      "/assets/style.css": { path: join(liveView, "style.css"), type: "text/css" },
     }).listen();
     browser = await chromium.launch({
       executablePath: chromiumPath,
@@ -112,6 +119,44 @@ describe.runIf(existsSync(chromiumPath))("in Chromium, a page", () => {
     await eventually("stored once", () => storedOnce(ref, id));
     expect(await count(ref)).toBe(5);
     expect(await page.evaluate((to) => (window as unknown as { count: (t: string) => Promise<number> }).count(to), ref)).toBe(5);
+    await ctx.close();
+  });
+
+  it("the live view keeps a send made offline across a reload and shows it acked once", async () => {
+    const ref = `counter/${unique("view")}`;
+    await direct.create(ref);
+    const ctx = await browser.newContext({ viewport: { width: 1400, height: 1000 } });
+    const page = await ctx.newPage();
+    const errors: string[] = [];
+    page.on("pageerror", (e) => errors.push(e.message));
+    await page.goto(`http://${proxy.host}/#token=${encodeURIComponent(gateway().token)}`);
+    await eventually("the view connected", async () => (await page.locator("#conn").getAttribute("data-state")) === "open");
+
+    proxy.offline();
+    await eventually("the view sees the drop", async () => (await page.locator("#conn").getAttribute("data-state")) !== "open");
+    await page.fill("#send-to", ref);
+    await page.fill("#send-type", "inc");
+    await page.fill("#send-payload", '{"by": 4}');
+    await page.click("#send-button");
+    const li = page.locator("#sends li").first();
+    expect(await li.getAttribute("data-sync")).toBe("local_only");
+    const id = (await li.getAttribute("data-id"))!;
+    expect(id).toMatch(/^ui-[0-9a-f]{24}$/);
+    // Kept once IndexedDB has it; then reload, still offline.
+    await eventually("the send kept", () =>
+      page.evaluate(async () => (await (window as unknown as { effectors: Client }).effectors.pendingSends()).length === 1),
+    );
+    await page.reload();
+    const restored = page.locator(`#sends li[data-id="${id}"]`);
+    await eventually("the kept send shown after the reload", async () => (await restored.getAttribute("data-sync")) === "local_only");
+
+    proxy.online();
+    await eventually("the send acked", async () => (await restored.getAttribute("data-sync")) === "acked");
+    await eventually("the state", async () => (await count(ref)) === 4);
+    await eventually("stored once", () => storedOnce(ref, id));
+    expect(await restored.textContent()).toContain(`EA_MBOX seq ${(await direct.get(id)).seq}`);
+    expect(await page.locator("#sends li").count()).toBe(1);
+    expect(errors).toEqual([]);
     await ctx.close();
   });
 });
