@@ -196,7 +196,7 @@ var Client = class {
       }
     }
     const err = new EffectorsError("closed", "the client is closed");
-    this.failPending(err, true);
+    this.failPending(err);
     for (const w of this.waiters) {
       w.reject(err);
     }
@@ -313,10 +313,12 @@ var Client = class {
     clearInterval(this.pingTimer);
     this.welcomeTimer = this.pingTimer = void 0;
   }
-  failPending(err, sendsToo) {
+  // failPending rejects the requests in flight with err; the answers of
+  // sends in flight are forgotten (the sends stay kept, and are sent again).
+  failPending(err) {
     for (const [req, p] of this.pending) {
       clearTimeout(p.timer);
-      if (!p.send || sendsToo) {
+      if (!p.send) {
         p.reject(err);
       }
       this.pending.delete(req);
@@ -337,7 +339,7 @@ var Client = class {
     const why = `connection closed (${code}${reason ? ": " + reason : ""})`;
     if (code === CloseCodes.unauthorized) {
       const err = new EffectorsError("unauthorized", reason || "unauthorized", { fromGateway: true });
-      this.failPending(err, false);
+      this.failPending(err);
       this.emit("error", err);
       this.setStatus("unauthorized");
       for (const w of this.waiters) {
@@ -346,7 +348,7 @@ var Client = class {
       this.waiters.clear();
       return;
     }
-    this.failPending(new EffectorsError("disconnected", `${why} before the answer`), false);
+    this.failPending(new EffectorsError("disconnected", `${why} before the answer`));
     const base = Math.min(this.maxDelay, this.initialDelay * 2 ** Math.min(this.attempt, 30));
     const delay = base * (0.5 + Math.random() * 0.5);
     this.attempt++;

@@ -313,7 +313,7 @@ export class Client {
       }
     }
     const err = new EffectorsError("closed", "the client is closed");
-    this.failPending(err, true);
+    this.failPending(err);
     for (const w of this.waiters) {
       w.reject(err);
     }
@@ -441,10 +441,12 @@ export class Client {
     this.welcomeTimer = this.pingTimer = undefined;
   }
 
-  private failPending(err: EffectorsError, sendsToo: boolean): void {
+  // failPending rejects the requests in flight with err; the answers of
+  // sends in flight are forgotten (the sends stay kept, and are sent again).
+  private failPending(err: EffectorsError): void {
     for (const [req, p] of this.pending) {
       clearTimeout(p.timer);
-      if (!p.send || sendsToo) {
+      if (!p.send) {
         p.reject(err);
       }
       this.pending.delete(req);
@@ -466,7 +468,7 @@ export class Client {
     const why = `connection closed (${code}${reason ? ": " + reason : ""})`;
     if (code === CloseCodes.unauthorized) {
       const err = new EffectorsError("unauthorized", reason || "unauthorized", { fromGateway: true });
-      this.failPending(err, false);
+      this.failPending(err);
       this.emit("error", err); // before the status, so that a status listener can know why
       this.setStatus("unauthorized");
       for (const w of this.waiters) {
@@ -475,7 +477,7 @@ export class Client {
       this.waiters.clear();
       return;
     }
-    this.failPending(new EffectorsError("disconnected", `${why} before the answer`), false);
+    this.failPending(new EffectorsError("disconnected", `${why} before the answer`));
     const base = Math.min(this.maxDelay, this.initialDelay * 2 ** Math.min(this.attempt, 30));
     const delay = base * (0.5 + Math.random() * 0.5);
     this.attempt++;

@@ -83,6 +83,35 @@ describe("sends", () => {
     }
   });
 
+  it("stay kept when the client is closed before their ack, and a new client on the store sends them", async () => {
+    const p = await proxy();
+    const direct = client();
+    await direct.connect();
+    const ref = `counter/${unique("closed")}`;
+    await direct.create(ref);
+    const store = new MemoryStore();
+    const first = newClient({ url: `ws://${p.host}/ws`, store });
+    await first.connect();
+    p.hold(); // the send goes out; no ack comes back
+    const s = first.send(ref, { type: "inc", payload: { by: 2 } });
+    await s.saved;
+    await eventually("stored and applied", async () => (await count(direct, ref)) === 2);
+    first.close();
+    const err = await s.acked.then(() => undefined, (e: unknown) => e);
+    expect(isEffectorsError(err, "closed")).toBe(true);
+    expect(s.status).toBe("local_only");
+    expect((await store.list()).map((x) => x.id)).toEqual([s.id]);
+
+    p.online();
+    const second = client({ url: `ws://${p.host}/ws`, store });
+    const [h] = await second.pendingSends();
+    expect(h.id).toBe(s.id);
+    await second.connect();
+    expect(await h.acked).toMatchObject({ id: s.id, duplicate: true });
+    expect(await store.list()).toEqual([]);
+    expect(await count(direct, ref)).toBe(2);
+  });
+
   it("whose ack was lost are re-sent with their id and acked as duplicates, stored once", async () => {
     const p = await proxy();
     const direct = client();
