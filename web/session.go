@@ -79,6 +79,7 @@ func (s *session) run(r *http.Request) {
 	s.wg.Add(1)
 	go s.writer()
 
+	var authTimer *time.Timer // waits for the auth frame; stopped once it came
 	if cfg.Token == "" {
 		s.authorized = true
 	} else if h := r.Header.Get("Authorization"); h != "" {
@@ -89,10 +90,10 @@ func (s *session) run(r *http.Request) {
 			s.authorized = true
 		}
 	} else {
-		t := time.AfterFunc(cfg.AuthTimeout, func() {
+		authTimer = time.AfterFunc(cfg.AuthTimeout, func() {
 			s.fail(CloseUnauthorized, fmt.Sprintf("unauthorized: no auth frame within %s", cfg.AuthTimeout), "unauthorized")
 		})
-		defer t.Stop()
+		defer authTimer.Stop()
 	}
 	if s.authorized {
 		s.welcome()
@@ -116,6 +117,10 @@ func (s *session) run(r *http.Request) {
 			continue
 		}
 		s.handle(data)
+		if authTimer != nil && s.authorized {
+			authTimer.Stop()
+			authTimer = nil
+		}
 	}
 	s.cancel()
 	s.q.close()

@@ -1,18 +1,13 @@
 // effectors live record view: plain JavaScript on the gateway's WebSocket
-// frame protocol (docs/gateway.md). No build step, no dependencies.
-"use strict";
+// frame protocol (docs/gateway.md), spoken by @effectors/client
+// (clients/js), bundled into effectors-client.js. No build step here.
+
+import { Client, IndexedDBStore } from "./effectors-client.js";
 
 const $ = (sel) => document.querySelector(sel);
 const MAX_ROWS = 500;
 
-// ---- connection: auth, reconnect, resume ------------------------------
-
-let ws = null;
-let reqSeq = 0;
-const pending = new Map();   // req -> {resolve, reject}
-const subs = new Map();      // sub -> {frame, resume(frame), onFrame(f)}
-const outbox = new Map();    // record id -> {to, record, li}: sends not acked yet
-let backoff = 500;
+// ---- connection: auth, reconnect, resume (the client does them) ---------
 
 function token() {
   const m = location.hash.match(/token=([^&]+)/);
@@ -20,95 +15,64 @@ function token() {
   return sessionStorage.getItem("ea-token") || "";
 }
 
+const proto = location.protocol === "https:" ? "wss:" : "ws:";
+const client = new Client({
+  url: `${proto}//${location.host}/ws`,
+  token,
+  // Sends not acked yet are kept in IndexedDB: a reload re-sends them.
+  store: new IndexedDBStore("effectors-live-view"),
+  idPrefix: "ui-",
+  reconnect: { initialDelay: 500, maxDelay: 10000 },
+});
+// The current WebSocket, for the console (closing it is a dropped
+// connection: the client reconnects and resumes).
+Object.defineProperty(window, "ws", { get: () => client.socket });
+window.effectors = client;
+
 function setConn(state, text) {
   const el = $("#conn");
   el.dataset.state = state;
   el.textContent = text;
 }
 
-function connect() {
-  const proto = location.protocol === "https:" ? "wss:" : "ws:";
-  ws = new WebSocket(`${proto}//${location.host}/ws`);
-  setConn("connecting", "connecting…");
-  ws.onopen = () => {
-    const t = token();
-    if (t) { ws.send(JSON.stringify({ type: "auth", token: t })); }
-  };
-  ws.onmessage = (ev) => {
-    let f;
-    try { f = JSON.parse(ev.data); } catch (e) { return; }
-    onFrame(f);
-  };
-  ws.onclose = (ev) => {
-    for (const p of pending.values()) { p.reject(new Error("connection closed")); }
-    pending.clear();
-    if (ev.code === 4401) {
-      setConn("closed", "unauthorized: " + ev.reason);
-      $("#token-form").hidden = false;
-      return;
-    }
-    setConn("closed", `disconnected (${ev.code}${ev.reason ? ": " + ev.reason : ""}), reconnecting…`);
-    setTimeout(connect, backoff);
-    backoff = Math.min(backoff * 2, 10000);
-  };
-}
-
-function onFrame(f) {
-  switch (f.type) {
-  case "welcome":
-    backoff = 500;
-    setConn("open", `connected · prefix ${f.prefix}`);
-    $("#token-form").hidden = true;
-    resumeAll();
+let unauthorized = "";
+client.on("error", (e) => {
+  if (e.code === "unauthorized") { unauthorized = e.message; return; }
+  console.warn("gateway:", e);
+});
+client.on("status", (s) => {
+  switch (s) {
+  case "connecting": setConn("connecting", "connecting…"); return;
+  case "open": setConn("open", `connected · prefix ${client.welcome.prefix}`); $("#token-form").hidden = true; return;
+  case "reconnecting": setConn("closed", "disconnected, reconnecting…"); return;
+  case "unauthorized":
+    setConn("closed", unauthorized || "unauthorized");
+    $("#token-form").hidden = false;
     return;
-  case "result": case "ack": case "pong":
-    settle(f, null);
-    return;
-  case "error":
-    if (f.req && pending.has(f.req)) { settle(f, new Error(`${f.code}: ${f.error}`)); return; }
-    console.warn("gateway error", f);
-    return;
+  default: setConn("closed", s);
   }
-  if (f.sub && subs.has(f.sub)) { subs.get(f.sub).onFrame(f); }
-}
+});
+client.on("welcome", () => loadKinds());
 
-function settle(f, err) {
-  const p = pending.get(f.req);
-  if (!p) { return; }
-  pending.delete(f.req);
-  if (err) { p.reject(err); } else { p.resolve(f); }
-}
+// request sends a request frame and resolves with its answer's result;
+// errors carry the gateway's code.
+const request = (frame) => client.request(frame);
+const errText = (e) => (e.code ? `${e.code}: ${e.message}` : e.message);
 
-// request sends a frame with a fresh req and resolves with its answer.
-function request(frame) {
-  return new Promise((resolve, reject) => {
-    if (!ws || ws.readyState !== WebSocket.OPEN) { reject(new Error("not connected")); return; }
-    const req = "r" + (++reqSeq);
-    pending.set(req, { resolve, reject });
-    ws.send(JSON.stringify({ ...frame, req }));
-  });
-}
-
-// subscribe registers a subscription; it is (re)sent with its resume
-// point on every (re)connect.
-function subscribe(name, frame, onFrame) {
+// subscribe registers a subscription, replacing one of the same name; the
+// client resumes it from its last seq, revision or cursor after a
+// reconnect.
+const named = new Map();
+function subscribe(name, spec, onFrame, onError) {
   unsubscribe(name);
-  const s = { frame: { ...frame, type: "subscribe", sub: name }, onFrame };
-  subs.set(name, s);
-  if (ws && ws.readyState === WebSocket.OPEN) { ws.send(JSON.stringify(s.frame)); }
+  const s = client.subscribe(spec, onFrame, { onError: onError || ((e) => console.warn(`subscription ${name}:`, e)) });
+  named.set(name, s);
   return s;
 }
 
 function unsubscribe(name) {
-  if (!subs.has(name)) { return; }
-  subs.delete(name);
-  if (ws && ws.readyState === WebSocket.OPEN) { ws.send(JSON.stringify({ type: "unsubscribe", sub: name })); }
-}
-
-function resumeAll() {
-  for (const s of subs.values()) { ws.send(JSON.stringify(s.frame)); }
-  for (const [id, o] of outbox) { trySend(id, o); }   // same id: stored once
-  loadKinds();
+  const s = named.get(name);
+  if (s) { named.delete(name); s.close(); }
 }
 
 // ---- helpers ----------------------------------------------------------
@@ -144,7 +108,7 @@ const kindTables = new Map();
 async function loadKinds() {
   let res;
   try { res = await request({ type: "kinds" }); } catch (e) { return; }
-  for (const k of res.result.kinds) { watchKind(k.kind, k.nodes); }
+  for (const k of res.kinds) { watchKind(k.kind, k.nodes); }
 }
 
 function watchKind(kind, nodes) {
@@ -156,9 +120,8 @@ function watchKind(kind, nodes) {
   $("#kinds").appendChild(box);
   const tbody = box.querySelector("tbody");
   kindTables.set(kind, tbody);
-  const s = subscribe("state:" + kind, { topic: "state", kind }, (f) => {
+  subscribe("state:" + kind, { topic: "state", kind }, (f) => {
     if (f.type !== "state") { return; }
-    s.frame.from = f.revision + 1;   // resume after this revision
     let tr = tbody.querySelector(`tr[data-effector="${CSS.escape(f.effector)}"]`);
     if (f.deleted) { if (tr) { tr.remove(); } return; }
     const d = f.document;
@@ -192,10 +155,7 @@ function openLog(by, target) {
   $("#log-state").textContent = "loading history…";
   const frame = { topic: "records" };
   frame[by] = target;
-  const s = subscribe("log", frame, (f) => {
-    if (f.type === "error") { $("#log-state").textContent = f.error; return; }
-    if (f.type !== "records") { return; }
-    s.frame.cursor = f.cursor;   // resume after this page
+  subscribe("log", frame, (f) => {
     for (const r of f.records) {
       const tr = document.createElement("tr");
       tr.dataset.id = r.id;
@@ -207,7 +167,7 @@ function openLog(by, target) {
     }
     cap(tbody);
     if (f.live) { $("#log-state").textContent = "live"; }
-  });
+  }, (e) => { $("#log-state").textContent = errText(e); });
 }
 
 $("#log-form").onsubmit = (ev) => {
@@ -218,26 +178,31 @@ $("#log-form").onsubmit = (ev) => {
 
 // ---- send a record -------------------------------------------------------
 
-function newID() {
-  const a = new Uint8Array(12);
-  crypto.getRandomValues(a);
-  return "ui-" + Array.from(a, (b) => b.toString(16).padStart(2, "0")).join("");
+// li shows a send and its sync state: local_only until the ack, then
+// acked (or refused).
+function sendItem(h) {
+  let li = $(`#sends li[data-id="${CSS.escape(h.id)}"]`);
+  if (!li) {
+    li = document.createElement("li");
+    li.dataset.id = h.id;
+    $("#sends").prepend(li);
+    while ($("#sends").children.length > 50) { $("#sends").lastChild.remove(); }
+  }
+  return li;
 }
 
-async function trySend(id, o) {
-  try {
-    const ack = await request({ type: "send", to: o.to, record: o.record });
-    outbox.delete(id);
-    o.li.dataset.sync = "acked";
-    o.li.textContent = `${o.to} ${o.record.type} ${id} → ${ack.stream} seq ${ack.seq}${ack.duplicate ? " (stored before)" : ""}`;
-  } catch (e) {
-    if (String(e.message).startsWith("connection closed") || String(e.message).startsWith("not connected")) {
-      return; // stays local_only; re-sent with the same id on reconnect
-    }
-    outbox.delete(id);
-    o.li.dataset.sync = "refused";
-    o.li.textContent = `${o.to} ${o.record.type}: ${e.message}`;
-  }
+function showSend(h) {
+  const li = sendItem(h);
+  li.dataset.sync = "local_only";
+  li.textContent = `${h.to} ${h.record.type} ${h.id}`;
+  h.acked.then((ack) => {
+    li.dataset.sync = "acked";
+    li.textContent = `${h.to} ${h.record.type} ${h.id} → ${ack.stream} seq ${ack.seq}${ack.duplicate ? " (stored before)" : ""}`;
+  }, (e) => {
+    if (e.code === "closed") { return; } // stays kept; re-sent by the next page
+    li.dataset.sync = "refused";
+    li.textContent = `${h.to} ${h.record.type}: ${errText(e)}`;
+  });
 }
 
 $("#send-form").onsubmit = (ev) => {
@@ -249,27 +214,20 @@ $("#send-form").onsubmit = (ev) => {
   if (text) {
     try { payload = JSON.parse(text); } catch (e) { $("#send-error").textContent = "payload is not JSON: " + e.message; return; }
   }
-  const record = { id: newID(), type: $("#send-type").value.trim() || "message", payload };
+  const record = { type: $("#send-type").value.trim() || "message", payload };
   if ($("#send-process").value.trim()) { record.process = $("#send-process").value.trim(); }
   if ($("#send-priority").value) { record.priority = $("#send-priority").value; }
-  const li = document.createElement("li");
-  li.dataset.id = record.id;
-  li.dataset.sync = "local_only";
-  li.textContent = `${to} ${record.type} ${record.id}`;
-  $("#sends").prepend(li);
-  while ($("#sends").children.length > 50) { $("#sends").lastChild.remove(); }
-  const o = { to, record, li };
-  outbox.set(record.id, o);
-  trySend(record.id, o);
+  let h;
+  try { h = client.send(to, record); } catch (e) { $("#send-error").textContent = errText(e); return; }
+  showSend(h);
 };
 
 // ---- orchestrations --------------------------------------------------------
 
 function watchOrchestrations() {
   const tbody = $("#orchs tbody");
-  const s = subscribe("orchs", { topic: "orchestration" }, (f) => {
+  subscribe("orchs", { topic: "orchestration" }, (f) => {
     if (f.type !== "orchestration") { return; }
-    s.frame.from = f.revision + 1;
     let tr = tbody.querySelector(`tr[data-id="${CSS.escape(f.id)}"]`);
     if (f.deleted) { if (tr) { tr.remove(); } refreshWaiting(); return; }
     const o = f.orchestration;
@@ -281,7 +239,7 @@ function watchOrchestrations() {
     const cancel = document.createElement("button");
     cancel.textContent = "cancel";
     cancel.disabled = ["COMPLETED", "FAILED", "CANCELLED"].includes(o.status);
-    cancel.onclick = () => request({ type: "orch.cancel", id: f.id }).catch((e) => { $("#orch-error").textContent = e.message; });
+    cancel.onclick = () => request({ type: "orch.cancel", id: f.id }).catch((e) => { $("#orch-error").textContent = errText(e); });
     const process = document.createElement("td");
     process.append(cancel);
     tr.dataset.status = o.status;
@@ -312,7 +270,7 @@ $("#orch-start-form").onsubmit = async (ev) => {
   try {
     const input = $("#orch-input").value.trim() ? JSON.parse($("#orch-input").value) : undefined;
     await request({ type: "orch.start", name: $("#orch-name").value.trim(), input });
-  } catch (e) { $("#orch-error").textContent = e.message; }
+  } catch (e) { $("#orch-error").textContent = errText(e); }
 };
 
 $("#orch-input-form").onsubmit = async (ev) => {
@@ -322,16 +280,15 @@ $("#orch-input-form").onsubmit = async (ev) => {
     const id = $("#orch-waiting").value;
     if (!id) { throw new Error("no orchestration waits for input"); }
     await request({ type: "orch.input", id, input: JSON.parse($("#orch-answer").value) });
-  } catch (e) { $("#orch-error").textContent = e.message; }
+  } catch (e) { $("#orch-error").textContent = errText(e); }
 };
 
 // ---- dead letters ------------------------------------------------------------
 
 function watchDead() {
   const tbody = $("#dead tbody");
-  const s = subscribe("dead", { topic: "dead", from: 1 }, (f) => {
+  subscribe("dead", { topic: "dead", from: 1 }, (f) => {
     if (f.type !== "dead") { return; }
-    s.frame.from = f.seq + 1;
     const tr = document.createElement("tr");
     tr.dataset.id = f.record.id;
     tr.append(td(time(f.stored)), td(f.effector), td(f.reason), td(f.error), td(f.record.type),
@@ -346,10 +303,12 @@ function watchDead() {
 $("#token-form").onsubmit = (ev) => {
   ev.preventDefault();
   sessionStorage.setItem("ea-token", $("#token").value);
-  connect();
+  client.connect().catch(() => undefined);
 };
 
 watchOrchestrations();
 watchDead();
-connect();
-setInterval(() => { if (ws && ws.readyState === WebSocket.OPEN) { loadKinds(); } }, 10000); // kinds hosted later
+// Sends kept from before a reload: shown, and re-sent once connected.
+client.pendingSends().then((hs) => hs.forEach(showSend), (e) => console.warn("kept sends:", e));
+client.connect().catch(() => undefined);
+setInterval(() => { if (client.status === "open") { loadKinds(); } }, 10000); // kinds hosted later
