@@ -174,6 +174,13 @@ func (n *Node) unpin(ctx context.Context, consumer string) error {
 type claim struct {
 	origin time.Time     // the monotonic clock's zero for until
 	ttl    time.Duration // the lease TTL
+	// conn counts the times the node's connection went down
+	// (bus.Conn.Disconnects); a claim renewed over an earlier connection
+	// is in doubt until a heartbeat on the current one is acknowledged: the
+	// others may learn at once that a connection is gone (see placement's
+	// liveness probe) and take the node's leases before the TTL.
+	conn func() uint64
+	gen  atomic.Uint64 // conn's reading when the claim was last renewed
 	// until is when the claim ends, as nanoseconds since origin; 0 before
 	// the first heartbeat.
 	until atomic.Int64
@@ -191,22 +198,24 @@ const (
 	claimLapsed                   // a lapse since the partition was opened: being checked
 )
 
-func newClaim(ttl time.Duration) *claim {
-	return &claim{origin: time.Now(), ttl: ttl}
+func newClaim(ttl time.Duration, conn func() uint64) *claim {
+	return &claim{origin: time.Now(), ttl: ttl, conn: conn}
 }
 
 // clock returns the claim clock's reading of now.
 func (c *claim) clock() int64 { return int64(time.Since(c.origin)) }
 
-// renew records a heartbeat sent at sent (a [claim.clock] reading) and
-// acknowledged by the server just now, and reports whether the claim had
-// lapsed before the acknowledgement. A heartbeat the server stored after
-// the claim ended renews nothing: the others may have declared the node
-// dead before it came (a heartbeat sent in time but held up on the way, by
-// a network cut say, is no proof either).
-func (c *claim) renew(sent int64) (lapsed bool) {
+// renew records a heartbeat sent at sent (a [claim.clock] reading), when
+// the connection's count of disconnects read gen, and acknowledged by the
+// server just now. It reports whether the claim had lapsed: ended before
+// the acknowledgement, or renewed last over another connection. A
+// heartbeat the server stored after the claim ended proves nothing: the
+// others may have declared the node dead before it came (a heartbeat sent
+// in time but held up on the way, by a network cut say, no more).
+func (c *claim) renew(sent int64, gen uint64) (lapsed bool) {
 	prev := c.until.Load()
-	lapsed = prev != 0 && c.clock() >= prev
+	lapsed = prev != 0 && (c.clock() >= prev || gen != c.gen.Load())
+	c.gen.Store(gen)
 	if lapsed {
 		c.lapses.Add(1)
 	}
@@ -224,7 +233,7 @@ func (c *claim) state(epoch uint64) claimState {
 	switch {
 	case c.lapses.Load() != epoch:
 		return claimLapsed
-	case c.clock() >= c.until.Load():
+	case c.clock() >= c.until.Load() || c.conn() != c.gen.Load():
 		return claimDoubt
 	}
 	return claimHeld
@@ -236,8 +245,8 @@ func (c *claim) state(epoch uint64) claimState {
 // was opened under was read by nobody else meanwhile, and goes on under the
 // new count; any other is read again from its ack floor, on fresh state
 // (see "Lapses"). Its effectors wait for the outcome before they publish.
-func (p *placement) renewed(ctx context.Context, sent int64) {
-	if !p.n.claim.renew(sent) {
+func (p *placement) renewed(ctx context.Context, sent int64, gen uint64) {
+	if !p.n.claim.renew(sent, gen) {
 		return
 	}
 	epoch := p.n.claim.epoch()

@@ -163,7 +163,7 @@ func NewNode(conn *bus.Conn, opts Options) (*Node, error) {
 		kinds:   map[string]*kindSpec{},
 		readyCh: make(chan struct{}),
 		doneCh:  make(chan struct{}),
-		claim:   newClaim(opts.HeartbeatTTL),
+		claim:   newClaim(opts.HeartbeatTTL, conn.Disconnects),
 	}
 	if n.routes, err = newRoutes(n.names, opts.ReplySubjects); err != nil {
 		return nil, err

@@ -211,11 +211,11 @@ func (p *placement) putMember(ctx context.Context, m memberDoc) error {
 	if err != nil {
 		return err
 	}
-	sent := p.n.claim.clock()
+	sent, gen := p.n.claim.clock(), p.n.conn.Disconnects()
 	if _, err := p.kv.Put(ctx, p.n.names.NodeKey(p.id), b); err != nil {
 		return fmt.Errorf("announce node %s: %w", p.id, err)
 	}
-	p.renewed(ctx, sent)
+	p.renewed(ctx, sent, gen)
 	return nil
 }
 
