@@ -18,26 +18,39 @@ import (
 	"github.com/effectors/effectors/remote"
 )
 
-// BenchmarkHop measures the cost of a remote kind's hop: b.N inc records to
-// one counter, published at once, until the counter has emitted b.N counts,
-// for the Go counter in-process (the baseline) and the same counter as a
-// remote kind served by a Go worker (raw nats.go, generic decoding), the
-// JavaScript worker and the Python worker, in the same run on one server.
-// ns/op is per record, up to the state write that applies the last; one
-// effector applies its records one at a time (in batches of up to 64 per
-// state write), so it is the hop's cost once pipelined.
+// BenchmarkHop measures what a remote kind's hop costs against the same
+// counter as a Go kind in-process, in the same run on one server and node:
+// the Go counter (examples/kinds), and the counter served by a Go worker
+// (raw nats.go, generic decoding), the JavaScript worker and the Python
+// worker, each in the encodings it speaks.
 //
-//	go test -run '^$' -bench BenchmarkHop -benchtime 2000x ./remote/
+//   - latency: one inc record at a time to one counter, published and
+//     awaited on the counter's outbox before the next: ns/op is the time from
+//     publish to output of one record.
+//   - throughput: b.N inc records over 64 counters, published at once, until
+//     every output is out (then every count is checked): ns/op is per
+//     record, with requests to the workers in flight in parallel.
+//
+//	go test -run '^$' -bench BenchmarkHop -benchtime 1000x ./remote/
 func BenchmarkHop(b *testing.B) {
 	srv := bustest.NewServer(b)
 	conn := srv.Connect(b)
 	names := conn.Names()
+	impls := []struct {
+		name, kind string
+		enc        remote.Encoding
+		start      func(b *testing.B, kind string)
+	}{
+		{"go-kind", "counter", "", nil},
+		{"go-worker/json", "go-json", remote.JSON, func(b *testing.B, kind string) { startGoWorker(b, srv.URL, names, kind, counter) }},
+		{"go-worker/msgpack", "go-msgpack", remote.Msgpack, func(b *testing.B, kind string) { startGoWorker(b, srv.URL, names, kind, counter) }},
+		{"js-worker/json", "js-json", remote.JSON, func(b *testing.B, kind string) { workers[0].start(b, "js", srv.URL, kind) }},
+		{"js-worker/msgpack", "js-msgpack", remote.Msgpack, func(b *testing.B, kind string) { workers[0].start(b, "js", srv.URL, kind) }},
+		{"python-worker/json", "py-json", remote.JSON, func(b *testing.B, kind string) { workers[1].start(b, "python", srv.URL, kind) }},
+	}
 	defs := []actor.Definition{kinds.Counter()}
-	for _, k := range []struct {
-		name string
-		enc  remote.Encoding
-	}{{"go-json", remote.JSON}, {"go-msgpack", remote.Msgpack}, {"js-json", remote.JSON}, {"js-msgpack", remote.Msgpack}, {"py-json", remote.JSON}} {
-		rk, err := remote.New(conn, k.name, remote.Options{Encoding: k.enc})
+	for _, im := range impls[1:] {
+		rk, err := remote.New(conn, im.kind, remote.Options{Encoding: im.enc})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -45,13 +58,53 @@ func BenchmarkHop(b *testing.B) {
 	}
 	actortest.StartNode(b, conn, actor.Options{Logger: slog.New(slog.DiscardHandler)}, defs...)
 	c := newClient(b, conn)
+	var runs atomic.Int64
+	create := func(b *testing.B, kind string, n int) []records.Ref {
+		refs := make([]records.Ref, n)
+		for i := range refs {
+			refs[i] = records.Ref{Kind: kind, ID: fmt.Sprintf("b%d-%d", runs.Add(1), i)}
+			actortest.Create(b, c, refs[i], nil)
+		}
+		return refs
+	}
+	inc := func(b *testing.B, ref records.Ref) *nats.Msg {
+		rec, err := records.New("inc", nil)
+		if err != nil {
+			b.Fatal(err)
+		}
+		return rec.Msg(names.Mailbox(ref))
+	}
 
-	run := func(b *testing.B, kind string) {
-		ref := records.Ref{Kind: kind, ID: fmt.Sprintf("b%d", b.N)}
-		actortest.Create(b, c, ref, nil)
+	latency := func(b *testing.B, kind string) {
+		ref := create(b, kind, 1)[0]
+		outs := make(chan *nats.Msg, 1)
+		sub, err := conn.NC.ChanSubscribe(names.Outbox(ref), outs)
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer func() { _ = sub.Unsubscribe() }()
+		ctx := ctxT(b)
+		b.ResetTimer()
+		for range b.N {
+			if _, err := conn.JS.PublishMsg(ctx, inc(b, ref)); err != nil {
+				b.Fatal(err)
+			}
+			select {
+			case <-outs:
+			case <-time.After(time.Minute):
+				b.Fatal("no output within a minute")
+			}
+		}
+		b.StopTimer()
+		waitCount(b, c, ref, int64(b.N), time.Minute)
+	}
+
+	throughput := func(b *testing.B, kind string) {
+		const effectors = 64
+		refs := create(b, kind, effectors)
 		var got atomic.Int64
 		done := make(chan struct{})
-		sub, err := conn.NC.Subscribe(names.Outbox(ref), func(*nats.Msg) {
+		sub, err := conn.NC.Subscribe(names.KindOutboxes(kind), func(m *nats.Msg) {
 			if got.Add(1) == int64(b.N) {
 				close(done)
 			}
@@ -62,14 +115,10 @@ func BenchmarkHop(b *testing.B) {
 		defer func() { _ = sub.Unsubscribe() }()
 		msgs := make([]*nats.Msg, b.N)
 		for i := range msgs {
-			rec, err := records.New("inc", nil)
-			if err != nil {
-				b.Fatal(err)
-			}
-			msgs[i] = rec.Msg(names.Mailbox(ref))
+			msgs[i] = inc(b, refs[i%effectors])
 		}
 		b.ResetTimer()
-		var futures []jetstream.PubAckFuture
+		futures := make([]jetstream.PubAckFuture, 0, b.N)
 		for _, m := range msgs {
 			f, err := conn.JS.PublishMsgAsync(m)
 			if err != nil {
@@ -87,33 +136,25 @@ func BenchmarkHop(b *testing.B) {
 		select {
 		case <-done:
 		case <-time.After(5 * time.Minute):
-			b.Fatalf("%d of %d counts after 5 minutes", got.Load(), b.N)
+			b.Fatalf("%d of %d outputs after 5 minutes", got.Load(), b.N)
 		}
-		// Outputs are published before the state is written: the hop ends
-		// with the state write.
-		waitCount(b, c, ref, int64(b.N), time.Minute)
 		b.StopTimer()
+		for i, ref := range refs {
+			want := int64(b.N / effectors)
+			if i < b.N%effectors {
+				want++
+			}
+			waitCount(b, c, ref, want, time.Minute)
+		}
 	}
-	b.Run("go-kind", func(b *testing.B) { run(b, "counter") })
-	b.Run("remote-go-worker/json", func(b *testing.B) {
-		startGoWorker(b, srv.URL, names, "go-json", counter)
-		run(b, "go-json")
-	})
-	b.Run("remote-go-worker/msgpack", func(b *testing.B) {
-		startGoWorker(b, srv.URL, names, "go-msgpack", counter)
-		run(b, "go-msgpack")
-	})
-	js := workers[0]
-	b.Run("remote-js-worker/json", func(b *testing.B) {
-		js.start(b, "js", srv.URL, "js-json")
-		run(b, "js-json")
-	})
-	b.Run("remote-js-worker/msgpack", func(b *testing.B) {
-		js.start(b, "js", srv.URL, "js-msgpack")
-		run(b, "js-msgpack")
-	})
-	b.Run("remote-python-worker/json", func(b *testing.B) {
-		workers[1].start(b, "python", srv.URL, "py-json")
-		run(b, "py-json")
-	})
+
+	for _, im := range impls {
+		b.Run(im.name, func(b *testing.B) {
+			if im.start != nil {
+				im.start(b, im.kind)
+			}
+			b.Run("latency", func(b *testing.B) { latency(b, im.kind) })
+			b.Run("throughput", func(b *testing.B) { throughput(b, im.kind) })
+		})
+	}
 }
