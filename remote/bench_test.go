@@ -27,11 +27,12 @@ import (
 //   - latency: one inc record at a time to one counter, published and
 //     awaited on the counter's outbox before the next: ns/op is the time from
 //     publish to output of one record.
+//
 //   - throughput: b.N inc records over 64 counters, published at once, until
 //     every output is out (then every count is checked): ns/op is per
 //     record, with requests to the workers in flight in parallel.
 //
-//	go test -run '^$' -bench BenchmarkHop -benchtime 1000x ./remote/
+//     go test -run '^$' -bench BenchmarkHop -benchtime 1000x ./remote/
 func BenchmarkHop(b *testing.B) {
 	srv := bustest.NewServer(b)
 	conn := srv.Connect(b)

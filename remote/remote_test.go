@@ -1,6 +1,7 @@
 package remote_test
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -403,6 +404,8 @@ func TestReplyState(t *testing.T) {
 		"mp-garbage":    []byte{0xc1},
 		"mp-trailing":   append(mp(map[string]any{"state": 1}), 0x01),
 		"mp-unknown":    mp(map[string]any{"state": 1, "stat": 2}),
+		"mp-deep":       append(append([]byte{0x81, 0xa5, 's', 't', 'a', 't', 'e'}, bytes.Repeat([]byte{0x91}, 100_000)...), 0xc0),
+		"huge-number":   []byte(`{"state": {"n": 1e400}}`),
 		"mp-json-reply": []byte(`{"state": {"count": 9}}`), // Content-Type says JSON
 	}
 	for _, enc := range []remote.Encoding{remote.JSON, remote.Msgpack} {
@@ -465,7 +468,9 @@ func TestReplyState(t *testing.T) {
 		{"j", "absent", nil, `neither "state" nor "error"`},
 		{"m", "absent", nil, `neither "state" nor "error"`},
 		{"m", "mp-garbage", nil, "msgpack:"},
-		{"m", "mp-trailing", nil, "1 bytes after the reply map"},
+		{"m", "mp-trailing", nil, "1 bytes after the value"},
+		{"m", "mp-deep", nil, "nested deeper than 1000 levels"},
+		{"j", "huge-number", nil, "number 1e400"},
 		{"m", "mp-unknown", nil, "unknown field"},
 		{"m", "mp-json-reply", mp(map[string]any{"count": 9}), ""},
 	} {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -267,6 +268,9 @@ func (l *logic) apply(ctx *actor.Context, resp *nats.Msg) (State, error) {
 			outs = append(outs, wireOutput[[]byte]{Op: o.Op, To: o.To, Type: o.Type, Payload: p, ContentType: o.ContentType, Priority: o.Priority, Process: o.Process, ReplyTo: o.ReplyTo})
 		}
 	default:
+		if err := checkMsgpack(resp.Data, maxDepth); err != nil {
+			return nil, malformed("msgpack: %v", err)
+		}
 		var rep mpReply
 		if err := decodeMsgpack(resp.Data, &rep); err != nil {
 			return nil, malformed("msgpack: %v", err)
@@ -292,7 +296,7 @@ func (l *logic) apply(ctx *actor.Context, resp *nats.Msg) (State, error) {
 			msg = "(no message)"
 		}
 		if len(msg) > maxErrorText {
-			msg = msg[:maxErrorText] + "…"
+			msg = strings.ToValidUTF8(msg[:maxErrorText], "") + "…"
 		}
 		e := &WorkerError{Kind: l.name, Message: msg, Permanent: werr.Permanent}
 		if e.Permanent {
@@ -437,29 +441,42 @@ func jsonToMsgpack(data []byte) ([]byte, error) {
 	if _, err := dec.Token(); err != io.EOF {
 		return nil, errors.New("data after the JSON value")
 	}
-	return codec.Marshal(numbers(v))
+	v, err := numbers(v)
+	if err != nil {
+		return nil, err
+	}
+	return codec.Marshal(v)
 }
 
-// numbers replaces json.Numbers by int64 when integral, float64 otherwise.
-func numbers(v any) any {
+// numbers replaces json.Numbers by int64 (or uint64) when integral,
+// float64 otherwise; a number out of float64's range is an error.
+func numbers(v any) (any, error) {
+	var err error
 	switch v := v.(type) {
 	case json.Number:
 		if i, err := v.Int64(); err == nil {
-			return i
+			return i, nil
 		}
 		if u, err := strconv.ParseUint(string(v), 10, 64); err == nil {
-			return u
+			return u, nil
 		}
-		f, _ := v.Float64()
-		return f
+		f, err := v.Float64()
+		if err != nil {
+			return nil, fmt.Errorf("number %.40s: %w", v, err)
+		}
+		return f, nil
 	case map[string]any:
 		for k, e := range v {
-			v[k] = numbers(e)
+			if v[k], err = numbers(e); err != nil {
+				return nil, err
+			}
 		}
 	case []any:
 		for i, e := range v {
-			v[i] = numbers(e)
+			if v[i], err = numbers(e); err != nil {
+				return nil, err
+			}
 		}
 	}
-	return v
+	return v, nil
 }
