@@ -43,11 +43,11 @@ func BenchmarkHop(b *testing.B) {
 		start      func(b *testing.B, kind string)
 	}{
 		{"go-kind", "counter", "", nil},
-		{"go-worker/json", "go-json", remote.JSON, func(b *testing.B, kind string) { startGoWorker(b, srv.URL, names, kind, counter) }},
-		{"go-worker/msgpack", "go-msgpack", remote.Msgpack, func(b *testing.B, kind string) { startGoWorker(b, srv.URL, names, kind, counter) }},
-		{"js-worker/json", "js-json", remote.JSON, func(b *testing.B, kind string) { workers[0].start(b, "js", srv.URL, kind) }},
-		{"js-worker/msgpack", "js-msgpack", remote.Msgpack, func(b *testing.B, kind string) { workers[0].start(b, "js", srv.URL, kind) }},
-		{"python-worker/json", "py-json", remote.JSON, func(b *testing.B, kind string) { workers[1].start(b, "python", srv.URL, kind) }},
+		{"go-worker-json", "go-json", remote.JSON, func(b *testing.B, kind string) { startGoWorker(b, srv.URL, names, kind, counter) }},
+		{"go-worker-msgpack", "go-msgpack", remote.Msgpack, func(b *testing.B, kind string) { startGoWorker(b, srv.URL, names, kind, counter) }},
+		{"js-worker-json", "js-json", remote.JSON, func(b *testing.B, kind string) { workers[0].start(b, "js", srv.URL, kind) }},
+		{"js-worker-msgpack", "js-msgpack", remote.Msgpack, func(b *testing.B, kind string) { workers[0].start(b, "js", srv.URL, kind) }},
+		{"python-worker-json", "py-json", remote.JSON, func(b *testing.B, kind string) { workers[1].start(b, "python", srv.URL, kind) }},
 	}
 	defs := []actor.Definition{kinds.Counter()}
 	for _, im := range impls[1:] {
