@@ -136,25 +136,10 @@ const maxErrorText = 1024
 
 // request encodes the request for the record in hand and state s.
 func (l *logic) request(ctx *actor.Context, s State) ([]byte, error) {
-	rec := ctx.Record()
-	self := ctx.Self()
-	ct := rec.ContentType
-	if ct == "" {
-		ct = records.ContentMsgpack
-	}
+	rec, self := ctx.Record(), ctx.Self()
 	deadline := time.Now().Add(l.timeout)
 	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
 		deadline = d
-	}
-	from := ""
-	if !rec.From.IsZero() {
-		from = rec.From.String()
-	}
-	wr := func() wireRecord[json.RawMessage] {
-		return wireRecord[json.RawMessage]{
-			ID: rec.ID, Type: recType(rec), From: from, Process: rec.Process, Owner: rec.Owner, Cause: rec.Cause,
-			Reply: rec.Reply, Priority: string(rec.Priority), Time: recTime(rec), Seq: rec.Seq, ContentType: ct,
-		}
 	}
 	switch l.enc {
 	case JSON:
@@ -166,18 +151,36 @@ func (l *logic) request(ctx *actor.Context, s State) ([]byte, error) {
 		if err != nil {
 			return nil, retry.Permanent(fmt.Errorf("%w the state of %s to JSON (use the msgpack encoding): %w", ErrConvert, self, err))
 		}
-		r := wr()
-		r.Payload = payload
-		return json.Marshal(wireRequest[json.RawMessage]{V: Version, Kind: self.Kind, ID: self.ID, Record: r, State: state, Deadline: deadline.UTC().Format(time.RFC3339Nano)})
+		return json.Marshal(newRequest(self, rec, payload, state, deadline))
 	default:
 		payload, err := payloadMsgpack(rec)
 		if err != nil {
 			return nil, retry.Permanent(fmt.Errorf("%w the JSON payload of record %s to msgpack for the worker of kind %s: %w", ErrConvert, rec.ID, l.name, err))
 		}
-		j := wr()
-		r := wireRecord[mpValue]{ID: j.ID, Type: j.Type, From: j.From, Process: j.Process, Owner: j.Owner, Cause: j.Cause,
-			Reply: j.Reply, Priority: j.Priority, Time: j.Time, Seq: j.Seq, ContentType: j.ContentType, Payload: mpValue{payload}}
-		return codec.Marshal(wireRequest[mpValue]{V: Version, Kind: self.Kind, ID: self.ID, Record: r, State: mpValue{s}, Deadline: deadline.UTC().Format(time.RFC3339Nano)})
+		return codec.Marshal(newRequest(self, rec, mpValue{payload}, mpValue{s}, deadline))
+	}
+}
+
+// newRequest is the request about rec, sent to self, with its payload and
+// the state already in the request's encoding.
+func newRequest[R any](self records.Ref, rec records.Record, payload, state R, deadline time.Time) wireRequest[R] {
+	ct := rec.ContentType
+	if ct == "" {
+		ct = records.ContentMsgpack
+	}
+	from := ""
+	if !rec.From.IsZero() {
+		from = rec.From.String()
+	}
+	return wireRequest[R]{
+		V: Version, Kind: self.Kind, ID: self.ID,
+		Record: wireRecord[R]{
+			ID: rec.ID, Type: recType(rec), From: from, Process: rec.Process, Owner: rec.Owner, Cause: rec.Cause,
+			Reply: rec.Reply, Priority: string(rec.Priority), Time: recTime(rec), Seq: rec.Seq, ContentType: ct,
+			Payload: payload,
+		},
+		State:    state,
+		Deadline: deadline.UTC().Format(time.RFC3339Nano),
 	}
 }
 
