@@ -497,3 +497,68 @@ func TestReplyState(t *testing.T) {
 		}
 	}
 }
+
+// TestErrors checks what the kind's logic returns for each kind of answer,
+// in the runtime's vocabulary (errors.Is / errors.As, retry.IsPermanent),
+// through actor.Kind.Apply: the logic alone, with a real worker.
+func TestErrors(t *testing.T) {
+	srv := bustest.NewServer(t)
+	conn := srv.Connect(t)
+	startGoWorker(t, srv.URL, conn.Names(), "e", func(req map[string]any, _ int64) any {
+		switch req["record"].(map[string]any)["type"] {
+		case "permanent":
+			return map[string]any{"error": map[string]any{"message": "no", "permanent": true}}
+		case "retryable":
+			return map[string]any{"error": map[string]any{"message": strings.Repeat("é", 600)}}
+		case "garbage":
+			return []byte("]")
+		case "silent":
+			return nil
+		}
+		return map[string]any{"state": map[string]any{"ok": true}, "records": []any{
+			map[string]any{"op": "send", "to": "log/main", "type": "seen", "payload": "x", "content_type": "application/json", "priority": "high", "process": "p1"},
+		}}
+	})
+	k, err := remote.New(conn, "e", remote.Options{Timeout: 500 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	apply := func(typ string) (remote.State, []actor.Output, error) {
+		rec, err := records.New(typ, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return k.Apply(ctxT(t), records.Ref{Kind: "e", ID: "x"}, rec, k.Initial)
+	}
+	state, outs, err := apply("ok")
+	if err != nil || string(state) != "\x81\xa2ok\xc3" || len(outs) != 1 {
+		t.Fatalf("ok: state %x, %d outputs, %v", []byte(state), len(outs), err)
+	}
+	if o := outs[0]; o.Subject != "ea.mbox.log.main" || o.Record.Type != "seen" || string(o.Record.Payload) != `"x"` ||
+		o.Record.ContentType != records.ContentJSON || o.Record.Priority != records.PriorityHigh || o.Record.Process != "p1" || o.Record.From.String() != "e/x" {
+		t.Fatalf("output %s %+v", o.Subject, o.Record)
+	}
+	var we *remote.WorkerError
+	_, _, err = apply("permanent")
+	if !errors.As(err, &we) || !we.Permanent || we.Message != "no" || !retry.IsPermanent(err) || !errors.Is(err, remote.ErrWorker) {
+		t.Errorf("permanent: %v", err)
+	}
+	_, _, err = apply("retryable")
+	if !errors.As(err, &we) || we.Permanent || retry.IsPermanent(err) || len(we.Message) > 1024+len("…") || !strings.HasSuffix(we.Message, "é…") {
+		t.Errorf("retryable: %v", err)
+	}
+	if _, _, err = apply("garbage"); !errors.Is(err, remote.ErrMalformed) || !retry.IsPermanent(err) {
+		t.Errorf("garbage: %v", err)
+	}
+	if _, _, err = apply("silent"); !errors.Is(err, remote.ErrTimeout) || retry.IsPermanent(err) {
+		t.Errorf("silent: %v", err)
+	}
+	k2, err := remote.New(conn, "nobody", remote.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec, _ := records.New("x", nil)
+	if _, _, err := k2.Apply(ctxT(t), records.Ref{Kind: "nobody", ID: "x"}, rec, k2.Initial); !errors.Is(err, remote.ErrNoWorker) || retry.IsPermanent(err) {
+		t.Errorf("no worker: %v", err)
+	}
+}
