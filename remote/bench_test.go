@@ -1,6 +1,7 @@
 package remote_test
 
 import (
+	"encoding/json"
 	"fmt"
 	"log/slog"
 	"sync/atomic"
@@ -59,7 +60,6 @@ func BenchmarkHop(b *testing.B) {
 	}
 	actortest.StartNode(b, conn, actor.Options{Logger: slog.New(slog.DiscardHandler)}, defs...)
 	c := newClient(b, conn)
-	var runs atomic.Int64
 	create := func(b *testing.B, kind string, n int) []records.Ref {
 		refs := make([]records.Ref, n)
 		for i := range refs {
@@ -158,4 +158,78 @@ func BenchmarkHop(b *testing.B) {
 			b.Run("throughput", func(b *testing.B) { throughput(b, im.kind) })
 		})
 	}
+}
+
+// BenchmarkApply measures the hop alone: the kind's logic through
+// actor.Kind.Apply (no mailbox, no state write, no output published), for
+// the Go counter in-process and the counter as a remote kind served by each
+// worker: one request-reply over NATS with its encoding and decoding, one
+// at a time. ns/op is per record.
+//
+//	go test -run '^$' -bench BenchmarkApply -benchtime 2000x ./remote/
+func BenchmarkApply(b *testing.B) {
+	srv := bustest.NewServer(b)
+	conn := srv.Connect(b)
+	names := conn.Names()
+	rec, err := records.NewJSON("inc", map[string]int{"by": 2})
+	if err != nil {
+		b.Fatal(err)
+	}
+	self := records.Ref{Kind: "counter", ID: "c1"}
+	b.Run("go-kind", func(b *testing.B) {
+		k := kinds.Counter()
+		s := k.Initial
+		ctx := ctxT(b)
+		for range b.N {
+			if s, _, err = k.Apply(ctx, self, rec, s); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	for _, im := range []struct {
+		name  string
+		enc   remote.Encoding
+		start func(b *testing.B, kind string)
+	}{
+		{"go-worker-json", remote.JSON, func(b *testing.B, kind string) { startGoWorker(b, srv.URL, names, kind, counter) }},
+		{"go-worker-msgpack", remote.Msgpack, func(b *testing.B, kind string) { startGoWorker(b, srv.URL, names, kind, counter) }},
+		{"js-worker-json", remote.JSON, func(b *testing.B, kind string) { workers[0].start(b, "js", srv.URL, kind) }},
+		{"js-worker-msgpack", remote.Msgpack, func(b *testing.B, kind string) { workers[0].start(b, "js", srv.URL, kind) }},
+		{"python-worker-json", remote.JSON, func(b *testing.B, kind string) { workers[1].start(b, "python", srv.URL, kind) }},
+	} {
+		b.Run(im.name, func(b *testing.B) {
+			kind := "k" + fmt.Sprint(runs.Add(1))
+			im.start(b, kind)
+			k, err := remote.New(conn, kind, remote.Options{Encoding: im.enc})
+			if err != nil {
+				b.Fatal(err)
+			}
+			s := k.Initial
+			self := records.Ref{Kind: kind, ID: "c1"}
+			ctx := ctxT(b)
+			b.ResetTimer()
+			for range b.N {
+				if s, _, err = k.Apply(ctx, self, rec, s); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.StopTimer()
+			var st struct {
+				Count int64 `json:"count"`
+			}
+			if err := json.Unmarshal(mustJSON(b, s), &st); err != nil || st.Count != 2*int64(b.N) {
+				b.Fatalf("count %d (%v), want %d", st.Count, err, 2*b.N)
+			}
+		})
+	}
+}
+
+var runs atomic.Int64
+
+func mustJSON(b *testing.B, s remote.State) []byte {
+	j, err := s.MarshalJSON()
+	if err != nil {
+		b.Fatal(err)
+	}
+	return j
 }
