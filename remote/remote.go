@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/vmihailenco/msgpack/v5"
 
 	"github.com/effectors/effectors/actor"
@@ -79,6 +80,12 @@ type Options struct {
 	// Retry is the kind's retry policy; the zero value means
 	// [DefaultRetry].
 	Retry retry.Policy
+	// Registerer, when set, receives the kind's metrics:
+	// ea_remote_requests_total{kind, outcome} (ok, worker_error,
+	// permanent, malformed, timeout, no_worker, error) and the histogram
+	// ea_remote_request_seconds{kind} of answered requests. Kinds sharing a
+	// registry share the metrics.
+	Registerer prometheus.Registerer
 }
 
 // New returns kind name, whose logic runs in worker processes: for each
@@ -125,6 +132,11 @@ func New(conn *bus.Conn, name string, opts Options) (actor.Kind[State], error) {
 	if l.maxRecords == 0 {
 		l.maxRecords = DefaultMaxRecords
 	}
+	m, err := newMetrics(opts.Registerer, name)
+	if err != nil {
+		return actor.Kind[State]{}, fmt.Errorf("kind %s: %w", name, err)
+	}
+	l.metrics = m
 	initial := opts.Initial
 	if initial == nil {
 		initial = map[string]any{}
@@ -149,6 +161,7 @@ type logic struct {
 	timeout    time.Duration
 	maxReply   int
 	maxRecords int
+	metrics    *metrics
 }
 
 // run is the actor.Logic of the kind.
@@ -161,11 +174,34 @@ func (l *logic) run(ctx *actor.Context, s State) (State, error) {
 	defer cancel()
 	msg := &nats.Msg{Subject: l.subject, Data: body, Header: nats.Header{}}
 	msg.Header.Set(records.HeaderContentType, string(l.enc))
+	start := time.Now()
 	resp, err := l.nc.RequestMsgWithContext(rctx, msg)
+	took := time.Since(start)
 	if err != nil {
-		return s, l.transport(ctx, err)
+		err = l.transport(ctx, err)
+		outcome := outcomeError
+		switch {
+		case errors.Is(err, ErrTimeout):
+			outcome = outcomeTimeout
+		case errors.Is(err, ErrNoWorker):
+			outcome = outcomeNoWorker
+		}
+		l.metrics.observe(l.name, outcome, false, took)
+		return s, err
 	}
-	return l.apply(ctx, resp)
+	next, err := l.apply(ctx, resp)
+	var we *WorkerError
+	outcome := outcomeOK
+	switch {
+	case errors.As(err, &we) && we.Permanent:
+		outcome = outcomePermanent
+	case errors.As(err, &we):
+		outcome = outcomeWorkerError
+	case err != nil:
+		outcome = outcomeMalformed
+	}
+	l.metrics.observe(l.name, outcome, true, took)
+	return next, err
 }
 
 // transport maps a failed request to the runtime's vocabulary.

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/vmihailenco/msgpack/v5"
 
 	"github.com/effectors/effectors/actor"
@@ -519,7 +520,8 @@ func TestErrors(t *testing.T) {
 			map[string]any{"op": "send", "to": "log/main", "type": "seen", "payload": "x", "content_type": "application/json", "priority": "high", "process": "p1"},
 		}}
 	})
-	k, err := remote.New(conn, "e", remote.Options{Timeout: 500 * time.Millisecond})
+	reg := prometheus.NewRegistry()
+	k, err := remote.New(conn, "e", remote.Options{Timeout: 500 * time.Millisecond, Registerer: reg})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -553,7 +555,7 @@ func TestErrors(t *testing.T) {
 	if _, _, err = apply("silent"); !errors.Is(err, remote.ErrTimeout) || retry.IsPermanent(err) {
 		t.Errorf("silent: %v", err)
 	}
-	k2, err := remote.New(conn, "nobody", remote.Options{})
+	k2, err := remote.New(conn, "nobody", remote.Options{Registerer: reg})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -561,4 +563,46 @@ func TestErrors(t *testing.T) {
 	if _, _, err := k2.Apply(ctxT(t), records.Ref{Kind: "nobody", ID: "x"}, rec, k2.Initial); !errors.Is(err, remote.ErrNoWorker) || retry.IsPermanent(err) {
 		t.Errorf("no worker: %v", err)
 	}
+	for _, tc := range []struct {
+		kind, outcome string
+		want          float64
+	}{
+		{"e", "ok", 1}, {"e", "permanent", 1}, {"e", "worker_error", 1}, {"e", "malformed", 1}, {"e", "timeout", 1},
+		{"e", "no_worker", 0}, {"e", "error", 0}, {"nobody", "no_worker", 1}, {"nobody", "ok", 0},
+	} {
+		if got := sample(t, reg, "ea_remote_requests_total", tc.kind, tc.outcome); got != tc.want {
+			t.Errorf("ea_remote_requests_total{kind=%q,outcome=%q} = %v, want %v", tc.kind, tc.outcome, got, tc.want)
+		}
+	}
+	if got := sample(t, reg, "ea_remote_request_seconds", "e", ""); got != 4 {
+		t.Errorf("ea_remote_request_seconds{kind=e} count = %v, want 4 (the answered requests)", got)
+	}
+}
+
+// sample returns the value of counter name{kind, outcome} in reg, or the
+// sample count of histogram name{kind} when outcome is empty.
+func sample(t testing.TB, reg *prometheus.Registry, name, kind, outcome string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+	metric:
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if (l.GetName() == "kind" && l.GetValue() != kind) || (l.GetName() == "outcome" && l.GetValue() != outcome) {
+					continue metric
+				}
+			}
+			if outcome == "" {
+				return float64(m.GetHistogram().GetSampleCount())
+			}
+			return m.GetCounter().GetValue()
+		}
+	}
+	return 0
 }
