@@ -41,4 +41,10 @@
 //     records, a record the runtime refuses), a payload or state that
 //     cannot be carried in the encoding ([ErrConvert]): dead letters at
 //     once, the reason in EA-Error.
+//
+// # Metrics
+//
+// With [Options.Registerer], ea_remote_requests_total{kind, outcome} counts
+// requests by outcome and ea_remote_request_seconds{kind} times the answered
+// ones; the node's own metrics count remote kinds like any kind.
 package remote
