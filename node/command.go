@@ -15,12 +15,13 @@ import (
 	"github.com/effectors/effectors/bus"
 	"github.com/effectors/effectors/internal/cli"
 	"github.com/effectors/effectors/records"
+	"github.com/effectors/effectors/remote"
 	"github.com/effectors/effectors/store"
 )
 
 // ErrNoKinds is returned by [Command.Run] for a command with no kinds to
 // host.
-var ErrNoKinds = errors.New("node: no kinds to host: pass at least one actor.Kind to node.Main or Command.Kinds")
+var ErrNoKinds = errors.New("node: no kinds to host: pass at least one actor.Kind to node.Main or Command.Kinds, or name remote kinds with --remote-kinds")
 
 // Main runs a node binary that hosts kinds, with the flags, EA_*
 // variables, health and metrics endpoints and graceful shutdown of ea-node,
@@ -41,7 +42,8 @@ type Command struct {
 	// Name is the program's name in messages and in -h; empty: the base
 	// name of os.Args[0].
 	Name string
-	// Kinds are the kinds the node hosts (at least one).
+	// Kinds are the kinds the node hosts (at least one, unless
+	// --remote-kinds names some).
 	Kinds []actor.Definition
 	// About is what -h says the binary does, between the usage line and the
 	// flags; empty: a sentence naming the kinds.
@@ -91,15 +93,16 @@ func (c Command) Main() {
 // environment value an error for which the exit status is 2 (see
 // [Command.Main]).
 func (c Command) Run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
-	if len(c.Kinds) == 0 {
-		return ErrNoKinds
-	}
 	if getenv == nil || stdout == nil || stderr == nil {
 		return errors.New("node: Command.Run: getenv, stdout and stderr must not be nil")
 	}
 	program := c.program()
 	parse := func(args []string, getenv func(string) string) (config, error) {
-		return parseConfig(program, args, getenv)
+		cfg, err := parseConfig(program, args, getenv)
+		if err == nil && len(c.Kinds) == 0 && len(cfg.RemoteKinds) == 0 {
+			return cfg, ErrNoKinds
+		}
+		return cfg, err
 	}
 	return cli.Run(ctx, args, getenv, stdout, stderr, parse, func() string { return usage(program, c.about()) },
 		func(ctx context.Context, cfg config, log *slog.Logger, stdout io.Writer) error {
@@ -217,7 +220,16 @@ func (c Command) serve(ctx context.Context, program string, cfg config, log *slo
 	if err != nil {
 		return err
 	}
-	if err := n.Host(c.Kinds...); err != nil {
+	kinds := slices.Clone(c.Kinds)
+	for _, rk := range cfg.RemoteKinds {
+		// Logic served by worker processes (docs/polyglot.md).
+		k, err := remote.New(conn, rk.name, remote.Options{Encoding: rk.enc, Timeout: cfg.RemoteTimeout, Registerer: proc.Registry})
+		if err != nil {
+			return err
+		}
+		kinds = append(kinds, k)
+	}
+	if err := n.Host(kinds...); err != nil {
 		return err
 	}
 	if c.Setup != nil {

@@ -12,6 +12,7 @@ import (
 	"github.com/effectors/effectors/bus"
 	"github.com/effectors/effectors/internal/cli"
 	"github.com/effectors/effectors/records"
+	"github.com/effectors/effectors/remote"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -44,6 +45,11 @@ type config struct {
 	// and replied to (actor.Options.ReplySubjects): nil for the default,
 	// empty for none.
 	ReplySubjects []string
+
+	// RemoteKinds are kinds whose logic runs in worker processes (package
+	// remote), and RemoteTimeout bounds one request to a worker.
+	RemoteKinds   []remoteKind
+	RemoteTimeout time.Duration
 
 	// explicit holds the names of the settings given by a flag or the
 	// environment rather than left at their default.
@@ -236,6 +242,41 @@ func settings() []*cli.Setting[config] {
 				}
 				return ""
 			}},
+		{name: "remote-kinds", arg: "KINDS", def: "",
+			defText: "none",
+			usage:   `comma-separated kinds whose logic runs in worker processes in any language, asked over NATS request-reply on <prefix>.logic.<kind> (docs/polyglot.md); "kind:msgpack" sends msgpack requests, JSON otherwise`,
+			check: func(c *config, v string) string {
+				c.RemoteKinds = nil
+				if v = strings.TrimSpace(v); v == "" {
+					return ""
+				}
+				const want = `want comma-separated kinds (1-128 characters of A-Z a-z 0-9 _ -), each optionally ":json" or ":msgpack", e.g. "counter,scorer:msgpack"`
+				seen := map[string]bool{}
+				for item := range strings.SplitSeq(v, ",") {
+					name, encName, hasEnc := strings.Cut(strings.TrimSpace(item), ":")
+					enc := remote.JSON
+					if hasEnc {
+						var err error
+						if enc, err = remote.ParseEncoding(encName); err != nil {
+							return want
+						}
+					}
+					if records.ValidateKind(name) != nil {
+						return want
+					}
+					if seen[name] {
+						return "kind " + name + " is listed twice"
+					}
+					seen[name] = true
+					c.RemoteKinds = append(c.RemoteKinds, remoteKind{name: name, enc: enc})
+				}
+				return ""
+			}},
+		{name: "remote-timeout", arg: "DURATION", def: "10s",
+			usage: "how long the node waits for a worker's answer about one record of a --remote-kinds kind before it retries the record (a worker that died holding it)",
+			check: func(c *config, v string) string {
+				return cli.PositiveDuration(v, &c.RemoteTimeout, "want a positive duration such as 10s or 500ms")
+			}},
 	}
 	var out []*cli.Setting[config]
 	for _, s := range all {
@@ -251,6 +292,12 @@ func settings() []*cli.Setting[config] {
 		}
 	}
 	return append(out, cli.RetentionSettings(func(c *config) *bus.Retention { return &c.Retention })...)
+}
+
+// remoteKind is one kind of --remote-kinds.
+type remoteKind struct {
+	name string
+	enc  remote.Encoding
 }
 
 // Logging is how the node logs; see cli.Run.

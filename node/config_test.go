@@ -28,6 +28,7 @@ func TestParseConfigDefaults(t *testing.T) {
 		Partitions: 0, RecordStore: true, Replicas: 0, // 0: what is provisioned
 		Metrics: "127.0.0.1:9464", LogLevel: slog.LevelInfo, LogFormat: "text",
 		ShutdownGrace: 10 * time.Second, Heartbeat: time.Second, IdleTimeout: 2 * time.Minute,
+		RemoteTimeout: 10 * time.Second,
 	}
 	if len(cfg.explicit) != 0 {
 		t.Errorf("explicit = %v, want none", cfg.explicit)
@@ -210,6 +211,7 @@ func TestEnvNames(t *testing.T) {
 		"log-max-age": "EA_LOG_MAX_AGE", "log-max-bytes": "EA_LOG_MAX_BYTES", "dead-max-age": "EA_DEAD_MAX_AGE", "dead-max-bytes": "EA_DEAD_MAX_BYTES",
 		"server-config": "EA_SERVER_CONFIG", "creds": "EA_CREDS", "nkey": "EA_NKEY", "user": "EA_USER", "password-file": "EA_PASSWORD_FILE",
 		"token-file": "EA_TOKEN_FILE", "tls-ca": "EA_TLS_CA", "tls-cert": "EA_TLS_CERT", "tls-key": "EA_TLS_KEY",
+		"remote-kinds": "EA_REMOTE_KINDS", "remote-timeout": "EA_REMOTE_TIMEOUT",
 	}
 	all := settings()
 	if len(all) != len(want) {

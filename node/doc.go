@@ -18,6 +18,11 @@
 // signal kills it. Exit status: 0 after a clean shutdown, 1 on failure, 2
 // for a bad flag or environment value.
 //
+// --remote-kinds (EA_REMOTE_KINDS) hosts, besides the binary's own kinds,
+// kinds whose logic worker processes in any language serve over NATS
+// request-reply (package remote, docs/polyglot.md); a binary may then have
+// no Go kind at all.
+//
 // # More control
 //
 // A [Command] names the binary, describes it for -h, chooses what it prints
