@@ -106,9 +106,10 @@ type SubscribeFrame struct {
 	// ID of an orchestration (orchestration; empty: all).
 	ID string `json:"id,omitempty"`
 	// From is the stream sequence (outbox, mailbox, dead) or revision
-	// (state, orchestration) to start at, inclusive. 0 or absent: from now
-	// (outbox, mailbox, dead) or the current values then changes (state,
-	// orchestration).
+	// (state, orchestration) to start at, inclusive. 0 is the same as
+	// absent: what is stored after the "subscribed" frame (outbox, mailbox,
+	// dead), or the current values then changes (state, orchestration).
+	// Sequences and revisions start at 1: from 1 is the whole history.
 	From uint64 `json:"from,omitempty"`
 	// Cursor resumes a records subscription (the cursor of the last
 	// records frame received); empty: from the beginning of the log.

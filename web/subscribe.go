@@ -182,18 +182,20 @@ func (s *session) topic(f SubscribeFrame) (topicRun, topicCheck, error) {
 			if ref.IsZero() {
 				return nil, nil, errors.New("topic mailbox needs \"effector\": \"<kind>/<id>\"")
 			}
-			return s.follow(sub, n.MailboxStream(), n.StoredMailbox(ref), f.From, store.BoxMailbox), ownEffector, nil
+			from := s.startAt(n.MailboxStream(), f.From)
+			return s.follow(sub, n.MailboxStream(), n.StoredMailbox(ref), &from.seq, store.BoxMailbox), chain(ownEffector, from.resolve), nil
 		}
 		if err := only("effector", "kind", "from"); err != nil {
 			return nil, nil, err
 		}
+		from := s.startAt(n.OutboxStream(), f.From)
 		switch {
 		case !ref.IsZero() && f.Kind != "":
 			return nil, nil, errors.New("topic outbox: give \"effector\" or \"kind\", not both")
 		case !ref.IsZero():
-			return s.follow(sub, n.OutboxStream(), n.Outbox(ref), f.From, store.BoxOutbox), ownEffector, nil
+			return s.follow(sub, n.OutboxStream(), n.Outbox(ref), &from.seq, store.BoxOutbox), chain(ownEffector, from.resolve), nil
 		case f.Kind != "":
-			return s.follow(sub, n.OutboxStream(), n.KindOutboxes(f.Kind), f.From, store.BoxOutbox), nil, nil
+			return s.follow(sub, n.OutboxStream(), n.KindOutboxes(f.Kind), &from.seq, store.BoxOutbox), from.resolve, nil
 		}
 		return nil, nil, errors.New("topic outbox needs \"effector\": \"<kind>/<id>\" or \"kind\"")
 	case TopicDead:
@@ -204,7 +206,8 @@ func (s *session) topic(f SubscribeFrame) (topicRun, topicCheck, error) {
 		if !ref.IsZero() {
 			filter = n.Dead(ref)
 		}
-		return s.followDead(sub, filter, f.From), ownEffector, nil
+		from := s.startAt(n.DeadStream(), f.From)
+		return s.followDead(sub, filter, &from.seq), chain(ownEffector, from.resolve), nil
 	case TopicState:
 		if err := only("effector", "kind", "from"); err != nil {
 			return nil, nil, err
@@ -257,6 +260,48 @@ func (s *session) topic(f SubscribeFrame) (topicRun, topicCheck, error) {
 		return nil, nil, errors.New("subscribe frame: missing \"topic\": outbox, mailbox, state, records, dead or orchestration")
 	}
 	return nil, nil, fmt.Errorf("unknown topic %q: outbox, mailbox, state, records, dead or orchestration", truncate(f.Topic, 64))
+}
+
+// chain runs checks in order, the first failure winning (nil ones are
+// skipped).
+func chain(checks ...topicCheck) topicCheck {
+	return func(ctx context.Context) (string, error) {
+		for _, c := range checks {
+			if c == nil {
+				continue
+			}
+			if code, err := c(ctx); err != nil {
+				return code, err
+			}
+		}
+		return "", nil
+	}
+}
+
+// start is where a stream subscription starts: seq, or "now" (0), which
+// resolve turns into the stream's last sequence + 1 before "subscribed" is
+// sent, so that everything stored after that frame is delivered.
+type start struct {
+	s   *session
+	seq uint64
+	// stream to ask for its last sequence.
+	stream string
+}
+
+func (s *session) startAt(stream string, from uint64) *start {
+	return &start{s: s, seq: from, stream: stream}
+}
+
+func (st *start) resolve(ctx context.Context) (string, error) {
+	if st.seq != 0 {
+		return "", nil
+	}
+	str, err := st.s.g.conn.JS.Stream(ctx, st.stream)
+	if err != nil {
+		return CodeUnavailable, fmt.Errorf("stream %s: %w", st.stream, err)
+	}
+	st.seq = str.CachedInfo().State.LastSeq + 1
+	return "", nil
 }
 
 // checkCursor refuses a records subscription whose cursor the store does
@@ -334,9 +379,9 @@ func (g *Gateway) recordJSON(msg jetstream.Msg, box store.Box) (store.RecordJSON
 	return r.JSON(), seq
 }
 
-func (s *session) follow(sub, stream, filter string, from uint64, box store.Box) topicRun {
+func (s *session) follow(sub, stream, filter string, from *uint64, box store.Box) topicRun {
 	return func(ctx context.Context, out emit) error {
-		return s.g.consume(ctx, stream, filter, from, func(msg jetstream.Msg) error {
+		return s.g.consume(ctx, stream, filter, *from, func(msg jetstream.Msg) error {
 			if !s.sees(msg.Headers().Get(records.HeaderOwner)) {
 				return nil
 			}
@@ -346,9 +391,9 @@ func (s *session) follow(sub, stream, filter string, from uint64, box store.Box)
 	}
 }
 
-func (s *session) followDead(sub, filter string, from uint64) topicRun {
+func (s *session) followDead(sub, filter string, from *uint64) topicRun {
 	return func(ctx context.Context, out emit) error {
-		return s.g.consume(ctx, s.g.names.DeadStream(), filter, from, func(msg jetstream.Msg) error {
+		return s.g.consume(ctx, s.g.names.DeadStream(), filter, *from, func(msg jetstream.Msg) error {
 			h := msg.Headers()
 			if !s.sees(h.Get(records.HeaderOwner)) {
 				return nil // another user's record (or one whose EA-Owner did not fit in the dead letter)
