@@ -668,7 +668,7 @@ func testSlowReader(t *testing.T, e *env) {
 	}
 	select {
 	case <-e.conn.JS.PublishAsyncComplete():
-	case <-time.After(10 * time.Second):
+	case <-time.After(60 * time.Second):
 		t.Fatal("publishing did not complete")
 	}
 	c := e.dialSmallBuffer(t)
