@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/coder/websocket"
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	dto "github.com/prometheus/client_model/go"
 
@@ -657,17 +658,29 @@ func testSlowReader(t *testing.T, e *env) {
 	// (the client's receive buffer is made small).
 	ghost := records.Ref{Kind: "ghost", ID: "slow"}
 	pad := strings.Repeat("x", 64<<10)
+	// A publisher of its own: PublishAsyncComplete waits for every async
+	// publish of its JetStream context, and the env's is the node's too,
+	// which may always have some in flight on a loaded machine.
+	nc, err := nats.Connect(e.srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
 	for range 128 {
 		rec, err := records.NewJSON("pad", map[string]string{"pad": pad})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := e.conn.JS.PublishMsgAsync(rec.Msg(e.conn.Names().Mailbox(ghost))); err != nil {
+		if _, err := js.PublishMsgAsync(rec.Msg(e.conn.Names().Mailbox(ghost))); err != nil {
 			t.Fatal(err)
 		}
 	}
 	select {
-	case <-e.conn.JS.PublishAsyncComplete():
+	case <-js.PublishAsyncComplete():
 	case <-time.After(60 * time.Second):
 		t.Fatal("publishing did not complete")
 	}
