@@ -264,9 +264,12 @@ type config struct {
 	Retention      bus.Retention // of the record log and dead letters
 	// Gateway is the address of the WebSocket gateway and live view (empty:
 	// off); GatewayToken its bearer token (from --gateway-token-file or
-	// EA_GATEWAY_TOKEN); GatewayOrigins other origins allowed, comma-separated.
+	// EA_GATEWAY_TOKEN); GatewayUsers the path of its users file
+	// (--gateway-users); GatewayOrigins other origins allowed,
+	// comma-separated.
 	Gateway        string
 	GatewayToken   string
+	GatewayUsers   string
 	GatewayOrigins string
 }
 
@@ -303,7 +306,7 @@ func settings() []*cli.Setting[config] {
 				return cli.PositiveDuration(v, &c.ConnectTimeout, "want a positive duration such as 60s or 2m")
 			}},
 		&cli.Setting[config]{Name: "gateway", Arg: "HOST:PORT", Def: web.DefaultAddr,
-			Usage: `address of the WebSocket gateway (/ws) and the live record view (/); "off" (or empty) disables it; an address beyond loopback needs a token`,
+			Usage: `address of the WebSocket gateway (/ws) and the live record view (/); "off" (or empty) disables it; an address beyond loopback needs --gateway-users or a token`,
 			Check: func(c *config, v string) string {
 				v = strings.TrimSpace(v)
 				if v == "" || v == "off" {
@@ -316,8 +319,20 @@ func settings() []*cli.Setting[config] {
 				c.Gateway = v
 				return ""
 			}},
+		&cli.Setting[config]{Name: "gateway-users", Arg: "FILE", Def: "",
+			Usage: `users file of the gateway: one line per token, "<name> <user|admin> sha256:<hex of the token's SHA-256>"; records, effectors and orchestrations get EA-Owner <name>, and a user sees only its own; re-read when it changes (docs/gateway.md)`,
+			Check: func(c *config, v string) string {
+				if v == "" {
+					return ""
+				}
+				if _, err := web.LoadUsers(v); err != nil {
+					return strings.TrimPrefix(err.Error(), web.ErrInvalid.Error()+": ")
+				}
+				c.GatewayUsers = v
+				return ""
+			}},
 		&cli.Setting[config]{Name: "gateway-token-file", Arg: "FILE", Def: "",
-			Usage: "file holding the gateway's bearer token (or set EA_GATEWAY_TOKEN); clients send Authorization: Bearer <token> or an auth frame",
+			Usage: "file holding a shared bearer token of the gateway, the identity admin (or set EA_GATEWAY_TOKEN); clients send Authorization: Bearer <token> or an auth frame",
 			Check: func(c *config, v string) string {
 				if v == "" {
 					return ""
@@ -354,7 +369,7 @@ func settings() []*cli.Setting[config] {
 
 // gatewayConfig is the gateway's configuration (Addr empty when off).
 func (c config) gatewayConfig() web.Config {
-	g := web.Config{Addr: c.Gateway, Token: c.GatewayToken}
+	g := web.Config{Addr: c.Gateway, Token: c.GatewayToken, UsersFile: c.GatewayUsers}
 	if c.GatewayOrigins != "" {
 		g.Origins = strings.Split(c.GatewayOrigins, ",")
 	}
@@ -382,8 +397,8 @@ func withGateway(ctx context.Context, cfg config, conn *bus.Conn, log *slog.Logg
 		return nil, "", fmt.Errorf("%w (choose another --gateway address, or --gateway off)", err)
 	}
 	url := "http://" + cli.Reachable(addr.String()) + "/"
-	if gc.Token != "" {
-		url += "#token=<the gateway token>" // never printed
+	if gc.Token != "" || gc.UsersFile != "" {
+		url += "#token=<your gateway token>" // never printed
 	}
 	return func(ctx context.Context) error {
 		ctx, cancel := context.WithCancel(ctx)

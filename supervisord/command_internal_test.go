@@ -5,6 +5,8 @@ import (
 	"errors"
 	"flag"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
@@ -13,6 +15,7 @@ import (
 	"github.com/effectors/effectors/graph"
 	"github.com/effectors/effectors/internal/cli"
 	"github.com/effectors/effectors/supervisor"
+	"github.com/effectors/effectors/web"
 )
 
 func envOf(m map[string]string) func(string) string {
@@ -20,6 +23,7 @@ func envOf(m map[string]string) func(string) string {
 }
 
 func TestParseConfig(t *testing.T) {
+	dir := t.TempDir()
 	for _, tc := range []struct {
 		name string
 		args []string
@@ -30,6 +34,9 @@ func TestParseConfig(t *testing.T) {
 		{"gateway beyond loopback with a token", []string{"--gateway", ":9466", "--gateway-origins", " app.example.com, *.example.com "}, map[string]string{"EA_GATEWAY_TOKEN": "t0k"},
 			config{NATS: defaultNATS, Prefix: "ea", Metrics: "127.0.0.1:9465", LogLevel: slog.LevelInfo, LogFormat: "text", ConnectTimeout: time.Minute,
 				Gateway: ":9466", GatewayToken: "t0k", GatewayOrigins: "app.example.com,*.example.com"}},
+		{"gateway with users from env", []string{"--gateway", "0.0.0.0:9466"}, map[string]string{"EA_GATEWAY_USERS": usersFile(t, dir, "alice user "+web.HashToken("t")+"\n")},
+			config{NATS: defaultNATS, Prefix: "ea", Metrics: "127.0.0.1:9465", LogLevel: slog.LevelInfo, LogFormat: "text", ConnectTimeout: time.Minute,
+				Gateway: "0.0.0.0:9466", GatewayUsers: usersFile(t, dir, "alice user "+web.HashToken("t")+"\n")}},
 		{"env", nil, map[string]string{"EA_NATS": "nats://a:4222,nats://b:4222", "EA_PREFIX": "dev-1", "EA_METRICS": "off",
 			"EA_LOG_LEVEL": "debug", "EA_LOG_FORMAT": "json", "EA_CONNECT_TIMEOUT": "5s"},
 			config{NATS: "nats://a:4222,nats://b:4222", Prefix: "dev-1", Metrics: "", LogLevel: slog.LevelDebug, LogFormat: "json", ConnectTimeout: 5 * time.Second, Gateway: "127.0.0.1:9466"}},
@@ -50,7 +57,19 @@ func TestParseConfig(t *testing.T) {
 	}
 }
 
+// usersFile writes content to a file of dir named after its hash and
+// returns its path (the same for the same content).
+func usersFile(t *testing.T, dir, content string) string {
+	t.Helper()
+	path := filepath.Join(dir, strings.TrimPrefix(web.HashToken(content), web.TokenHashPrefix))
+	if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
 func TestParseConfigErrors(t *testing.T) {
+	dir := t.TempDir()
 	for _, tc := range []struct {
 		args []string
 		env  map[string]string
@@ -64,9 +83,11 @@ func TestParseConfigErrors(t *testing.T) {
 		{[]string{"--connect-timeout", "0s"}, nil, `--connect-timeout "0s": want a positive duration such as 60s or 2m`},
 		{[]string{"--store", "x"}, nil, `flag provided but not defined: -store`},
 		{[]string{"extra"}, nil, `unexpected argument "extra": ea-supervisor takes flags only`},
-		{[]string{"--gateway", "0.0.0.0:9466"}, nil, `--gateway "0.0.0.0:9466": addr "0.0.0.0:9466" is not a loopback address: set a token (--gateway-token-file or EA_GATEWAY_TOKEN) before serving the gateway beyond this machine`},
+		{[]string{"--gateway", "0.0.0.0:9466"}, nil, `--gateway "0.0.0.0:9466": addr "0.0.0.0:9466" is not a loopback address: set a users file (--gateway-users) or a token (--gateway-token-file or EA_GATEWAY_TOKEN) before serving the gateway beyond this machine`},
 		{[]string{"--gateway", "9466"}, nil, `--gateway "9466": want host:port, e.g. 127.0.0.1:9466, or "off" to disable`},
 		{[]string{"--gateway-token-file", "/nonexistent/token"}, nil, `--gateway-token-file "/nonexistent/token": want a readable file holding the token: open /nonexistent/token: no such file or directory`},
+		{[]string{"--gateway-users", "/nonexistent/users"}, nil, `--gateway-users "/nonexistent/users": users file: open /nonexistent/users: no such file or directory`},
+		{[]string{"--gateway-users", usersFile(t, dir, "alice user s3cret\n")}, nil, `--gateway-users "` + usersFile(t, dir, "alice user s3cret\n") + `": users file line 1: token hash must start with "sha256:": write the SHA-256 of the token, never the token (printf %s "$TOKEN" | sha256sum)`},
 		{[]string{"--gateway-origins", "https://app.example.com"}, nil, `--gateway-origins "https://app.example.com": want host patterns without scheme or path, e.g. app.example.com,*.example.com`},
 	} {
 		_, err := parseConfig("ea-supervisor", tc.args, envOf(tc.env))

@@ -19,10 +19,10 @@
 //	}
 //
 // The binary then takes every ea-supervisor flag (--nats, --prefix,
-// --metrics, --gateway, --gateway-token-file, ...; run it with -h), each
-// also read from EA_<FLAG>. /healthz answers 200 while it runs and /readyz
-// 200 once it is connected, has provisioned the streams and buckets and
-// serves the orchestration API. A NATS connection closed for good stops it
+// --metrics, --gateway, --gateway-users, --gateway-token-file, ...; run it
+// with -h), each also read from EA_<FLAG>. /healthz answers 200 while it
+// runs and /readyz 200 once it is connected, has provisioned the streams and
+// buckets and serves the orchestration API. A NATS connection closed for good stops it
 // with a non-zero exit, so that it is restarted. SIGINT or SIGTERM stops it
 // gracefully; a second signal kills it. Exit status: 0 after a clean
 // shutdown, 1 on failure, 2 for a bad flag or environment value.

@@ -5,6 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -20,7 +23,8 @@ import (
 // the gateway (WebSocket frame → state check → PubAck → ack frame), with
 // and without a client-chosen id (which adds the record store lookup that
 // makes re-sends safe past the duplicate window), against the baseline of
-// actor.Client.Send in the same process (state check → PubAck).
+// actor.Client.Send in the same process (state check → PubAck), and as a
+// user of a users file (ownership check and EA-Owner).
 func BenchmarkSend(b *testing.B) {
 	e := newEnv(b, envOpts{cfg: web.Config{}})
 	ctx := context.Background()
@@ -53,9 +57,31 @@ func BenchmarkSend(b *testing.B) {
 			}
 		}
 	})
-	for _, withID := range []bool{false, true} {
-		b.Run(fmt.Sprintf("gateway/client-id=%v", withID), func(b *testing.B) {
-			c := e.dialNoRead(b, nil)
+	// A user's send: its identity is checked against the effector's owner
+	// (from the same state read as the existing check) and set as EA-Owner.
+	dir := b.TempDir()
+	users := filepath.Join(dir, "users")
+	if err := os.WriteFile(users, []byte("alice user "+web.HashToken("alice-bench")+"\n"), 0o600); err != nil {
+		b.Fatal(err)
+	}
+	owned := records.Ref{Kind: "counter", ID: "bench-alice"}
+	if _, err := e.actors.CreateOwned(ctx, owned, nil, "alice"); err != nil {
+		b.Fatal(err)
+	}
+	eu := e.withGateway(b, web.Config{UsersFile: users})
+	for _, tc := range []struct {
+		name   string
+		e      *env
+		hdr    http.Header
+		to     string
+		withID bool
+	}{
+		{"gateway/client-id=false", e, nil, "counter/bench", false},
+		{"gateway/client-id=true", e, nil, "counter/bench", true},
+		{"gateway/user,client-id=false", eu, http.Header{"Authorization": {"Bearer alice-bench"}}, "counter/bench-alice", false},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			c := tc.e.dialNoRead(b, tc.hdr)
 			read := func() map[string]any {
 				_, data, err := c.ws.Read(ctx)
 				if err != nil {
@@ -72,10 +98,10 @@ func BenchmarkSend(b *testing.B) {
 			}
 			for b.Loop() {
 				rec := map[string]any{"type": "inc", "payload": map[string]int{"by": 1}}
-				if withID {
+				if tc.withID {
 					rec["id"] = fmt.Sprintf("gw-%d-%d", run, next.Add(1))
 				}
-				frame, _ := json.Marshal(map[string]any{"type": "send", "req": "r", "to": "counter/bench", "record": rec})
+				frame, _ := json.Marshal(map[string]any{"type": "send", "req": "r", "to": tc.to, "record": rec})
 				if err := c.ws.Write(ctx, websocket.MessageText, frame); err != nil {
 					b.Fatal(err)
 				}

@@ -3,6 +3,7 @@ package web
 import (
 	"log/slog"
 	"net"
+	"path"
 	"strings"
 	"time"
 
@@ -22,6 +23,7 @@ const (
 	DefaultAuthTimeout      = 10 * time.Second
 	DefaultPollInterval     = 250 * time.Millisecond
 	DefaultRequestTimeout   = 30 * time.Second
+	DefaultUsersReload      = 2 * time.Second
 )
 
 // Config configures a [Gateway]. The zero value serves on [DefaultAddr]
@@ -30,15 +32,32 @@ type Config struct {
 	// Addr is the listen address of [Gateway.Run] (host:port). A host that
 	// is not loopback (127.0.0.0/8, ::1, localhost) needs a Token.
 	Addr string
-	// Token is the bearer token clients must present: header
-	// "Authorization: Bearer <token>" on the upgrade request, or a first
-	// frame {"type":"auth","token":"<token>"} (what browsers do). Empty: no
-	// token, allowed only on loopback addresses.
+	// Token is a shared bearer token, the identity [AdminName] with
+	// [RoleAdmin]. Clients present a token as the header
+	// "Authorization: Bearer <token>" on the upgrade request, or in a first
+	// frame {"type":"auth","token":"<token>"} (what browsers do).
 	Token string
+	// UsersFile is the path of a users file (see [ParseUsers]): one line
+	// per token, "<name> <role> sha256:<hex>", mapping the SHA-256 of a
+	// token to an identity. The gateway sets EA-Owner to the identity's
+	// name on everything it sends, creates and starts, and a user sees only
+	// what carries its name. The file is read again every UsersReload when
+	// it changed: a removed line revokes its token, and connections that
+	// used it are closed (4401). With neither Token nor UsersFile the
+	// gateway has no authentication, allowed only on loopback addresses.
+	UsersFile string
+	// UsersReload is how often UsersFile is checked for changes.
+	UsersReload time.Duration
 	// Origins are extra host patterns (path.Match syntax, e.g.
-	// "app.example.com", "*.example.com") whose pages may open the
-	// WebSocket. The gateway's own host is always allowed; requests without
-	// an Origin header (non-browser clients) are not checked.
+	// "app.example.com", "*.example.com", "localhost:5173") whose pages may
+	// open the WebSocket. A pattern is matched, case-insensitively, against
+	// the host of the Origin header with its port when it has one: a
+	// pattern without a port allows only the default port ("localhost"
+	// does not allow http://localhost:5173; write "localhost:5173" or
+	// "localhost:*"), and "*.example.com" does not allow the bare domain
+	// example.com (list it too). The gateway's own host is always allowed;
+	// requests without an Origin header (non-browser clients) are not
+	// checked.
 	Origins []string
 	// MaxFrame is the largest frame a client may send, in bytes; a larger
 	// one closes the connection with status 1009.
@@ -96,6 +115,9 @@ func (c Config) withDefaults() Config {
 	if c.RequestTimeout == 0 {
 		c.RequestTimeout = DefaultRequestTimeout
 	}
+	if c.UsersReload == 0 {
+		c.UsersReload = DefaultUsersReload
+	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
@@ -110,15 +132,21 @@ func (c Config) Validate() error {
 	if err != nil {
 		return invalidf("addr %q: want host:port such as %s: %v", c.Addr, DefaultAddr, err)
 	}
-	if !IsLoopback(host) && c.Token == "" {
-		return invalidf("addr %q is not a loopback address: set a token (--gateway-token-file or EA_GATEWAY_TOKEN) before serving the gateway beyond this machine", c.Addr)
+	if !IsLoopback(host) && c.Token == "" && c.UsersFile == "" {
+		return invalidf("addr %q is not a loopback address: set a users file (--gateway-users) or a token (--gateway-token-file or EA_GATEWAY_TOKEN) before serving the gateway beyond this machine", c.Addr)
+	}
+	if len(c.Token) > MaxToken {
+		return invalidf("token: %d bytes, at most %d", len(c.Token), MaxToken)
 	}
 	if strings.ContainsAny(c.Token, " \t\r\n") {
 		return invalidf("token contains white space: write the token alone (a trailing newline of a token file is removed)")
 	}
 	for _, o := range c.Origins {
 		if strings.TrimSpace(o) == "" || strings.Contains(o, "://") {
-			return invalidf("origin %q: want a host pattern such as app.example.com or *.example.com, without scheme", o)
+			return invalidf("origin %q: want a host pattern such as app.example.com, *.example.com or localhost:5173, without scheme", o)
+		}
+		if _, err := path.Match(o, o); err != nil {
+			return invalidf("origin %q: %v (path.Match syntax: * ? [a-z])", o, err)
 		}
 	}
 	switch {
@@ -126,7 +154,7 @@ func (c Config) Validate() error {
 		return invalidf("max frame %d: must be at least 1024 bytes", c.MaxFrame)
 	case c.SendBuffer < 1024:
 		return invalidf("send buffer %d: must be at least 1024 bytes", c.SendBuffer)
-	case c.SlowReader < 0, c.AuthTimeout < 0, c.PollInterval < 0, c.RequestTimeout < 0:
+	case c.SlowReader < 0, c.AuthTimeout < 0, c.PollInterval < 0, c.RequestTimeout < 0, c.UsersReload < 0:
 		return invalidf("durations must be positive")
 	case c.MaxSubscriptions < 0:
 		return invalidf("max subscriptions %d: must be positive", c.MaxSubscriptions)

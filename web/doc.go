@@ -33,10 +33,22 @@
 // and orchestration frames their KV revision (from: revision+1), records
 // frames (a page of a process's or an effector's log) a store cursor.
 //
+// # Users
+//
+// Each token maps to an [Identity] (a name and a [Role]) through a users
+// file of token hashes ([Config.UsersFile], [ParseUsers]), re-read when it
+// changes; the shared [Config.Token] is the identity [AdminName]. The
+// gateway sets EA-Owner to the identity's name on every record it sends,
+// effector it creates and orchestration it starts; a [RoleUser] sees and
+// acts on only what carries its name (effectors it owns, records with its
+// EA-Owner, its orchestrations), others' things are refused with
+// [CodeForbidden]; a [RoleAdmin] sees everything. A token removed from the
+// file closes the connections that used it (4401).
+//
 // # Limits
 //
-// A bearer token ([Config.Token]) is required on any address beyond
-// loopback; browsers' origins are checked; frames above [Config.MaxFrame]
+// A users file or a token is required on any address beyond loopback;
+// browsers' origins are checked; frames above [Config.MaxFrame]
 // close the connection (1009); each connection has at most
 // [Config.MaxSubscriptions] subscriptions and a send buffer of
 // [Config.SendBuffer] bytes, and a client that does not read within

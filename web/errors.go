@@ -21,7 +21,8 @@ func invalidf(format string, args ...any) error {
 // ones (1001 going away when the gateway stops, 1009 for a frame over
 // [Config.MaxFrame], 1008 policy violation). The close reason says more.
 const (
-	// CloseUnauthorized: no token, a wrong token, or no auth frame in time.
+	// CloseUnauthorized: no token, a wrong token, no auth frame in time, or
+	// the token was revoked (removed from the users file).
 	CloseUnauthorized websocket.StatusCode = 4401
 	// CloseSlowReader: frames for the client waited longer than
 	// [Config.SlowReader] for room in its send buffer.
@@ -34,6 +35,7 @@ const (
 	CodeUnknownType     = "unknown_type" // a "type" the gateway does not know
 	CodeBadRequest      = "bad_request"  // a field is missing or invalid (kind, id, subject, record…)
 	CodeNotFound        = "not_found"    // no such effector, record or orchestration
+	CodeForbidden       = "forbidden"    // it exists, and belongs to another user
 	CodeTerminated      = "terminated"   // the effector is terminated
 	CodeExists          = "exists"       // create: the effector exists
 	CodeConflict        = "conflict"     // the record id is already used by another record

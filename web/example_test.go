@@ -118,3 +118,27 @@ func Example() {
 	// ack hello-1 stored at seq 1
 	// emitted echoed {"text":"hi"} caused by hello-1
 }
+
+// ExampleParseUsers builds a users file line for a token and looks the
+// token up: the file holds only the token's SHA-256.
+func ExampleParseUsers() {
+	const token = "0f6c1c0e5b0a4e8f9d3b2a1c7e6d5f4a" // use: openssl rand -hex 32
+	file := "# name role sha256\n" +
+		"alice user " + web.HashToken(token) + "\n" +
+		"ops admin " + web.HashToken("another-token-for-ops") + "\n"
+	users, err := web.ParseUsers([]byte(file))
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	id, ok := users.Lookup(token)
+	fmt.Println(id.Name, id.Role, ok, id.Admin())
+	_, ok = users.Lookup(web.HashToken(token)) // the hash is no token
+	fmt.Println(ok)
+	_, err = web.ParseUsers([]byte("alice user " + token + "\n"))
+	fmt.Println(err != nil)
+	// Output:
+	// alice user true false
+	// false
+	// true
+}

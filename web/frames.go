@@ -77,6 +77,10 @@ type OutRecord struct {
 	Priority string          `json:"priority,omitempty"`
 	// Time is the sender's time (EA-Time); empty: when the gateway got it.
 	Time *time.Time `json:"time,omitempty"`
+	// Owner is the record's EA-Owner. Leave it out: the gateway sets it to
+	// the connection's identity. Only an admin may name another owner (to
+	// act for a user, e.g. when replaying its dead letter).
+	Owner string `json:"owner,omitempty"`
 }
 
 // SendFrame is {"type":"send"}.
@@ -102,9 +106,10 @@ type SubscribeFrame struct {
 	// ID of an orchestration (orchestration; empty: all).
 	ID string `json:"id,omitempty"`
 	// From is the stream sequence (outbox, mailbox, dead) or revision
-	// (state, orchestration) to start at, inclusive. 0 or absent: from now
-	// (outbox, mailbox, dead) or the current values then changes (state,
-	// orchestration).
+	// (state, orchestration) to start at, inclusive. 0 is the same as
+	// absent: what is stored after the "subscribed" frame (outbox, mailbox,
+	// dead), or the current values then changes (state, orchestration).
+	// Sequences and revisions start at 1: from 1 is the whole history.
 	From uint64 `json:"from,omitempty"`
 	// Cursor resumes a records subscription (the cursor of the last
 	// records frame received); empty: from the beginning of the log.
@@ -196,10 +201,19 @@ type OrchestrationFrame struct {
 // WelcomeFrame is the first frame the gateway sends once the client is
 // authorized.
 type WelcomeFrame struct {
-	Type             string `json:"type"`
+	Type string `json:"type"`
+	// Req is the req of the auth frame it answers (absent after header
+	// authentication or on a gateway without authentication).
+	Req              string `json:"req,omitempty"`
 	Version          int    `json:"version"`
 	Prefix           string `json:"prefix"`
 	MaxFrame         int64  `json:"max_frame"`
 	MaxSubscriptions int    `json:"max_subscriptions"`
 	SendBuffer       int    `json:"send_buffer"`
+	// User is the identity the connection acts as (EA-Owner of what it
+	// sends, creates and starts); absent on a gateway without
+	// authentication. Role is "admin" (sees everything) or "user" (sees
+	// what carries its name).
+	User string `json:"user,omitempty"`
+	Role Role   `json:"role"`
 }

@@ -1,6 +1,7 @@
 package web
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -8,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/effectors/effectors/actor"
@@ -29,6 +31,7 @@ type Gateway struct {
 	orch    *supervisor.Client
 	metrics *metrics
 	handler http.Handler
+	users   atomic.Pointer[Users] // the users file as last read (nil: none)
 
 	base context.Context // parent of every session; cancelled by Close
 	stop context.CancelFunc
@@ -39,7 +42,7 @@ type Gateway struct {
 	ln       net.Listener
 	addr     net.Addr
 	ready    chan struct{}  // closed once Run listens
-	wg       sync.WaitGroup // one per session
+	wg       sync.WaitGroup // one per session, and the users file's reloader
 }
 
 // New returns a gateway on conn, which must be connected and provisioned.
@@ -68,10 +71,25 @@ func New(ctx context.Context, conn *bus.Conn, cfg Config) (*Gateway, error) {
 	if err != nil {
 		return nil, err
 	}
+	var usersData []byte
+	var users *Users
+	if cfg.UsersFile != "" {
+		if usersData, err = readUsersFile(cfg.UsersFile); err == nil {
+			users, err = ParseUsers(usersData)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("gateway: %w", err)
+		}
+	}
 	base, stop := context.WithCancel(context.WithoutCancel(ctx))
 	g := &Gateway{
 		cfg: cfg, conn: conn, names: conn.Names(), actors: actors, store: sc, orch: oc, metrics: m,
 		base: base, stop: stop, sessions: map[*session]struct{}{}, ready: make(chan struct{}),
+	}
+	g.users.Store(users)
+	if cfg.UsersFile != "" {
+		g.wg.Add(1)
+		go g.reloadUsers(usersData)
 	}
 	sub, err := fs.Sub(assets, "assets")
 	if err != nil {
@@ -180,4 +198,69 @@ func (g *Gateway) remove(s *session) {
 	delete(g.sessions, s)
 	g.mu.Unlock()
 	g.wg.Done()
+}
+
+// authOn reports whether connections must present a token.
+func (g *Gateway) authOn() bool { return g.cfg.Token != "" || g.cfg.UsersFile != "" }
+
+// reloadUsers reads the users file every UsersReload until the gateway
+// closes; when its content changed and parses, the new users take effect
+// and connections whose token is no longer there (or maps to another
+// identity) are closed with 4401. A file that cannot be read or parsed is
+// logged and the users as last read stay in force.
+func (g *Gateway) reloadUsers(last []byte) {
+	defer g.wg.Done()
+	t := time.NewTicker(g.cfg.UsersReload)
+	defer t.Stop()
+	failing := false
+	for {
+		select {
+		case <-g.base.Done():
+			return
+		case <-t.C:
+		}
+		data, err := readUsersFile(g.cfg.UsersFile)
+		if err == nil && bytes.Equal(data, last) {
+			failing = false
+			continue
+		}
+		var users *Users
+		if err == nil {
+			users, err = ParseUsers(data)
+		}
+		if err != nil {
+			if !failing {
+				g.cfg.Logger.Error("gateway: users file not reloaded; the users as last read stay in force", "file", g.cfg.UsersFile, "err", err)
+			}
+			failing = true
+			g.metrics.usersReloads.WithLabelValues("failed").Inc()
+			continue
+		}
+		failing = false
+		last = data
+		g.users.Store(users)
+		g.metrics.usersReloads.WithLabelValues("loaded").Inc()
+		g.cfg.Logger.Info("gateway: users file reloaded", "file", g.cfg.UsersFile, "tokens", users.Len())
+		g.revoke(users)
+	}
+}
+
+// revoke closes the connections authenticated by a users-file token that
+// users no longer maps to the same identity.
+func (g *Gateway) revoke(users *Users) {
+	g.mu.Lock()
+	var gone []*session
+	for s := range g.sessions {
+		c := s.cred.Load()
+		if c == nil || !c.fromFile {
+			continue
+		}
+		if id, ok := users.lookupHash(c.sum); !ok || id != c.id {
+			gone = append(gone, s)
+		}
+	}
+	g.mu.Unlock()
+	for _, s := range gone {
+		s.fail(CloseUnauthorized, "unauthorized: token revoked", "revoked")
+	}
 }

@@ -19,12 +19,16 @@ type (
 		Req      string          `json:"req"`
 		Effector string          `json:"effector"`
 		State    json.RawMessage `json:"state,omitempty"` // create only
+		// Owner (create only): an admin creates for this owner; a user may
+		// name only itself. Empty: the connection's identity.
+		Owner string `json:"owner,omitempty"`
 	}
 	effectorsRequest struct {
 		Type   string `json:"type"`
 		Req    string `json:"req"`
 		Kind   string `json:"kind"`
 		Status string `json:"status,omitempty"`
+		Owner  string `json:"owner,omitempty"`
 		Limit  int    `json:"limit,omitempty"`
 		Cursor string `json:"cursor,omitempty"`
 	}
@@ -44,6 +48,7 @@ type (
 		ID    string          `json:"id,omitempty"`
 		Name  string          `json:"name,omitempty"`
 		Input json.RawMessage `json:"input,omitempty"`
+		Owner string          `json:"owner,omitempty"` // orch.start only
 	}
 )
 
@@ -90,17 +95,32 @@ func (s *session) answer(ctx context.Context, h head, data []byte) (any, string,
 		if h.Type != TypeCreate && len(f.State) > 0 {
 			return nil, CodeBadRequest, fmt.Errorf("%s frame: \"state\" is for create only", h.Type)
 		}
+		if h.Type != TypeCreate && f.Owner != "" {
+			return nil, CodeBadRequest, fmt.Errorf("%s frame: \"owner\" is for create only", h.Type)
+		}
 		var doc actor.Document
 		switch h.Type {
 		case TypeState:
-			doc, err = g.actors.State(ctx, r)
+			var code string
+			if doc, code, err = s.ownEffector(ctx, r); err != nil {
+				return nil, code, err
+			}
 		case TypeCreate:
+			owner, code, err := s.ownerFor(f.Owner)
+			if err != nil {
+				return nil, code, err
+			}
 			var state any
 			if len(f.State) > 0 {
 				state = f.State
 			}
-			doc, err = g.actors.Create(ctx, r, state)
+			if doc, err = g.actors.CreateOwned(ctx, r, state, owner); err != nil {
+				return nil, "", err
+			}
 		default:
+			if _, code, err := s.ownEffector(ctx, r); err != nil {
+				return nil, code, err
+			}
 			doc, err = g.actors.Terminate(ctx, r)
 		}
 		if err != nil {
@@ -125,7 +145,11 @@ func (s *session) answer(ctx context.Context, h head, data []byte) (any, string,
 		if err := strict(&f); err != nil {
 			return nil, CodeBadRequest, err
 		}
-		page, err := g.store.Effectors(ctx, store.EffectorQuery{Kind: f.Kind, Status: actor.Status(f.Status), Limit: f.Limit, Cursor: f.Cursor})
+		owner, code, err := s.listOwner(f.Owner)
+		if err != nil {
+			return nil, code, err
+		}
+		page, err := g.store.Effectors(ctx, store.EffectorQuery{Kind: f.Kind, Status: actor.Status(f.Status), Owner: owner, Limit: f.Limit, Cursor: f.Cursor})
 		if err != nil {
 			return nil, "", err
 		}
@@ -143,6 +167,11 @@ func (s *session) answer(ctx context.Context, h head, data []byte) (any, string,
 		if err != nil {
 			return nil, "", err
 		}
+		owner, code, err := s.listOwner(q.Owner)
+		if err != nil {
+			return nil, code, err
+		}
+		q.Owner = owner
 		page, err := g.store.Query(ctx, q)
 		if err != nil {
 			return nil, "", err
@@ -164,6 +193,10 @@ func (s *session) answer(ctx context.Context, h head, data []byte) (any, string,
 		if err != nil {
 			return nil, "", err
 		}
+		if !s.sees(rec.Owner) {
+			code, err := s.forbid("record %s belongs to another user: %s sees only records with its EA-Owner", truncate(f.ID, 64), s.identity().Name)
+			return nil, code, err
+		}
 		return rec.JSON(), "", nil
 	case TypeOrchStart, TypeOrchStatus, TypeOrchInput, TypeOrchCancel:
 		var f orchRequest
@@ -175,6 +208,19 @@ func (s *session) answer(ctx context.Context, h head, data []byte) (any, string,
 		}
 		if h.Type == TypeOrchStart && f.ID != "" {
 			return nil, CodeBadRequest, errors.New("orch.start frame: \"id\" is chosen by the supervisor; leave it out")
+		}
+		if h.Type != TypeOrchStart && f.Owner != "" {
+			return nil, CodeBadRequest, fmt.Errorf("%s frame: \"owner\" is for orch.start only", h.Type)
+		}
+		owner := ""
+		if h.Type == TypeOrchStart {
+			o, code, err := s.ownerFor(f.Owner)
+			if err != nil {
+				return nil, code, err
+			}
+			owner = o
+		} else if code, err := s.ownOrchestration(ctx, f.ID); err != nil {
+			return nil, code, err
 		}
 		var input any // nil: none (orch.start's is optional)
 		if len(f.Input) > 0 {
@@ -188,7 +234,7 @@ func (s *session) answer(ctx context.Context, h head, data []byte) (any, string,
 				return nil, CodeBadRequest, errors.New("orch.start frame: missing \"name\" of the orchestration, e.g. \"demo\"")
 			}
 			var id string
-			if id, err = g.orch.Start(ctx, f.Name, input); err == nil {
+			if id, err = g.orch.StartOwned(ctx, f.Name, input, owner); err == nil {
 				result = map[string]string{"id": id}
 			}
 		case TypeOrchStatus:

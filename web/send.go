@@ -75,9 +75,15 @@ func (s *session) handleSend(h head, f SendFrame) {
 		refuse(CodeBadRequest, fmt.Sprintf("record: %v", err))
 		return
 	}
-	doc, err := s.g.actors.State(ctx, ref)
+	owner, code, err := s.ownerFor(in.Owner)
 	if err != nil {
-		refuse(codeOf(err), err.Error())
+		refuse(code, err.Error())
+		return
+	}
+	rec.Owner = owner
+	doc, code, err := s.ownEffector(ctx, ref)
+	if err != nil {
+		refuse(code, err.Error())
 		return
 	}
 	if doc.Status == actor.StatusTerminated {

@@ -3,7 +3,6 @@ package web
 import (
 	"bytes"
 	"context"
-	"crypto/subtle"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -36,6 +35,9 @@ type session struct {
 	closed   chan struct{} // closed once the close frame went out (or failed)
 
 	authorized bool // read and written by the handler's goroutine only
+	// cred is what the connection authenticated with (nil until then); the
+	// users file's reloader reads it to revoke.
+	cred atomic.Pointer[credential]
 
 	writing atomic.Int64 // when the write in progress started (unix ns), 0 when none
 
@@ -80,14 +82,16 @@ func (s *session) run(r *http.Request) {
 	go s.writer()
 
 	var authTimer *time.Timer // waits for the auth frame; stopped once it came
-	if cfg.Token == "" {
-		s.authorized = true
+	if !s.g.authOn() {
+		s.authorize(credential{id: Identity{Role: RoleAdmin}})
 	} else if h := r.Header.Get("Authorization"); h != "" {
 		tok, ok := strings.CutPrefix(h, "Bearer ")
-		if !ok || !tokenEqual(tok, cfg.Token) {
-			s.fail(CloseUnauthorized, "unauthorized: wrong bearer token", "unauthorized")
+		if !ok {
+			s.fail(CloseUnauthorized, "unauthorized: want the header Authorization: Bearer <token>", "unauthorized")
+		} else if c, reason, ok := s.g.authenticate(tok); !ok {
+			s.fail(CloseUnauthorized, reason, "unauthorized")
 		} else {
-			s.authorized = true
+			s.authorize(c)
 		}
 	} else {
 		authTimer = time.AfterFunc(cfg.AuthTimeout, func() {
@@ -96,7 +100,7 @@ func (s *session) run(r *http.Request) {
 		defer authTimer.Stop()
 	}
 	if s.authorized {
-		s.welcome()
+		s.welcome("")
 	}
 
 	// Reads are not tied to s.ctx: a failing session closes the WebSocket
@@ -236,16 +240,80 @@ func (s *session) errorFrame(h head, code, msg string) {
 	_ = s.send(TypeError, ErrorFrame{Type: TypeError, Req: h.Req, Sub: h.Sub, Code: code, Error: msg})
 }
 
-func (s *session) welcome() {
+// welcome sends the welcome frame, answering req (the auth frame's).
+func (s *session) welcome(req string) {
 	c := s.g.cfg
+	id := s.identity()
 	_ = s.send(TypeWelcome, WelcomeFrame{
-		Type: TypeWelcome, Version: ProtocolVersion, Prefix: s.g.names.Prefix(),
+		Type: TypeWelcome, Req: req, Version: ProtocolVersion, Prefix: s.g.names.Prefix(),
 		MaxFrame: c.MaxFrame, MaxSubscriptions: c.MaxSubscriptions, SendBuffer: c.SendBuffer,
+		User: id.Name, Role: id.Role,
 	})
 }
 
-func tokenEqual(got, want string) bool {
-	return subtle.ConstantTimeCompare([]byte(got), []byte(want)) == 1
+// authorize makes c the connection's credential. A users-file token is
+// checked again against the users as they are now: a reload that revoked it
+// between the check and this store either sees the credential or is seen
+// here.
+func (s *session) authorize(c credential) {
+	s.cred.Store(&c)
+	if c.fromFile {
+		if id, ok := s.g.users.Load().lookupHash(c.sum); !ok || id != c.id {
+			s.fail(CloseUnauthorized, "unauthorized: token revoked", "revoked")
+			return
+		}
+	}
+	s.authorized = true
+}
+
+// identity returns who the connection acts as (the zero Identity before it
+// is authorized).
+func (s *session) identity() Identity {
+	if c := s.cred.Load(); c != nil {
+		return c.id
+	}
+	return Identity{}
+}
+
+// reauth answers an auth frame on an authorized connection: the token is
+// checked again. A token that does not authenticate closes the connection
+// (4401), as it would have as the first frame; a token of another identity
+// is refused (a connection has one identity); the same identity's token, or
+// any frame on a gateway without authentication, is answered with
+// {"authorized": true, "user", "role"}.
+func (s *session) reauth(h head, data []byte) {
+	id := s.identity()
+	if s.g.authOn() {
+		var a struct{ Token string }
+		if err := json.Unmarshal(data, &a); err != nil {
+			s.errorFrame(h, CodeBadRequest, fmt.Sprintf("auth frame: %v", err))
+			return
+		}
+		c, reason, ok := s.g.authenticate(a.Token)
+		if !ok {
+			s.fail(CloseUnauthorized, reason, "unauthorized")
+			return
+		}
+		if c.id != id {
+			s.errorFrame(h, CodeBadRequest, fmt.Sprintf("auth frame: this connection is authorized as %s already; open another connection to act as %s", describe(id), describe(c.id)))
+			return
+		}
+	}
+	_ = s.send(TypeResult, resultFrame{Type: TypeResult, Req: h.Req, Result: authResult{Authorized: true, User: id.Name, Role: id.Role}})
+}
+
+// authResult answers an auth frame on an authorized connection.
+type authResult struct {
+	Authorized bool   `json:"authorized"`
+	User       string `json:"user,omitempty"`
+	Role       Role   `json:"role"`
+}
+
+func describe(id Identity) string {
+	if id.Name == "" {
+		return string(id.Role)
+	}
+	return fmt.Sprintf("%s (%s)", id.Name, id.Role)
 }
 
 // maxName bounds req and sub names.
@@ -263,6 +331,10 @@ func (s *session) handle(data []byte) {
 		return
 	}
 	if len(h.Req) > maxName || len(h.Sub) > maxName {
+		if !s.authorized {
+			s.fail(CloseUnauthorized, "unauthorized: the first frame must be {\"type\":\"auth\",\"token\":\"…\"}", "unauthorized")
+			return
+		}
 		s.errorFrame(head{}, CodeBadRequest, fmt.Sprintf("req and sub are at most %d bytes", maxName))
 		return
 	}
@@ -274,18 +346,25 @@ func (s *session) handle(data []byte) {
 		var a struct {
 			Type, Req, Token string
 		}
-		if err := json.Unmarshal(data, &a); err != nil || !tokenEqual(a.Token, s.g.cfg.Token) {
-			s.fail(CloseUnauthorized, "unauthorized: wrong token", "unauthorized")
+		if err := json.Unmarshal(data, &a); err != nil {
+			s.fail(CloseUnauthorized, "unauthorized: the first frame must be {\"type\":\"auth\",\"token\":\"…\"}", "unauthorized")
 			return
 		}
-		s.authorized = true
-		s.welcome()
+		c, reason, ok := s.g.authenticate(a.Token)
+		if !ok {
+			s.fail(CloseUnauthorized, reason, "unauthorized")
+			return
+		}
+		s.authorize(c)
+		if s.authorized {
+			s.welcome(h.Req)
+		}
 		return
 	}
 	s.g.metrics.frames.WithLabelValues("in", frameLabel(h.Type)).Inc()
 	switch h.Type {
 	case TypeAuth:
-		_ = s.send(TypeResult, resultFrame{Type: TypeResult, Req: h.Req, Result: map[string]bool{"authorized": true}})
+		s.reauth(h, data)
 	case TypePing:
 		_ = s.send(TypePong, head{Type: TypePong, Req: h.Req})
 	case TypeSend:

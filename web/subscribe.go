@@ -23,27 +23,54 @@ type emit func(typ string, v any) error
 // topicRun runs one subscription until ctx ends (nil) or it fails.
 type topicRun func(ctx context.Context, out emit) error
 
+// topicCheck is the part of a subscription's validation that asks NATS
+// (who owns the effector or orchestration, whether a cursor is good); it
+// returns an error frame's code and error.
+type topicCheck func(ctx context.Context) (string, error)
+
 // subscribe starts a subscription after validating it, answering
-// "subscribed" (or an error frame).
+// "subscribed" (or an error frame). Errors come in this order, the first
+// that applies winning: the frame (bad_request), the name
+// (duplicate_subscription), the cap (too_many_subscriptions), then what
+// needs a look-up: ownership (forbidden, not_found) and a records cursor
+// (bad_request).
 func (s *session) subscribe(h head, f SubscribeFrame) {
 	if f.Sub == "" {
 		s.errorFrame(h, CodeBadRequest, "subscribe frame: missing \"sub\": name the subscription (unsubscribe and its frames use the name)")
 		return
 	}
-	run, err := s.topic(f)
+	run, check, err := s.topic(f)
 	if err != nil {
 		s.errorFrame(h, CodeBadRequest, err.Error())
 		return
 	}
 	s.mu.Lock()
-	if _, dup := s.subs[f.Sub]; dup {
-		s.mu.Unlock()
+	_, dup := s.subs[f.Sub]
+	full := len(s.subs) >= s.g.cfg.MaxSubscriptions
+	s.mu.Unlock()
+	switch {
+	case dup:
 		s.errorFrame(h, CodeDuplicateSub, fmt.Sprintf("subscription %q exists: unsubscribe it first or use another name", f.Sub))
 		return
-	}
-	if len(s.subs) >= s.g.cfg.MaxSubscriptions {
-		s.mu.Unlock()
+	case full:
 		s.errorFrame(h, CodeTooManySubs, fmt.Sprintf("at most %d subscriptions per connection: unsubscribe one first", s.g.cfg.MaxSubscriptions))
+		return
+	}
+	if check != nil {
+		cctx, cancel := context.WithTimeout(s.ctx, s.g.cfg.RequestTimeout)
+		code, err := check(cctx)
+		cancel()
+		if err != nil {
+			s.errorFrame(h, code, err.Error())
+			return
+		}
+	}
+	// Frames are handled one at a time by the handler's goroutine, and a
+	// subscription that ends on its own only removes itself: the name is
+	// still free and the count no higher than checked above.
+	s.mu.Lock()
+	if s.subs == nil {
+		s.mu.Unlock()
 		return
 	}
 	ctx, cancel := context.WithCancel(s.ctx)
@@ -104,21 +131,32 @@ func (s *session) unsubscribe(h head) {
 	_ = s.send(TypeUnsubscribed, unsubscribedFrame{Type: TypeUnsubscribed, Req: h.Req, Sub: h.Sub})
 }
 
-// topic validates f and returns what runs it.
-func (s *session) topic(f SubscribeFrame) (topicRun, error) {
+// topic validates f and returns what runs it, and what checks it needing
+// a look-up (nil: none).
+func (s *session) topic(f SubscribeFrame) (topicRun, topicCheck, error) {
 	g := s.g
 	n := g.names
 	var ref records.Ref
 	if f.Effector != "" {
 		r, err := records.ParseRef(f.Effector)
 		if err != nil {
-			return nil, fmt.Errorf("effector: %w (want \"<kind>/<id>\")", err)
+			return nil, nil, fmt.Errorf("effector: %w (want \"<kind>/<id>\")", err)
 		}
 		ref = r
 	}
 	if f.Kind != "" {
 		if err := records.ValidateKind(f.Kind); err != nil {
-			return nil, fmt.Errorf("kind: %w", err)
+			return nil, nil, fmt.Errorf("kind: %w", err)
+		}
+	}
+	// A user's subscriptions show only what carries its name; one of an
+	// effector's needs the effector to be its own.
+	id := s.identity()
+	var ownEffector topicCheck
+	if !ref.IsZero() && !id.Admin() {
+		ownEffector = func(ctx context.Context) (string, error) {
+			_, code, err := s.ownEffector(ctx, ref)
+			return code, err
 		}
 	}
 	only := func(allowed ...string) error {
@@ -139,73 +177,145 @@ func (s *session) topic(f SubscribeFrame) (topicRun, error) {
 	case TopicOutbox, TopicMailbox:
 		if f.Topic == TopicMailbox {
 			if err := only("effector", "from"); err != nil {
-				return nil, err
+				return nil, nil, err
 			}
 			if ref.IsZero() {
-				return nil, errors.New("topic mailbox needs \"effector\": \"<kind>/<id>\"")
+				return nil, nil, errors.New("topic mailbox needs \"effector\": \"<kind>/<id>\"")
 			}
-			return s.follow(sub, n.MailboxStream(), n.StoredMailbox(ref), f.From, store.BoxMailbox), nil
+			from := s.startAt(n.MailboxStream(), f.From)
+			return s.follow(sub, n.MailboxStream(), n.StoredMailbox(ref), &from.seq, store.BoxMailbox), chain(ownEffector, from.resolve), nil
 		}
 		if err := only("effector", "kind", "from"); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
+		from := s.startAt(n.OutboxStream(), f.From)
 		switch {
 		case !ref.IsZero() && f.Kind != "":
-			return nil, errors.New("topic outbox: give \"effector\" or \"kind\", not both")
+			return nil, nil, errors.New("topic outbox: give \"effector\" or \"kind\", not both")
 		case !ref.IsZero():
-			return s.follow(sub, n.OutboxStream(), n.Outbox(ref), f.From, store.BoxOutbox), nil
+			return s.follow(sub, n.OutboxStream(), n.Outbox(ref), &from.seq, store.BoxOutbox), chain(ownEffector, from.resolve), nil
 		case f.Kind != "":
-			return s.follow(sub, n.OutboxStream(), n.KindOutboxes(f.Kind), f.From, store.BoxOutbox), nil
+			return s.follow(sub, n.OutboxStream(), n.KindOutboxes(f.Kind), &from.seq, store.BoxOutbox), from.resolve, nil
 		}
-		return nil, errors.New("topic outbox needs \"effector\": \"<kind>/<id>\" or \"kind\"")
+		return nil, nil, errors.New("topic outbox needs \"effector\": \"<kind>/<id>\" or \"kind\"")
 	case TopicDead:
 		if err := only("effector", "from"); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		filter := ""
 		if !ref.IsZero() {
 			filter = n.Dead(ref)
 		}
-		return s.followDead(sub, filter, f.From), nil
+		from := s.startAt(n.DeadStream(), f.From)
+		return s.followDead(sub, filter, &from.seq), chain(ownEffector, from.resolve), nil
 	case TopicState:
 		if err := only("effector", "kind", "from"); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		o := store.WatchOptions{Kind: f.Kind, From: f.From}
 		switch {
 		case !ref.IsZero() && f.Kind != "":
-			return nil, errors.New("topic state: give \"effector\" or \"kind\", not both")
+			return nil, nil, errors.New("topic state: give \"effector\" or \"kind\", not both")
 		case !ref.IsZero():
 			o.Kind, o.ID = ref.Kind, ref.ID
 		case f.Kind == "":
-			return nil, errors.New("topic state needs \"effector\": \"<kind>/<id>\" or \"kind\"")
+			return nil, nil, errors.New("topic state needs \"effector\": \"<kind>/<id>\" or \"kind\"")
 		}
-		return s.watchState(sub, o), nil
+		return s.watchState(sub, o), ownEffector, nil
 	case TopicRecords:
 		if err := only("effector", "process", "cursor"); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		q := store.Query{Effector: ref, Process: f.Process, Cursor: f.Cursor, Limit: 100}
 		if ref.IsZero() == (f.Process == "") {
-			return nil, errors.New("topic records needs \"effector\": \"<kind>/<id>\" or \"process\" (one of them)")
+			return nil, nil, errors.New("topic records needs \"effector\": \"<kind>/<id>\" or \"process\" (one of them)")
 		}
-		return s.pollRecords(sub, q), nil
+		if !id.Admin() {
+			q.Owner = id.Name // the owner index
+		}
+		check := func(ctx context.Context) (string, error) {
+			if ownEffector != nil {
+				if code, err := ownEffector(ctx); err != nil {
+					return code, err
+				}
+			}
+			return s.checkCursor(ctx, q)
+		}
+		return s.pollRecords(sub, q), check, nil
 	case TopicOrchestration:
 		if err := only("id", "from"); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		key := "*"
+		var check topicCheck
 		if f.ID != "" {
 			if err := records.ValidateID(f.ID); err != nil {
-				return nil, fmt.Errorf("id: %w", err)
+				return nil, nil, fmt.Errorf("id: %w", err)
 			}
 			key = f.ID
+			check = func(ctx context.Context) (string, error) { return s.ownOrchestration(ctx, f.ID) }
 		}
-		return s.watchOrch(sub, key, f.From), nil
+		return s.watchOrch(sub, key, f.From), check, nil
 	case "":
-		return nil, errors.New("subscribe frame: missing \"topic\": outbox, mailbox, state, records, dead or orchestration")
+		return nil, nil, errors.New("subscribe frame: missing \"topic\": outbox, mailbox, state, records, dead or orchestration")
 	}
-	return nil, fmt.Errorf("unknown topic %q: outbox, mailbox, state, records, dead or orchestration", truncate(f.Topic, 64))
+	return nil, nil, fmt.Errorf("unknown topic %q: outbox, mailbox, state, records, dead or orchestration", truncate(f.Topic, 64))
+}
+
+// chain runs checks in order, the first failure winning (nil ones are
+// skipped).
+func chain(checks ...topicCheck) topicCheck {
+	return func(ctx context.Context) (string, error) {
+		for _, c := range checks {
+			if c == nil {
+				continue
+			}
+			if code, err := c(ctx); err != nil {
+				return code, err
+			}
+		}
+		return "", nil
+	}
+}
+
+// start is where a stream subscription starts: seq, or "now" (0), which
+// resolve turns into the stream's last sequence + 1 before "subscribed" is
+// sent, so that everything stored after that frame is delivered.
+type start struct {
+	s   *session
+	seq uint64
+	// stream to ask for its last sequence.
+	stream string
+}
+
+func (s *session) startAt(stream string, from uint64) *start {
+	return &start{s: s, seq: from, stream: stream}
+}
+
+func (st *start) resolve(ctx context.Context) (string, error) {
+	if st.seq != 0 {
+		return "", nil
+	}
+	str, err := st.s.g.conn.JS.Stream(ctx, st.stream)
+	if err != nil {
+		return CodeUnavailable, fmt.Errorf("stream %s: %w", st.stream, err)
+	}
+	st.seq = str.CachedInfo().State.LastSeq + 1
+	return "", nil
+}
+
+// checkCursor refuses a records subscription whose cursor the store does
+// not take (bad_request), by asking for its first page; any other failure
+// is left to the subscription, which retries.
+func (s *session) checkCursor(ctx context.Context, q store.Query) (string, error) {
+	if q.Cursor == "" {
+		return "", nil
+	}
+	q.Limit = 1
+	if _, err := s.g.store.Query(ctx, q); err != nil && (errors.Is(err, store.ErrBadCursor) || errors.Is(err, store.ErrInvalid)) {
+		return CodeBadRequest, fmt.Errorf("cursor: %w (resume with the cursor of the last records frame of the same subscription)", err)
+	}
+	return "", nil
 }
 
 // consume runs an ordered consumer on stream (filtered on filter, all of
@@ -269,19 +379,25 @@ func (g *Gateway) recordJSON(msg jetstream.Msg, box store.Box) (store.RecordJSON
 	return r.JSON(), seq
 }
 
-func (s *session) follow(sub, stream, filter string, from uint64, box store.Box) topicRun {
+func (s *session) follow(sub, stream, filter string, from *uint64, box store.Box) topicRun {
 	return func(ctx context.Context, out emit) error {
-		return s.g.consume(ctx, stream, filter, from, func(msg jetstream.Msg) error {
+		return s.g.consume(ctx, stream, filter, *from, func(msg jetstream.Msg) error {
+			if !s.sees(msg.Headers().Get(records.HeaderOwner)) {
+				return nil
+			}
 			rec, seq := s.g.recordJSON(msg, box)
 			return out(TypeRecord, RecordFrame{Type: TypeRecord, Sub: sub, Seq: seq, Record: rec})
 		})
 	}
 }
 
-func (s *session) followDead(sub, filter string, from uint64) topicRun {
+func (s *session) followDead(sub, filter string, from *uint64) topicRun {
 	return func(ctx context.Context, out emit) error {
-		return s.g.consume(ctx, s.g.names.DeadStream(), filter, from, func(msg jetstream.Msg) error {
+		return s.g.consume(ctx, s.g.names.DeadStream(), filter, *from, func(msg jetstream.Msg) error {
 			h := msg.Headers()
+			if !s.sees(h.Get(records.HeaderOwner)) {
+				return nil // another user's record (or one whose EA-Owner did not fit in the dead letter)
+			}
 			f := DeadFrame{
 				Type: TypeDead, Sub: sub, Reason: h.Get(records.HeaderDeadReason), Error: h.Get(records.HeaderError),
 				MailboxStream: h.Get(records.HeaderStream), Truncated: h.Get(records.HeaderTruncated),
@@ -330,6 +446,9 @@ func (s *session) watchState(sub string, o store.WatchOptions) topicRun {
 		}
 		defer w.Stop()
 		for ev := range w.Events() {
+			if !s.sees(ev.Document.Owner) && (o.ID == "" || !ev.Deleted) {
+				continue // another user's effector (of a kind watch)
+			}
 			f := StateFrame{Type: TypeState, Sub: sub, Revision: ev.Revision, Effector: ev.Effector.String(), Deleted: ev.Deleted}
 			if !ev.Deleted {
 				doc, err := json.Marshal(ev.Document)
@@ -434,11 +553,17 @@ func (s *session) watchOrch(sub, key string, from uint64) topicRun {
 			}
 			f := OrchestrationFrame{Type: TypeOrchestration, Sub: sub, Revision: e.Revision(), ID: e.Key()}
 			if e.Operation() != jetstream.KeyValuePut {
+				if key == "*" && !s.identity().Admin() {
+					continue // whose it was is gone with it
+				}
 				f.Deleted = true
 			} else {
 				o, err := supervisor.DecodeOrchestration(e.Value())
 				if err != nil {
 					s.log.Debug("gateway: not an orchestration record", "key", e.Key(), "err", err)
+					continue
+				}
+				if !s.sees(o.Owner) {
 					continue
 				}
 				f.Orchestration = &o

@@ -13,7 +13,8 @@
 // variable. Run ea-supervisor -h for the list. Metrics, /healthz and /readyz
 // are served on --metrics (default 127.0.0.1:9465); the WebSocket gateway and
 // the live record view (package web) on --gateway (default 127.0.0.1:9466,
-// beyond loopback only with --gateway-token-file or EA_GATEWAY_TOKEN).
+// beyond loopback only with --gateway-users, --gateway-token-file or
+// EA_GATEWAY_TOKEN).
 //
 // SIGINT or SIGTERM stops it gracefully; a second one kills it at once.
 // Orchestrations live in KV, not in the process: stopping or killing it

@@ -27,6 +27,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"go.uber.org/goleak"
+	"golang.org/x/crypto/bcrypt"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -220,7 +221,7 @@ func stack(t *testing.T, url string, extra ...nats.Option) {
 
 // TestRoles starts a server with roles.conf and, as each user, shows each
 // allowed action working and each denied one refused, including every
-// attack of issue 9.
+// attack the roles guard against.
 func TestRoles(t *testing.T) {
 	srv := rolesServer(t, "roles.conf")
 	url := srv.ClientURL()
@@ -229,6 +230,36 @@ func TestRoles(t *testing.T) {
 	deniedClient(t, url)
 	deniedNodeAndSupervisor(t, url)
 	admin(t, url)
+}
+
+// TestRolesBcrypt gives the server bcrypt hashes of the passwords instead
+// of the passwords (no plaintext password in its environment): every user
+// connects with its password, and the hash itself is no password.
+func TestRolesBcrypt(t *testing.T) {
+	for user, pw := range passwords {
+		hash, err := bcrypt.GenerateFromPassword([]byte(pw), bcrypt.MinCost)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Setenv("EA_"+strings.ToUpper(user)+"_PASSWORD", string(hash))
+	}
+	srv, err := bus.StartServer(bus.ServerConfig{Listen: "127.0.0.1:0", StoreDir: t.TempDir(), ConfigFile: "roles.conf", Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Shutdown()
+	for user, pw := range passwords {
+		nc, err := nats.Connect(srv.ClientURL(), nats.UserInfo(user, pw))
+		if err != nil {
+			t.Fatalf("%s with its password: %v", user, err)
+		}
+		nc.Close()
+		hash := os.Getenv("EA_" + strings.ToUpper(user) + "_PASSWORD")
+		if nc, err := nats.Connect(srv.ClientURL(), nats.UserInfo(user, hash), nats.NoReconnect()); err == nil {
+			nc.Close()
+			t.Fatalf("%s connected with the hash as its password", user)
+		}
+	}
 }
 
 // allowedClient: as client, create an effector, send it records, read its
@@ -326,7 +357,7 @@ func allowedClient(t *testing.T, url string, extra ...nats.Option) {
 	})
 }
 
-// deniedClient: every attack of issue 9 as client, refused by the server
+// deniedClient: every attack the roles guard against, as client, refused by the server
 // or, for what the roles cannot refuse, harmless.
 func deniedClient(t *testing.T, url string, extra ...nats.Option) {
 	t.Helper()
