@@ -63,7 +63,7 @@ import (
 // consumers by name), costs a create and a delete per takeover and loses
 // the acknowledgements above the ack floor; short expiries alone bound a
 // frozen reader but not a resumed one, which reads again, unfenced, until
-// it sees its lease gone. See issue 18, finding 2.
+// it sees its lease gone.
 
 // readerGroup is the priority group every reader of a partition (or of an
 // effector's own consumer) pulls in.

@@ -76,8 +76,8 @@
 // add-node, kill-supervisor. The long form (TORTURE=long, make torture: 3
 // nodes, 500 counters, 3 rounds of every fault, and the cluster run) adds
 // term-node, kill-node, stop-node, cut-node and restart-nats, which the
-// runtime does not survive within the allowance every time yet (issue 18;
-// see BENCHMARKS.md): it fails, naming the effectors that waited.
+// runtime does not survive within the allowance every time yet (see
+// BENCHMARKS.md): it fails, naming the effectors that waited.
 // TORTURE_FAULTS (a comma-separated list of the names above) runs only the
 // faults given, TORTURE_ROUNDS and TORTURE_COUNTERS size the long form, and
 // TORTURE_REPORT=file appends the recovery table to file.
