@@ -21,6 +21,11 @@ var ErrAuth = errors.New("bus: nats refused the credentials")
 // at once instead of retrying until its timeout.
 var ErrTLS = errors.New("bus: nats TLS handshake failed")
 
+// ErrServerVersion: the NATS server is older than the runtime needs
+// ([MinServerVersion]): provisioning refuses it rather than leave nodes that
+// never become ready.
+var ErrServerVersion = errors.New("bus: nats-server too old")
+
 // ErrConnLost: NATS closed the connection for good while the runtime had not
 // asked it to. nats.go does not reconnect after that: the server answered an
 // error it treats as final (for instance "maximum control line exceeded"),

@@ -20,6 +20,9 @@ import (
 // stream (see [Config.Replicas], [Config.Partitions]): call Provision before
 // using the connection's names and configuration, as the binaries do.
 func (c *Conn) Provision(ctx context.Context) error {
+	if err := checkServerVersion(c.NC.ConnectedServerVersion()); err != nil {
+		return err
+	}
 	c.adopt(ctx)
 	n, cfg := c.names, c.cfg
 	if err := c.checkLegacy(ctx); err != nil {
