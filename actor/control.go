@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/effectors/effectors/bus"
 	"github.com/effectors/effectors/internal/service"
 	"github.com/effectors/effectors/kv"
 	"github.com/effectors/effectors/records"
@@ -108,6 +109,7 @@ const MaxControlRequest = 512 << 10
 // public request for a kind this node does not host is forwarded to the
 // internal subject; no responder there means no node hosts the kind (503).
 type control struct {
+	conn   *bus.Conn
 	svc    micro.Service
 	subs   []*nats.Subscription
 	strays []jetstream.ConsumeContext // see stray.go
@@ -120,8 +122,15 @@ func (c *control) stop() {
 	if c.svc != nil {
 		_ = c.svc.Stop()
 	}
+	// Draining waits for the pull requests in flight to end: pointless
+	// while NATS is out of reach, where it only held a stopping node up.
+	drain := c.conn.State() == bus.StateConnected
 	for _, cc := range c.strays {
-		cc.Drain()
+		if drain {
+			cc.Drain()
+		} else {
+			cc.Stop()
+		}
 	}
 	for _, cc := range c.strays {
 		<-cc.Closed()
@@ -136,7 +145,7 @@ var (
 )
 
 func (n *Node) serveControl() (*control, error) {
-	c := &control{}
+	c := &control{conn: n.conn}
 	ctx, cancel := context.WithTimeout(n.runCtx, 30*time.Second)
 	defer cancel()
 	for _, kind := range n.Kinds() {

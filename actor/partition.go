@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/effectors/effectors/bus"
 	"github.com/effectors/effectors/records"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -332,6 +333,11 @@ func (p *partition) passivate(now time.Time, idle time.Duration) {
 // finish (up to grace) and the records held stay unacknowledged for the next
 // reader.
 func (p *partition) stop(grace time.Duration) {
+	if p.node.conn.State() != bus.StateConnected {
+		// Records in hand cannot finish without NATS: waiting for them
+		// would only hold the caller up (their next reader gets them again).
+		grace = 0
+	}
 	p.halt()
 	p.mu.Lock()
 	cc := p.cc

@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/effectors/effectors/bus"
 	"github.com/effectors/effectors/internal/codec"
 	"github.com/effectors/effectors/kv"
 	"github.com/nats-io/nats.go/jetstream"
@@ -195,6 +196,9 @@ func (p *placement) leave(ctx context.Context) {
 	all := p.reading
 	p.reading = map[slot]*partition{}
 	p.readMu.Unlock()
+	if st := p.n.conn.State(); st != bus.StateConnected {
+		p.n.log.Warn("stopping while NATS is out of reach: records in hand are left for the next reader", "connection", st)
+	}
 	var wg sync.WaitGroup
 	for s, part := range all {
 		wg.Go(func() {
