@@ -197,7 +197,13 @@ func (p *placement) leave(ctx context.Context) {
 	p.reading = map[slot]*partition{}
 	p.readMu.Unlock()
 	if st := p.n.conn.State(); st != bus.StateConnected {
-		p.n.log.Warn("stopping while NATS is out of reach: records in hand are left for the next reader", "connection", st)
+		// Nothing can be freed either: the others take the leases once the
+		// heartbeat's TTL runs out.
+		p.n.log.Warn("stopping while NATS is out of reach: records in hand are left for the next reader, the leases to expire", "connection", st)
+		for _, part := range all {
+			part.stop(0)
+		}
+		return
 	}
 	var wg sync.WaitGroup
 	for s, part := range all {
