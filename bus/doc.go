@@ -27,6 +27,8 @@
 //	ea.orch.<op>          orchestration endpoints ("ea-orch" micro service)
 //	ea.store.<op>, ea.idx.… the record store's endpoints and indexes
 //	ea.pipe.<name>        pipelines ("ea_pipelines" micro service)
+//	ea.logic.<kind>       requests to the workers of a remote kind (queue
+//	                      group; see package remote)
 //	ea_place              KV bucket of placement: node.<id>, part.<kind>.<p>
 //
 // Every name the runtime puts on the wire is built by a method of [Names];
