@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"maps"
 	"slices"
 	"strconv"
 	"sync"
@@ -20,10 +21,13 @@ import (
 // every Heartbeat) and watches the others; a node not heard from for
 // HeartbeatTTL is dead. Mailboxes are split into a fixed number of
 // partitions per kind (<prefix>.mbox.<partition>.<kind>.*, see
-// bus.Names.Partition); the owner of partition n of kind k is the live node
-// hosting k with the highest rendezvous score hash(node, k/n), so every node
-// computes the same owner from the same membership, with no coordinator, and
-// a node joining or leaving moves only its own share.
+// bus.Names.Partition); the owners of the partitions of kind k are chosen
+// among the live nodes hosting k by bounded-load rendezvous hashing (see
+// spread.go): every node holds at most ceil(P/N) partitions of a kind, every
+// node computes the same owners from the same membership, with no
+// coordinator, and a node joining or leaving moves little more than its own
+// share. A node whose connection is gone is dead at once, without waiting
+// for the TTL (see failover.go).
 //
 // A lease part.<kind>.<n> in the bucket names the node that reads a
 // partition. Leases are the truth; ownership only decides who takes them:
@@ -60,6 +64,10 @@ type memberDoc struct {
 	Kinds   []string  `json:"kinds"`
 	Started time.Time `json:"started"`
 	Beat    time.Time `json:"beat"`
+	// Spread names the rule by which the node places partitions
+	// (spreadBounded); empty for nodes of older versions, which use plain
+	// rendezvous hashing.
+	Spread string `json:"spread,omitempty"`
 }
 
 type leaseDoc struct {
@@ -99,6 +107,7 @@ type placement struct {
 	members map[string]*member
 	live    []string            // sorted ids of live nodes
 	hosts   map[string][]string // kind → live nodes hosting it
+	plain   map[string]bool     // kinds a live node places by plain rendezvous (an older version)
 	leases  map[slot]lease
 
 	kick chan struct{} // something changed: reconcile now
@@ -115,6 +124,7 @@ func newPlacement(n *Node, bucket jetstream.KeyValue) *placement {
 		beat: o.Heartbeat, ttl: o.HeartbeatTTL, idle: o.IdleTimeout,
 		members: map[string]*member{},
 		hosts:   map[string][]string{},
+		plain:   map[string]bool{},
 		leases:  map[slot]lease{},
 		kick:    make(chan struct{}, 1),
 		reading: map[slot]*partition{},
@@ -138,19 +148,25 @@ func score(node string, s slot) uint64 {
 	return x
 }
 
-func (p *placement) ownerOf(hosts []string, s slot) string {
+// owners returns the owner of each partition of kind among hosts, the live
+// nodes hosting it: by bounded-load rendezvous (see spread.go), or by plain
+// rendezvous while one of them does not know the former (plain).
+func (p *placement) owners(kind string, hosts []string, plain bool) []string {
+	parts := p.n.names.Partitions()
+	var owners []string
+	if plain {
+		owners = rendezvous(hosts, kind, parts)
+	} else {
+		owners = spread(hosts, kind, parts)
+	}
 	if p.n.ownerHook != nil {
-		if o, ok := p.n.ownerHook(s.kind, s.num); ok {
-			return o
+		for num := range owners {
+			if o, ok := p.n.ownerHook(kind, num); ok {
+				owners[num] = o
+			}
 		}
 	}
-	best, bestScore := "", uint64(0)
-	for _, h := range hosts {
-		if sc := score(h, s); best == "" || sc > bestScore {
-			best, bestScore = h, sc
-		}
-	}
-	return best
+	return owners
 }
 
 // start announces the node, loads membership and leases, and starts the
@@ -158,7 +174,7 @@ func (p *placement) ownerOf(hosts []string, s slot) string {
 // owns are opened by the time it returns.
 func (p *placement) start(ctx context.Context, wg *sync.WaitGroup) error {
 	now := time.Now().UTC()
-	me := memberDoc{ID: p.id, Kinds: p.kinds, Started: now, Beat: now}
+	me := memberDoc{ID: p.id, Kinds: p.kinds, Started: now, Beat: now, Spread: spreadBounded}
 	if err := p.putMember(ctx, me); err != nil {
 		return err
 	}
@@ -359,6 +375,7 @@ func (p *placement) refresh(now time.Time) {
 	}
 	var live []string
 	hosts := map[string][]string{}
+	plain := map[string]bool{}
 	for id, m := range p.members {
 		if id != p.id && now.Sub(m.seen) >= p.ttl && !(blind && slices.Contains(p.live, id)) {
 			continue
@@ -366,6 +383,9 @@ func (p *placement) refresh(now time.Time) {
 		live = append(live, id)
 		for _, k := range m.doc.Kinds {
 			hosts[k] = append(hosts[k], id)
+			if m.doc.Spread != spreadBounded {
+				plain[k] = true
+			}
 		}
 	}
 	if !slices.Contains(live, p.id) { // our own key may lag or be gone while stopping
@@ -375,10 +395,10 @@ func (p *placement) refresh(now time.Time) {
 		}
 	}
 	slices.Sort(live)
-	changed := !slices.Equal(live, p.live)
+	changed := !slices.Equal(live, p.live) || !maps.Equal(plain, p.plain)
 	if changed {
 		p.n.log.Info("membership changed", "live", live, "was", p.live)
-		p.live, p.hosts = live, hosts
+		p.live, p.hosts, p.plain = live, hosts, plain
 	}
 	p.mu.Unlock()
 	p.n.metrics.nodes.Set(float64(len(live)))
@@ -416,10 +436,8 @@ const (
 // say, and opens and closes partitions accordingly, ClaimWorkers at a time.
 func (p *placement) reconcile(ctx context.Context) {
 	p.mu.Lock()
-	hosts := make(map[string][]string, len(p.hosts))
-	for k, v := range p.hosts {
-		hosts[k] = v
-	}
+	hosts := maps.Clone(p.hosts)
+	plain := maps.Clone(p.plain)
 	live := slices.Clone(p.live)
 	leases := make(map[slot]lease, len(p.leases))
 	for s, l := range p.leases {
@@ -435,11 +453,9 @@ func (p *placement) reconcile(ctx context.Context) {
 
 	todo := map[slot]action{}
 	owners := map[slot]string{}
-	parts := p.n.names.Partitions()
 	for _, kind := range p.kinds {
-		for num := range parts {
+		for num, owner := range p.owners(kind, hosts[kind], plain[kind]) {
 			s := slot{kind, num}
-			owner := p.ownerOf(hosts[kind], s)
 			owners[s] = owner
 			mine := owner == p.id
 			l, leased := leases[s]
