@@ -52,6 +52,7 @@ type metrics struct {
 	handovers    *prometheus.CounterVec
 	overflows    *prometheus.CounterVec
 	nodes        prometheus.Gauge
+	departures   *prometheus.CounterVec
 	node         *Node
 }
 
@@ -112,12 +113,16 @@ func newMetrics(reg prometheus.Registerer, n *Node) (*metrics, error) {
 			Name: "ea_nodes_live",
 			Help: "Nodes this node sees alive (its own heartbeat included).",
 		}),
+		departures: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "ea_node_departures_total",
+			Help: "Other nodes this node saw leave the live set, by how: closed (their connection was gone), expired (no heartbeat for the TTL), left (they said goodbye).",
+		}, []string{"how"}),
 		node: n,
 	}
 	if reg == nil {
 		return m, nil
 	}
-	for _, c := range []prometheus.Collector{m.processed, m.duration, m.redelivers, m.dead, m.conflicts, m.retries, m.active, m.activations, m.passivations, m.handovers, m.overflows, m.nodes, m} {
+	for _, c := range []prometheus.Collector{m.processed, m.duration, m.redelivers, m.dead, m.conflicts, m.retries, m.active, m.activations, m.passivations, m.handovers, m.overflows, m.nodes, m.departures, m} {
 		if err := reg.Register(c); err != nil {
 			var are prometheus.AlreadyRegisteredError
 			if errors.As(err, &are) {

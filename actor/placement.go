@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/effectors/effectors/internal/codec"
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -64,6 +65,10 @@ type memberDoc struct {
 	Kinds   []string  `json:"kinds"`
 	Started time.Time `json:"started"`
 	Beat    time.Time `json:"beat"`
+	// Probed says the node answers on its liveness subject
+	// (bus.Names.NodeAlive), so a "no responders" there means it is gone
+	// (see failover.go).
+	Probed bool `json:"probed,omitempty"`
 	// Spread names the rule by which the node places partitions
 	// (spreadBounded); empty for nodes of older versions, which use plain
 	// rendezvous hashing.
@@ -78,6 +83,7 @@ type leaseDoc struct {
 type member struct {
 	doc  memberDoc
 	seen time.Time
+	gone bool // its connection is gone: dead before its TTL (see failover.go)
 }
 
 // slot names a partition of a kind.
@@ -109,6 +115,8 @@ type placement struct {
 	hosts   map[string][]string // kind → live nodes hosting it
 	plain   map[string]bool     // kinds a live node places by plain rendezvous (an older version)
 	leases  map[slot]lease
+	blind   bool               // our own heartbeats do not come back (see refresh)
+	alive   *nats.Subscription // the liveness subject (see failover.go)
 
 	kick chan struct{} // something changed: reconcile now
 
@@ -174,7 +182,10 @@ func (p *placement) owners(kind string, hosts []string, plain bool) []string {
 // owns are opened by the time it returns.
 func (p *placement) start(ctx context.Context, wg *sync.WaitGroup) error {
 	now := time.Now().UTC()
-	me := memberDoc{ID: p.id, Kinds: p.kinds, Started: now, Beat: now, Spread: spreadBounded}
+	me := memberDoc{ID: p.id, Kinds: p.kinds, Started: now, Beat: now, Spread: spreadBounded, Probed: true}
+	if err := p.serveAlive(); err != nil {
+		return fmt.Errorf("subscribe to %s: %w", p.n.names.NodeAlive(p.id), err)
+	}
 	if err := p.putMember(ctx, me); err != nil {
 		return err
 	}
@@ -196,6 +207,7 @@ func (p *placement) start(ctx context.Context, wg *sync.WaitGroup) error {
 	// a cluster: a silent node would look dead to the others.
 	wg.Go(func() { p.heartbeat(ctx, me) })
 	wg.Go(func() { p.review(ctx) })
+	wg.Go(func() { p.detect(ctx, wg) })
 	p.reconcile(ctx)
 	wg.Go(func() { p.reconciler(ctx) })
 	wg.Go(func() { p.sweep(ctx) })
@@ -219,6 +231,7 @@ func (p *placement) leave(ctx context.Context) {
 	}
 	wg.Wait()
 	_ = p.kv.Delete(ctx, p.n.names.NodeKey(p.id))
+	p.stopAlive()
 }
 
 func (p *placement) putMember(ctx context.Context, m memberDoc) error {
@@ -376,8 +389,9 @@ func (p *placement) refresh(now time.Time) {
 	var live []string
 	hosts := map[string][]string{}
 	plain := map[string]bool{}
+	p.blind = blind
 	for id, m := range p.members {
-		if id != p.id && now.Sub(m.seen) >= p.ttl && !(blind && slices.Contains(p.live, id)) {
+		if id != p.id && (m.gone || now.Sub(m.seen) >= p.ttl) && !(blind && slices.Contains(p.live, id)) {
 			continue
 		}
 		live = append(live, id)
@@ -398,6 +412,18 @@ func (p *placement) refresh(now time.Time) {
 	changed := !slices.Equal(live, p.live) || !maps.Equal(plain, p.plain)
 	if changed {
 		p.n.log.Info("membership changed", "live", live, "was", p.live)
+		for _, id := range p.live {
+			if slices.Contains(live, id) {
+				continue
+			}
+			how := departureExpired
+			if m, ok := p.members[id]; !ok {
+				how = departureLeft
+			} else if m.gone {
+				how = departureClosed
+			}
+			p.n.metrics.departures.WithLabelValues(how).Inc()
+		}
 		p.live, p.hosts, p.plain = live, hosts, plain
 	}
 	p.mu.Unlock()

@@ -347,6 +347,12 @@ func (n Names) NodeControl(node, op, kind string) string {
 	return n.prefix + ".ctl.node." + node + "." + op + "." + kind
 }
 
+// NodeAlive is the internal subject on which node answers while its
+// connection is open: <prefix>.ctl.node.<node>.alive. A request to it that
+// the server answers "no responders" means the node's connection is gone
+// (placement then need not wait for its heartbeat to expire).
+func (n Names) NodeAlive(node string) string { return n.prefix + ".ctl.node." + node + ".alive" }
+
 // OrchService is the name of the orchestration micro service: <prefix>-orch.
 func (n Names) OrchService() string { return n.prefix + "-orch" }
 
