@@ -120,6 +120,8 @@ type placement struct {
 
 	kick chan struct{} // something changed: reconcile now
 
+	loads *stateLoader // state documents read in batches (see failover_load.go)
+
 	// The reconciler owns reading: only it opens and stops partitions.
 	readMu  sync.Mutex // guards reading
 	reading map[slot]*partition
@@ -135,6 +137,7 @@ func newPlacement(n *Node, bucket jetstream.KeyValue) *placement {
 		plain:   map[string]bool{},
 		leases:  map[slot]lease{},
 		kick:    make(chan struct{}, 1),
+		loads:   &stateLoader{n: n},
 		reading: map[slot]*partition{},
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/effectors/effectors/actor"
 	"github.com/effectors/effectors/actor/actortest"
 	"github.com/effectors/effectors/bus"
 )
@@ -65,8 +66,9 @@ func TestSpreadOverNodes(t *testing.T) {
 			kinds := []string{"counter", "controller"}
 			start := func(id string) (*runningNode, *bus.Conn) {
 				nc := srv.Connect(t)
-				opts := fastPlacement
-				opts.NodeID = id
+				// A TTL long enough not to flap on a loaded machine: the
+				// node that dies is found by its closed connection.
+				opts := actor.Options{Heartbeat: 250 * time.Millisecond, HeartbeatTTL: 2 * time.Second, NodeID: id}
 				return startNodeWith(t, nc, opts, nil), nc
 			}
 			var ids []string
@@ -80,7 +82,7 @@ func TestSpreadOverNodes(t *testing.T) {
 			settled := func(what string, ids []string) map[string]string {
 				t.Helper()
 				var desc string
-				actortest.Eventually(t, 30*time.Second, what, func() bool {
+				actortest.Eventually(t, time.Minute, what, func() bool {
 					ok, d := spreadWithin(leases.holders(), kinds, parts, ids)
 					desc = d
 					if !ok {

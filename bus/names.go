@@ -324,6 +324,10 @@ func (n Names) StateSubject(r records.Ref) string {
 // [Names.StateStream]: $KV.<prefix>_state.<kind>.*.
 func (n Names) StateFilter(kind string) string { return "$KV." + n.StateBucket() + "." + kind + ".*" }
 
+// DirectGet is JetStream's direct get API subject of stream:
+// $JS.API.DIRECT.GET.<stream> (the stream must allow direct gets).
+func (n Names) DirectGet(stream string) string { return "$JS.API.DIRECT.GET." + stream }
+
 // OrchStream is the stream behind the orchestration bucket: KV_<prefix>_orch.
 func (n Names) OrchStream() string { return "KV_" + n.OrchBucket() }
 
