@@ -20,7 +20,7 @@ import (
 //
 // So every node subscribes to a subject of its own ([bus.Names.NodeAlive])
 // for as long as it runs, and says so in its heartbeat (memberDoc.Probed).
-// A node whose heartbeat is late by a quarter of a beat (suspectAfter) is
+// A node whose heartbeat is late by an eighth of a beat (suspectAfter) is
 // probed: a request to its subject. The server answers a request to a
 // subject nobody subscribes to with "no responders" at once: the node's
 // connection is gone, and it is dead now rather than at the end of its TTL.
@@ -55,8 +55,9 @@ const (
 )
 
 // suspectAfter is how long a node's heartbeat may be missing before it is
-// probed: a beat and a quarter.
-func suspectAfter(beat time.Duration) time.Duration { return beat + beat/4 }
+// probed: a beat and an eighth. A live node's heartbeat is rarely that late,
+// and a probe of a live node costs one request and its answer.
+func suspectAfter(beat time.Duration) time.Duration { return beat + beat/8 }
 
 // serveAlive subscribes this node to its liveness subject, answering every
 // probe, until leave.
@@ -82,10 +83,10 @@ func (p *placement) stopAlive() {
 	}
 }
 
-// detect probes the nodes whose heartbeat is late, every eighth of a beat,
-// until ctx ends; probes run on wg.
+// detect probes the nodes whose heartbeat is late, every sixteenth of a
+// beat, until ctx ends; probes run on wg.
 func (p *placement) detect(ctx context.Context, wg *sync.WaitGroup) {
-	tick := max(p.beat/8, 10*time.Millisecond)
+	tick := max(p.beat/16, 10*time.Millisecond)
 	t := time.NewTicker(tick)
 	defer t.Stop()
 	nc := p.n.conn.NC
