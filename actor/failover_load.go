@@ -26,8 +26,8 @@ import (
 // (BENCHMARKS.md, "State loading").
 //
 // So loads are grouped: a load while fewer than loadLeaders loads are in
-// flight is one KV get, as before (nothing waits: a single activation costs
-// what it did); a load beyond that waits in a queue, and the next load to
+// flight is one KV get, as before (nothing waits: a single activation, or a
+// few dozen, cost what they did); a load beyond that waits in a queue, and the next load to
 // finish takes up to loadBatch queued keys with it in one direct get. No
 // goroutine of its own: the caller of a load in flight does the batch's
 // work and hands the queue on to a waiting caller when it is done.
@@ -38,7 +38,11 @@ import (
 // another effector, is a *CorruptStateError; a delete marker is not found).
 
 const (
-	loadLeaders = 4   // loads (single or batched) in flight
+	// loadLeaders is how many loads (single or batched) may be in flight.
+	// Fewer would make a few dozen loads at once (a small failover) wait
+	// for each other's round trips, where one get each in parallel took
+	// one round trip; batches matter for thousands.
+	loadLeaders = 32
 	loadBatch   = 256 // keys per batched direct get
 )
 
