@@ -23,7 +23,10 @@ import (
 // A node whose heartbeat is late by an eighth of a beat (suspectAfter) is
 // probed: a request to its subject. The server answers a request to a
 // subject nobody subscribes to with "no responders" at once: the node's
-// connection is gone, and it is dead now rather than at the end of its TTL.
+// connection is gone. When a probe sent an eighth of a beat later says so
+// too (confirmAfter: a connection that dropped and came back at once, as
+// when its server dies and it reconnects to another, is not taken for a
+// dead node), the node is dead now rather than at the end of its TTL.
 // Any other outcome (an answer, a timeout, an error) proves nothing, and the
 // TTL decides as before: a frozen node, whose connection and subscription
 // the server keeps, is found dead only by the TTL and fenced off at the
@@ -37,11 +40,12 @@ import (
 // A "no responders" is trusted only while this node sees its own heartbeats
 // (it is not blind, see placement.refresh) and its connection has not
 // reconnected for a TTL: after a reconnect, or a restart of the server, the
-// others' subscriptions may not be back yet. A node whose connection drops
-// and comes back (a short network fault) may be found dead all the same:
-// the others take its partitions, and it stops reading them when it sees
-// its leases move, as a node that froze does; its next heartbeat makes it
-// live again and the partitions that are its own come back to it. That
+// others' subscriptions may not be back yet. A live node whose connection
+// stays down longer than confirmAfter (a network fault the server noticed)
+// is found dead all the same: the others take its partitions, and it stops
+// reading them when it sees its leases move, as a node that froze does; its
+// next heartbeat makes it live again and the partitions that are its own
+// come back to it. That
 // costs hand-overs, never a record: leases and fencing keep one reader per
 // partition whatever the verdict.
 //
@@ -58,6 +62,10 @@ const (
 // probed: a beat and an eighth. A live node's heartbeat is rarely that late,
 // and a probe of a live node costs one request and its answer.
 func suspectAfter(beat time.Duration) time.Duration { return beat + beat/8 }
+
+// confirmAfter is how long after a first "no responders" a second one makes
+// the verdict: an eighth of a beat.
+func confirmAfter(beat time.Duration) time.Duration { return beat / 8 }
 
 // serveAlive subscribes this node to its liveness subject, answering every
 // probe, until leave.
@@ -143,24 +151,28 @@ func (p *placement) suspects(now time.Time) []*member {
 }
 
 // probe asks m's liveness subject whether m's connection is still open;
-// when the server says nobody listens, m is dead from now on (until a newer
-// heartbeat of it arrives).
+// when the server says nobody listens, twice, confirmAfter apart, m is dead
+// from now on (until a newer heartbeat of it arrives).
 func (p *placement) probe(ctx context.Context, m *member) {
 	ctx, cancel := context.WithTimeout(ctx, max(p.beat/2, 100*time.Millisecond))
 	defer cancel()
 	start := time.Now()
 	_, err := p.n.conn.NC.RequestWithContext(ctx, p.n.names.NodeAlive(m.doc.ID), nil)
-	if !errors.Is(err, nats.ErrNoResponders) {
-		return
-	}
+	none := errors.Is(err, nats.ErrNoResponders)
 	p.mu.Lock()
 	cur, ok := p.members[m.doc.ID]
-	trusted := ok && cur == m && !p.blind // no newer heartbeat meanwhile
-	if trusted {
-		m.gone = true
+	verdict := false
+	switch {
+	case !ok || cur != m || p.blind: // a newer heartbeat meanwhile, or we cannot tell
+	case !none:
+		m.noResponders = time.Time{}
+	case m.noResponders.IsZero():
+		m.noResponders = start
+	case start.Sub(m.noResponders) >= confirmAfter(p.beat):
+		m.gone, verdict = true, true
 	}
 	p.mu.Unlock()
-	if !trusted {
+	if !verdict {
 		return
 	}
 	p.n.log.Info("node gone: its connection is closed", "node", m.doc.ID,

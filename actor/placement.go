@@ -84,6 +84,9 @@ type member struct {
 	doc  memberDoc
 	seen time.Time
 	gone bool // its connection is gone: dead before its TTL (see failover.go)
+	// noResponders is when a probe first found nobody on its liveness
+	// subject (zero: not since its last answer).
+	noResponders time.Time
 }
 
 // slot names a partition of a kind.
