@@ -8,6 +8,7 @@ import (
 
 	"github.com/effectors/effectors/actor"
 	"github.com/effectors/effectors/examples/kinds"
+	"github.com/effectors/effectors/internal/codec"
 	"github.com/effectors/effectors/kv"
 	"github.com/effectors/effectors/records"
 )
@@ -84,5 +85,57 @@ func TestBatchedStateLoads(t *testing.T) {
 	t.Logf("%d of %d state documents read in batches", b, len(all))
 	if b == 0 {
 		t.Error("no state document was read in a batch")
+	}
+}
+
+// BenchmarkStateLoads reads the state documents of 2,000 effectors at once,
+// as a node does after taking over their partitions: one KV get each, all
+// in parallel (how effectors loaded before), against Node.loadState, which
+// batches them (multi_last direct gets). With -count, the two alternate in
+// one run.
+//
+//	go test -run '^$' -bench BenchmarkStateLoads -benchtime 20x -count 3 ./actor
+func BenchmarkStateLoads(b *testing.B) {
+	const keys = 2000
+	_, conn := server(b)
+	node := startNode(b, conn, nil, kinds.Counter())
+	bucket, err := conn.StateBucket(ctxT(b))
+	if err != nil {
+		b.Fatal(err)
+	}
+	refs := make([]records.Ref, keys)
+	for i := range refs {
+		refs[i] = ref("counter", fmt.Sprintf("b%d", i))
+		data, err := codec.Marshal(actor.Document{ID: refs[i].ID, Kind: "counter", Status: actor.StatusIdle})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if _, err := bucket.Put(ctxT(b), conn.Names().StateKey(refs[i]), data); err != nil {
+			b.Fatal(err)
+		}
+	}
+	ctx := ctxT(b)
+	for _, way := range []struct {
+		name string
+		load func(records.Ref) error
+	}{
+		{"get", func(r records.Ref) error { _, _, err := node.Node.GetState(ctx, r); return err }},
+		{"batched", func(r records.Ref) error { _, _, err := node.Node.LoadState(ctx, r); return err }},
+	} {
+		load := way.load
+		b.Run(way.name, func(b *testing.B) {
+			for b.Loop() {
+				var wg sync.WaitGroup
+				for _, r := range refs {
+					wg.Go(func() {
+						if err := load(r); err != nil {
+							b.Error(err)
+						}
+					})
+				}
+				wg.Wait()
+			}
+			b.ReportMetric(float64(keys*b.N)/b.Elapsed().Seconds(), "keys/s")
+		})
 	}
 }
