@@ -78,8 +78,11 @@
 //
 // Run several nodes against one NATS server or cluster and they share the
 // partitions with no coordinator. Each node announces itself with a heartbeat
-// in the placement bucket (<prefix>_place); the owner of partition n of kind k
-// is the live node hosting k with the highest rendezvous hash of (node, k/n).
+// in the placement bucket (<prefix>_place); the partitions of kind k are
+// spread over the live nodes hosting k by bounded-load rendezvous hashing, at
+// most ceil(P/N) each, the same owners computed by every node. A node is dead
+// when its heartbeat is older than Options.HeartbeatTTL, or at once when its
+// connection is gone (a probe of its liveness subject finds no responder).
 // A lease part.<kind>.<n> in the bucket names the node reading each
 // partition; the owner takes a free lease, or one of a dead node, and resets
 // the partition's consumer to its ack floor before reading, so whatever the

@@ -112,7 +112,7 @@ func (e *effector) load() bool {
 	var corrupt error
 	err := e.retryIO(func() error {
 		var err error
-		ent, err = e.node.states.Get(e.ctx, e.key)
+		ent, err = e.node.loadState(e.ctx, e.ref)
 		if errors.Is(err, kv.ErrNotFound) {
 			return nil
 		}

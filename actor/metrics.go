@@ -53,6 +53,7 @@ type metrics struct {
 	overflows    *prometheus.CounterVec
 	nodes        prometheus.Gauge
 	lapses       prometheus.Counter
+	departures   *prometheus.CounterVec
 	node         *Node
 }
 
@@ -115,14 +116,18 @@ func newMetrics(reg prometheus.Registerer, n *Node) (*metrics, error) {
 		}),
 		lapses: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "ea_lease_lapses_total",
-			Help: "Times this node's heartbeat was acknowledged only after its lease TTL had run out (a freeze, a GC pause, NATS out of reach); each time it reads its partitions again from their ack floors.",
+			Help: "Times this node's heartbeat was acknowledged only after its lease TTL had run out (a freeze, a GC pause, NATS out of reach, a new connection); each time it checks its leases at the server and reads again the partitions whose lease moved.",
 		}),
+		departures: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "ea_node_departures_total",
+			Help: "Other nodes this node saw leave the live set, by how: closed (their connection was gone), expired (no heartbeat for the TTL), left (they said goodbye).",
+		}, []string{"how"}),
 		node: n,
 	}
 	if reg == nil {
 		return m, nil
 	}
-	for _, c := range []prometheus.Collector{m.processed, m.duration, m.redelivers, m.dead, m.conflicts, m.retries, m.active, m.activations, m.passivations, m.handovers, m.overflows, m.nodes, m.lapses, m} {
+	for _, c := range []prometheus.Collector{m.processed, m.duration, m.redelivers, m.dead, m.conflicts, m.retries, m.active, m.activations, m.passivations, m.handovers, m.overflows, m.nodes, m.lapses, m.departures, m} {
 		if err := reg.Register(c); err != nil {
 			var are prometheus.AlreadyRegisteredError
 			if errors.As(err, &are) {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"maps"
 	"slices"
 	"strconv"
 	"sync"
@@ -13,6 +14,7 @@ import (
 	"github.com/effectors/effectors/bus"
 	"github.com/effectors/effectors/internal/codec"
 	"github.com/effectors/effectors/kv"
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -22,10 +24,13 @@ import (
 // every Heartbeat) and watches the others; a node not heard from for
 // HeartbeatTTL is dead. Mailboxes are split into a fixed number of
 // partitions per kind (<prefix>.mbox.<partition>.<kind>.*, see
-// bus.Names.Partition); the owner of partition n of kind k is the live node
-// hosting k with the highest rendezvous score hash(node, k/n), so every node
-// computes the same owner from the same membership, with no coordinator, and
-// a node joining or leaving moves only its own share.
+// bus.Names.Partition); the owners of the partitions of kind k are chosen
+// among the live nodes hosting k by bounded-load rendezvous hashing (see
+// spread.go): every node holds at most ceil(P/N) partitions of a kind, every
+// node computes the same owners from the same membership, with no
+// coordinator, and a node joining or leaving moves little more than its own
+// share. A node whose connection is gone is dead at once, without waiting
+// for the TTL (see failover.go).
 //
 // A lease part.<kind>.<n> in the bucket names the node that reads a
 // partition. Leases are the truth; ownership only decides who takes them:
@@ -62,6 +67,14 @@ type memberDoc struct {
 	Kinds   []string  `json:"kinds"`
 	Started time.Time `json:"started"`
 	Beat    time.Time `json:"beat"`
+	// Probed says the node answers on its liveness subject
+	// (bus.Names.NodeAlive), so a "no responders" there means it is gone
+	// (see failover.go).
+	Probed bool `json:"probed,omitempty"`
+	// Spread names the rule by which the node places partitions
+	// (spreadBounded); empty for nodes of older versions, which use plain
+	// rendezvous hashing.
+	Spread string `json:"spread,omitempty"`
 }
 
 type leaseDoc struct {
@@ -72,6 +85,10 @@ type leaseDoc struct {
 type member struct {
 	doc  memberDoc
 	seen time.Time
+	gone bool // its connection is gone: dead before its TTL (see failover.go)
+	// noResponders is when a probe first found nobody on its liveness
+	// subject (zero: not since its last answer).
+	noResponders time.Time
 }
 
 // slot names a partition of a kind.
@@ -101,9 +118,14 @@ type placement struct {
 	members map[string]*member
 	live    []string            // sorted ids of live nodes
 	hosts   map[string][]string // kind → live nodes hosting it
+	plain   map[string]bool     // kinds a live node places by plain rendezvous (an older version)
 	leases  map[slot]lease
+	blind   bool               // our own heartbeats do not come back (see refresh)
+	alive   *nats.Subscription // the liveness subject (see failover.go)
 
 	kick chan struct{} // something changed: reconcile now
+
+	loads *stateLoader // state documents read in batches (see failover_load.go)
 
 	// The reconciler owns reading: only it opens and stops partitions.
 	readMu  sync.Mutex // guards reading
@@ -117,8 +139,10 @@ func newPlacement(n *Node, bucket jetstream.KeyValue) *placement {
 		beat: o.Heartbeat, ttl: o.HeartbeatTTL, idle: o.IdleTimeout,
 		members: map[string]*member{},
 		hosts:   map[string][]string{},
+		plain:   map[string]bool{},
 		leases:  map[slot]lease{},
 		kick:    make(chan struct{}, 1),
+		loads:   &stateLoader{n: n},
 		reading: map[slot]*partition{},
 	}
 }
@@ -140,19 +164,25 @@ func score(node string, s slot) uint64 {
 	return x
 }
 
-func (p *placement) ownerOf(hosts []string, s slot) string {
+// owners returns the owner of each partition of kind among hosts, the live
+// nodes hosting it: by bounded-load rendezvous (see spread.go), or by plain
+// rendezvous while one of them does not know the former (plain).
+func (p *placement) owners(kind string, hosts []string, plain bool) []string {
+	parts := p.n.names.Partitions()
+	var owners []string
+	if plain {
+		owners = rendezvous(hosts, kind, parts)
+	} else {
+		owners = spread(hosts, kind, parts)
+	}
 	if p.n.ownerHook != nil {
-		if o, ok := p.n.ownerHook(s.kind, s.num); ok {
-			return o
+		for num := range owners {
+			if o, ok := p.n.ownerHook(kind, num); ok {
+				owners[num] = o
+			}
 		}
 	}
-	best, bestScore := "", uint64(0)
-	for _, h := range hosts {
-		if sc := score(h, s); best == "" || sc > bestScore {
-			best, bestScore = h, sc
-		}
-	}
-	return best
+	return owners
 }
 
 // start announces the node, loads membership and leases, and starts the
@@ -160,7 +190,10 @@ func (p *placement) ownerOf(hosts []string, s slot) string {
 // owns are opened by the time it returns.
 func (p *placement) start(ctx context.Context, wg *sync.WaitGroup) error {
 	now := time.Now().UTC()
-	me := memberDoc{ID: p.id, Kinds: p.kinds, Started: now, Beat: now}
+	me := memberDoc{ID: p.id, Kinds: p.kinds, Started: now, Beat: now, Spread: spreadBounded, Probed: true}
+	if err := p.serveAlive(); err != nil {
+		return fmt.Errorf("subscribe to %s: %w", p.n.names.NodeAlive(p.id), err)
+	}
 	if err := p.putMember(ctx, me); err != nil {
 		return err
 	}
@@ -182,6 +215,7 @@ func (p *placement) start(ctx context.Context, wg *sync.WaitGroup) error {
 	// a cluster: a silent node would look dead to the others.
 	wg.Go(func() { p.heartbeat(ctx, me) })
 	wg.Go(func() { p.review(ctx) })
+	wg.Go(func() { p.detect(ctx, wg) })
 	p.reconcile(ctx)
 	wg.Go(func() { p.reconciler(ctx) })
 	wg.Go(func() { p.sweep(ctx) })
@@ -214,6 +248,7 @@ func (p *placement) leave(ctx context.Context) {
 	}
 	wg.Wait()
 	_ = p.kv.Delete(ctx, p.n.names.NodeKey(p.id))
+	p.stopAlive()
 }
 
 func (p *placement) putMember(ctx context.Context, m memberDoc) error {
@@ -372,13 +407,18 @@ func (p *placement) refresh(now time.Time) {
 	}
 	var live []string
 	hosts := map[string][]string{}
+	plain := map[string]bool{}
+	p.blind = blind
 	for id, m := range p.members {
-		if id != p.id && now.Sub(m.seen) >= p.ttl && !(blind && slices.Contains(p.live, id)) {
+		if id != p.id && (m.gone || now.Sub(m.seen) >= p.ttl) && !(blind && slices.Contains(p.live, id)) {
 			continue
 		}
 		live = append(live, id)
 		for _, k := range m.doc.Kinds {
 			hosts[k] = append(hosts[k], id)
+			if m.doc.Spread != spreadBounded {
+				plain[k] = true
+			}
 		}
 	}
 	if !slices.Contains(live, p.id) { // our own key may lag or be gone while stopping
@@ -388,10 +428,22 @@ func (p *placement) refresh(now time.Time) {
 		}
 	}
 	slices.Sort(live)
-	changed := !slices.Equal(live, p.live)
+	changed := !slices.Equal(live, p.live) || !maps.Equal(plain, p.plain)
 	if changed {
 		p.n.log.Info("membership changed", "live", live, "was", p.live)
-		p.live, p.hosts = live, hosts
+		for _, id := range p.live {
+			if slices.Contains(live, id) {
+				continue
+			}
+			how := departureExpired
+			if m, ok := p.members[id]; !ok {
+				how = departureLeft
+			} else if m.gone {
+				how = departureClosed
+			}
+			p.n.metrics.departures.WithLabelValues(how).Inc()
+		}
+		p.live, p.hosts, p.plain = live, hosts, plain
 	}
 	p.mu.Unlock()
 	p.n.metrics.nodes.Set(float64(len(live)))
@@ -429,10 +481,8 @@ const (
 // say, and opens and closes partitions accordingly, ClaimWorkers at a time.
 func (p *placement) reconcile(ctx context.Context) {
 	p.mu.Lock()
-	hosts := make(map[string][]string, len(p.hosts))
-	for k, v := range p.hosts {
-		hosts[k] = v
-	}
+	hosts := maps.Clone(p.hosts)
+	plain := maps.Clone(p.plain)
 	live := slices.Clone(p.live)
 	leases := make(map[slot]lease, len(p.leases))
 	for s, l := range p.leases {
@@ -448,11 +498,9 @@ func (p *placement) reconcile(ctx context.Context) {
 
 	todo := map[slot]action{}
 	owners := map[slot]string{}
-	parts := p.n.names.Partitions()
 	for _, kind := range p.kinds {
-		for num := range parts {
+		for num, owner := range p.owners(kind, hosts[kind], plain[kind]) {
 			s := slot{kind, num}
-			owner := p.ownerOf(hosts[kind], s)
 			owners[s] = owner
 			mine := owner == p.id
 			l, leased := leases[s]

@@ -324,6 +324,10 @@ func (n Names) StateSubject(r records.Ref) string {
 // [Names.StateStream]: $KV.<prefix>_state.<kind>.*.
 func (n Names) StateFilter(kind string) string { return "$KV." + n.StateBucket() + "." + kind + ".*" }
 
+// DirectGet is JetStream's direct get API subject of stream:
+// $JS.API.DIRECT.GET.<stream> (the stream must allow direct gets).
+func (n Names) DirectGet(stream string) string { return "$JS.API.DIRECT.GET." + stream }
+
 // OrchStream is the stream behind the orchestration bucket: KV_<prefix>_orch.
 func (n Names) OrchStream() string { return "KV_" + n.OrchBucket() }
 
@@ -346,6 +350,12 @@ func (n Names) HostControl(op, kind string) string {
 func (n Names) NodeControl(node, op, kind string) string {
 	return n.prefix + ".ctl.node." + node + "." + op + "." + kind
 }
+
+// NodeAlive is the internal subject on which node answers while its
+// connection is open: <prefix>.ctl.node.<node>.alive. A request to it that
+// the server answers "no responders" means the node's connection is gone
+// (placement then need not wait for its heartbeat to expire).
+func (n Names) NodeAlive(node string) string { return n.prefix + ".ctl.node." + node + ".alive" }
 
 // OrchService is the name of the orchestration micro service: <prefix>-orch.
 func (n Names) OrchService() string { return n.prefix + "-orch" }

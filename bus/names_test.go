@@ -206,6 +206,12 @@ func TestPlacementKeys(t *testing.T) {
 			t.Errorf("LeaseOfKey(%q) = %q %d, want not a lease key", bad, kind, num)
 		}
 	}
+	if got := n.DirectGet(n.StateStream()); got != "$JS.API.DIRECT.GET.KV_ea_state" {
+		t.Fatalf("DirectGet = %q", got)
+	}
+	if got := n.NodeAlive("n1"); got != "ea.ctl.node.n1.alive" {
+		t.Fatalf("NodeAlive = %q", got)
+	}
 	if got := n.NodeKey("n1"); got != "node.n1" {
 		t.Fatalf("NodeKey = %q", got)
 	}

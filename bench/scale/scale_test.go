@@ -109,7 +109,8 @@ func TestFailoverSmall(t *testing.T) {
 		t.Fatal(err)
 	}
 	report := out.String()
-	wantLines(t, report, "killed n1 (", "time from the kill to each effector's output")
+	wantLines(t, report, "partitions per node: ", "killed n1 (", "time from the kill to each effector's output",
+		"after the failover: partitions per node: ", "every lease where it was before the kill: true")
 	if strings.Contains(report, "driven by: map[n1:") {
 		t.Errorf("the killed node still holds leases:\n%s", report)
 	}

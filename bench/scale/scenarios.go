@@ -429,7 +429,10 @@ type FailoverConfig struct {
 // Failover runs scenario 5: Nodes node processes drive Effectors active
 // effectors; one is killed with SIGKILL, a record is sent at once to every
 // effector it drove, and the time until each of them emitted its output is
-// measured.
+// measured. The spread of partitions (leases) and effectors over the nodes
+// is read from outside before the kill, after the failover, and once the
+// killed node has started again under its name (with the lease of every
+// partition where it was before the kill, or after 30 s).
 func Failover(ctx context.Context, env Env, cfg FailoverConfig) error {
 	if err := env.validate(); err != nil {
 		return err
@@ -479,7 +482,11 @@ func Failover(ctx context.Context, env Env, cfg FailoverConfig) error {
 			victims = append(victims, r)
 		}
 	}
-	env.printf("  effectors per node: %v", per)
+	leasesBefore, err := readLeases(ctx, conn)
+	if err != nil {
+		return err
+	}
+	env.printf("  partitions per node: %s; effectors per node: %s", spreadLine(perNodeCounts(leasesBefore), cfg.Nodes), spreadLine(per, cfg.Nodes))
 	if len(victims) == 0 {
 		return fmt.Errorf("node n1 reads the partition of no effector; leases: %d", len(drivers))
 	}
@@ -521,6 +528,36 @@ func Failover(ctx context.Context, env Env, cfg FailoverConfig) error {
 		moved[after[r.ID]]++
 	}
 	env.printf("  the killed node's effectors are now driven by: %v", moved)
+	leasesAfter, err := readLeases(ctx, conn)
+	if err != nil {
+		return err
+	}
+	env.printf("  after the failover: partitions per node: %s; effectors per node: %s",
+		spreadLine(perNodeCounts(leasesAfter), cfg.Nodes-1), spreadLine(perNodeCounts(after), cfg.Nodes-1))
+
+	// n1 comes back under its name: the spread is that of before the kill.
+	args := append([]string{"-idle", "1h"}, cfg.NodeArgs...)
+	p, _, err := startNode(ctx, env, conn.ClientURL(), "n1", args...)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = p.Kill() }()
+	var back map[string]string
+	for start := time.Now(); ; {
+		if back, err = readLeases(ctx, conn); err != nil {
+			return err
+		}
+		if maps.Equal(back, leasesBefore) || time.Since(start) > 30*time.Second {
+			break
+		}
+		sleep(ctx, 100*time.Millisecond)
+	}
+	rejoined, err := markers(ctx, conn, refs)
+	if err != nil {
+		return err
+	}
+	env.printf("  n1 back: partitions per node: %s; effectors per node: %s; every lease where it was before the kill: %v",
+		spreadLine(perNodeCounts(back), cfg.Nodes), spreadLine(perNodeCounts(rejoined), cfg.Nodes), maps.Equal(back, leasesBefore))
 	return nil
 }
 
@@ -546,6 +583,22 @@ func settledMarkers(ctx context.Context, conn *bus.Conn, refs []records.Ref) (ma
 // markers reads the partition leases (part.<kind>.<partition> → node) and
 // returns effector id → the node reading the partition of each of refs.
 func markers(ctx context.Context, conn *bus.Conn, refs []records.Ref) (map[string]string, error) {
+	leases, err := readLeases(ctx, conn)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]string{}
+	for _, r := range refs {
+		key := conn.Names().LeaseKey(r.Kind, conn.Names().Partition(r))
+		if node, ok := leases[key]; ok {
+			out[r.ID] = node
+		}
+	}
+	return out, nil
+}
+
+// readLeases reads the partition leases: lease key → node.
+func readLeases(ctx context.Context, conn *bus.Conn) (map[string]string, error) {
 	kv, err := conn.JS.KeyValue(ctx, conn.Names().PlaceBucket())
 	if err != nil {
 		return nil, err
@@ -558,14 +611,7 @@ func markers(ctx context.Context, conn *bus.Conn, refs []records.Ref) (map[strin
 	leases := map[string]string{}
 	for e := range w.Updates() {
 		if e == nil {
-			out := map[string]string{}
-			for _, r := range refs {
-				key := conn.Names().LeaseKey(r.Kind, conn.Names().Partition(r))
-				if node, ok := leases[key]; ok {
-					out[r.ID] = node
-				}
-			}
-			return out, nil
+			return leases, nil
 		}
 		var doc struct {
 			Node string `json:"node"`
@@ -576,4 +622,28 @@ func markers(ctx context.Context, conn *bus.Conn, refs []records.Ref) (map[strin
 		leases[e.Key()] = doc.Node
 	}
 	return nil, fmt.Errorf("leases: watch closed")
+}
+
+// spreadLine describes how counts (node → partitions or effectors) spread
+// over the nodes live: the counts and the busiest node's share against a
+// fair one (total / live nodes).
+func spreadLine(counts map[string]int, live int) string {
+	total, busiest := 0, 0
+	for _, n := range counts {
+		total += n
+		busiest = max(busiest, n)
+	}
+	if total == 0 || live == 0 {
+		return fmt.Sprint(counts)
+	}
+	return fmt.Sprintf("%v (busiest %.2f× fair)", counts, float64(busiest)*float64(live)/float64(total))
+}
+
+// perNodeCounts counts the values of m (effector or lease → node) by node.
+func perNodeCounts(m map[string]string) map[string]int {
+	out := map[string]int{}
+	for _, node := range m {
+		out[node]++
+	}
+	return out
 }
