@@ -184,6 +184,9 @@ func (n *Node) serveControl() (*control, error) {
 		if err := sub(n.names.Control(opRetire, kind), "", func(m *nats.Msg) { n.onRetire(kind, m.Data) }); err != nil {
 			return nil, err
 		}
+		if err := sub(n.names.NodeControl(n.opts.NodeID, opInterrupt, kind), "", func(m *nats.Msg) { n.onInterrupt(kind, m) }); err != nil {
+			return nil, err
+		}
 	}
 	svc, err := micro.AddService(n.conn.NC, micro.Config{
 		Name:        n.names.Service(),
@@ -520,6 +523,7 @@ func (n *Node) terminate(ctx context.Context, kind string, data []byte) (Documen
 			return Document{}, err
 		}
 		n.retireNotice(ref)
+		n.interruptRun(ctx, ref)
 		if err := n.announceEnd(ctx, ref); err != nil {
 			return Document{}, err
 		}
@@ -533,6 +537,7 @@ func (n *Node) terminate(ctx context.Context, kind string, data []byte) (Documen
 		return Document{}, fmt.Errorf("write state: %w", err)
 	}
 	n.retireNotice(ref)
+	n.interruptRun(ctx, ref) // nothing it runs publishes after the end record
 	if err := n.announceEnd(ctx, ref); err != nil {
 		return Document{}, err
 	}

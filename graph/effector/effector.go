@@ -51,7 +51,8 @@ import (
 // Kind returns k with its Logic running g: each record runs g with the
 // effector's state as input (graph.Replace). k.Logic must be nil and g must
 // have no checkpointer (the state document is the graph's checkpoint).
-func Kind[S any](k actor.Kind[S], g *graph.Graph[S]) (actor.Kind[S], error) {
+// Options: Live (what is published on the outbox while the graph runs).
+func Kind[S any](k actor.Kind[S], g *graph.Graph[S], opts ...Option) (actor.Kind[S], error) {
 	if g == nil {
 		return k, fmt.Errorf("%w: nil graph for kind %q", ErrInvalid, k.Name)
 	}
@@ -61,11 +62,16 @@ func Kind[S any](k actor.Kind[S], g *graph.Graph[S]) (actor.Kind[S], error) {
 	if g.Checkpointer() != nil {
 		return k, fmt.Errorf("%w: kind %q: compile the graph without a checkpointer; the effector's state document holds its state", ErrInvalid, k.Name)
 	}
+	o, err := buildOptions(k.Name, opts)
+	if err != nil {
+		return k, err
+	}
 	k.Logic = func(actx *actor.Context, s S) (S, error) {
 		rc := &runCtx{actx: actx}
-		ctx := context.WithValue(actx, runKey{}, rc)
-		res, err := g.Invoke(ctx, "", graph.Replace(s))
-		if err != nil {
+		ctx, lv, run := o.start(actx, context.WithValue(actx, runKey{}, rc))
+		defer lv.close()
+		res, err := g.Invoke(ctx, "", graph.Replace(s), run...)
+		if err := lv.end(actx, err); err != nil {
 			return s, classify(err)
 		}
 		if res.Interrupted() {

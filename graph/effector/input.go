@@ -80,7 +80,7 @@ type Answer struct {
 // Each of these is one record's state transition, so it is crash-safe like
 // any record: applied once, its outputs published once (section 6 of the
 // design). k.Logic must be nil and g must have no checkpointer.
-func InputKind[S any](k actor.Kind[State[S]], g *graph.Graph[S]) (actor.Kind[State[S]], error) {
+func InputKind[S any](k actor.Kind[State[S]], g *graph.Graph[S], opts ...Option) (actor.Kind[State[S]], error) {
 	if g == nil {
 		return k, fmt.Errorf("%w: nil graph for kind %q", ErrInvalid, k.Name)
 	}
@@ -90,11 +90,16 @@ func InputKind[S any](k actor.Kind[State[S]], g *graph.Graph[S]) (actor.Kind[Sta
 	if g.Checkpointer() != nil {
 		return k, fmt.Errorf("%w: kind %q: compile the graph without a checkpointer; the effector's state document holds its checkpoint", ErrInvalid, k.Name)
 	}
+	o, err := buildOptions(k.Name, opts)
+	if err != nil {
+		return k, err
+	}
 	k.Logic = func(actx *actor.Context, s State[S]) (State[S], error) {
 		rc := &runCtx{actx: actx}
-		ctx := context.WithValue(actx, runKey{}, rc)
+		ctx, lv, run := o.start(actx, context.WithValue(actx, runKey{}, rc))
+		defer lv.close()
 		sv := &docSaver{}
-		use := graph.UsingCheckpointer(sv)
+		use := append(run, graph.UsingCheckpointer(sv))
 		var res graph.Result[S]
 		var err error
 		switch {
@@ -110,17 +115,16 @@ func InputKind[S any](k actor.Kind[State[S]], g *graph.Graph[S]) (actor.Kind[Sta
 			if err := sv.load(s.Checkpoint); err != nil {
 				return s, actor.Permanent(err)
 			}
-			opts := []graph.RunOption{use}
 			if a.ID != "" {
-				opts = append(opts, graph.ForInterrupt(a.ID))
+				use = append(use, graph.ForInterrupt(a.ID))
 			}
-			res, err = g.Resume(ctx, thread, a.Value, opts...)
+			res, err = g.Resume(ctx, thread, a.Value, use...)
 		case s.Status == StatusWaiting:
 			return s, actor.Permanent(fmt.Errorf("%w: record %s of type %q; answer with a %q record first", ErrWaiting, actx.Record().ID, actx.Record().Type, TypeResume))
 		default:
-			res, err = g.Invoke(ctx, thread, graph.Replace(s.Graph), use)
+			res, err = g.Invoke(ctx, thread, graph.Replace(s.Graph), use...)
 		}
-		if err != nil {
+		if err := lv.end(actx, err); err != nil {
 			return s, classify(err)
 		}
 		if !res.Interrupted() {
