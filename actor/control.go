@@ -131,8 +131,8 @@ func (c *control) stop() {
 // controlOps are the public control operations; hostOps those answered by a
 // node hosting the kind (state is answered by any node).
 var (
-	controlOps = []string{opCreate, opTerminate, opReset, opState, opActivate}
-	hostOps    = []string{opCreate, opTerminate, opReset, opActivate}
+	controlOps = []string{opCreate, opTerminate, opReset, opState, opActivate, opReplay}
+	hostOps    = []string{opCreate, opTerminate, opReset, opActivate, opReplay}
 )
 
 func (n *Node) serveControl() (*control, error) {
@@ -191,7 +191,7 @@ func (n *Node) serveControl() (*control, error) {
 	svc, err := micro.AddService(n.conn.NC, micro.Config{
 		Name:        n.names.Service(),
 		Version:     "0.1.0",
-		Description: "effectors control: create, terminate, reset, activate effectors and read their state",
+		Description: "effectors control: create, terminate, reset, activate and replay effectors and read their state",
 	})
 	if err != nil {
 		c.stop()
@@ -273,6 +273,8 @@ func (n *Node) handleControl(op, kind string, data []byte) ([]byte, error) {
 		doc, err = n.reset(ctx, kind, data)
 	case opActivate:
 		return n.activate(kind, data)
+	case opReplay:
+		return n.replayControl(ctx, kind, data)
 	default:
 		err = failf(ErrInvalid, "unknown control operation %s", service.Quote(op))
 	}
