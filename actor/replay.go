@@ -64,7 +64,11 @@ import (
 //
 // A replay reads the whole mailbox of one effector and runs its logic once
 // per record: it costs what processing the records cost, without the
-// writes. Run it on a node that hosts the kind (the replay control
+// writes (BENCHMARKS.md, "Replay"). Through the control endpoint it must
+// finish within the node's 30 s for a control request (10 s when the
+// request reached a node that does not host the kind and was forwarded):
+// replay very long logs in-process with [Node.Replay] and a context of
+// your own. Run it on a node that hosts the kind (the replay control
 // endpoint, [Client.Replay], `ea replay <kind>/<id>`) or in-process
 // ([Node.Replay]).
 

@@ -118,6 +118,9 @@ func (l *live) publish(p graph.Part) {
 	}
 	if err := l.actx.EmitNow(typ, ev); err != nil {
 		l.err = fmt.Errorf("publish live %s record of node %q: %w", typ, p.Node, err)
+		if errors.Is(err, actor.ErrInvalid) {
+			l.err = actor.Permanent(l.err) // a value that does not encode: retrying cannot fix it
+		}
 		l.stop(l.err)
 	}
 }

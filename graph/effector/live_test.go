@@ -434,3 +434,43 @@ func TestTerminateStopsLLMStream(t *testing.T) {
 		t.Fatalf("last outbox record %s, want end", last.Type)
 	}
 }
+
+// TestLivePublishFailureStopsRun: a value that cannot be published live
+// (it does not encode) stops the run: the record goes to dead letters at
+// once, the next node never runs, nothing is committed.
+func TestLivePublishFailureStopsRun(t *testing.T) {
+	var afterRuns atomic.Int32
+	b := graph.New[liveState]()
+	b.AddNode("bad", func(ctx context.Context, s liveState) (graph.Update[liveState], error) {
+		graph.WriteCustom(ctx, make(chan int))
+		return graph.Update[liveState]{}, nil
+	})
+	b.AddNode("after", func(ctx context.Context, s liveState) (graph.Update[liveState], error) {
+		afterRuns.Add(1)
+		return graph.Update[liveState]{}, nil
+	})
+	b.AddEdge(graph.START, "bad").AddEdge("bad", "after")
+	g, err := b.Compile()
+	if err != nil {
+		t.Fatal(err)
+	}
+	rig := newLiveRig(t, g)
+	in, _ := records.New("go", nil)
+	rig.send(t, in)
+	dls, err := rig.client.DeadLetters(rig.ctx, rig.ref, actor.FromStart())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for dl, err := range dls {
+		if err != nil {
+			t.Fatal(err)
+		}
+		if dl.Reason != "rejected" || !strings.Contains(dl.Error, "publish live graph.custom record of node \"bad\"") {
+			t.Fatalf("dead letter %s: %s", dl.Reason, dl.Error)
+		}
+		break
+	}
+	if n := afterRuns.Load(); n != 0 {
+		t.Fatalf("the next node ran %d times", n)
+	}
+}
