@@ -12,7 +12,9 @@ import (
 
 // Terminating interrupts the run in progress. Before terminate writes the
 // end record, it asks the node that reads the effector's partition (the
-// lease holder) to stop working on it: that node cancels the context of
+// lease holder) to stop working on it: that node, having read the document
+// and found it TERMINATED (a request alone interrupts nothing), cancels the
+// context of
 // the logic in hand with a cause matching both [ErrCancelled] and
 // [ErrTerminated], and answers once the effector has stopped processing
 // (its record in hand dead-lettered with reason "cancelled", the records
@@ -89,6 +91,12 @@ func (n *Node) onInterrupt(kind string, m *nats.Msg) {
 func (n *Node) interruptHere(ctx context.Context, ref records.Ref) {
 	e := n.loaded(ref)
 	if e == nil {
+		return
+	}
+	// Only a terminated effector is interrupted: anyone who may send
+	// control requests can reach the node subject, and must not be able to
+	// cancel the logic of a live effector with it.
+	if ent, err := n.states.Get(ctx, n.names.StateKey(ref)); err != nil || ent.Value.Status != StatusTerminated {
 		return
 	}
 	e.stale.Store(true)

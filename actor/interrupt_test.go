@@ -72,7 +72,7 @@ func TestTerminateWaitsForRun(t *testing.T) {
 			return s + 1, nil
 		},
 	}
-	startNode(t, conn, nil, kind)
+	n := startNode(t, conn, nil, kind)
 	var once sync.Once
 	unblock := func() { once.Do(func() { close(release) }) }
 	t.Cleanup(unblock) // before the node stops, even when the test fails
@@ -87,6 +87,14 @@ func TestTerminateWaitsForRun(t *testing.T) {
 		t.Fatal(err)
 	}
 	logicCtx := <-started
+	// The node subject alone does not interrupt a live effector.
+	node := conn.Names().NodeControl(n.ID(), "interrupt", "stubborn")
+	if _, err := conn.NC.Request(node, []byte(r.ID), 10*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if logicCtx.Err() != nil {
+		t.Fatal("an interrupt request cancelled the logic of an effector that is not terminated")
+	}
 	terminated := make(chan error, 1)
 	go func() {
 		_, err := c.Terminate(ctx, r)
