@@ -12,23 +12,24 @@ import (
 
 // Terminating interrupts the run in progress. Before terminate writes the
 // end record, it asks the node that reads the effector's partition (the
-// lease holder) to stop working on it: that node, having read the document
-// and found it TERMINATED (a request alone interrupts nothing), cancels the
-// context of
-// the logic in hand with a cause matching both [ErrCancelled] and
-// [ErrTerminated], and answers once the effector has stopped processing
-// (its record in hand dead-lettered with reason "cancelled", the records
-// held behind it with reason "terminated"), or after [interruptWait]. So
-// logic that honours its context — a hosted graph stops at its next node
-// boundary, an LLM stream at once — publishes nothing after the end
-// record: neither what it streams (EmitNow) nor its outputs, which a
-// cancelled attempt does not have.
+// lease holder) to stop working on it. That node reads the document and,
+// finding it TERMINATED (a request alone interrupts nothing), cancels the
+// context of the logic in hand with a cause matching both [ErrCancelled]
+// and [ErrTerminated], and answers once the effector has stopped
+// processing (its record in hand dead-lettered with reason "cancelled", the
+// records held behind it with reason "terminated"), or after
+// [interruptWait]. So logic that honours its context — a hosted graph
+// stops at its next node boundary, an LLM stream at once — publishes
+// nothing after the end record: neither what it streams (EmitNow) nor its
+// outputs, which a cancelled attempt does not have.
 //
 // Limits: logic that ignores its context for longer than interruptWait can
-// still publish after the end record; a node that does not answer (down,
-// or mid hand-over) is not waited for; and an attempt that completed just
-// before the cancellation arrived commits as usual, its outputs published
-// before its state write, which then fails on the TERMINATED document.
+// still publish after the end record, and a node that does not answer
+// (down, or mid hand-over) is not waited for. An attempt that completed
+// just before the cancellation arrived has its outputs published (before
+// the end record, as terminate waits), although its state write then fails
+// on the TERMINATED document and the record goes to dead letters (reason
+// terminated): as for any record that races a terminate.
 
 // opInterrupt is the node-only control operation that stops the run of an
 // effector being terminated: <prefix>.ctl.node.<node>.interrupt.<kind>,
