@@ -11,7 +11,10 @@ import (
 
 	"github.com/effectors/effectors/actor"
 	"github.com/effectors/effectors/actor/actortest"
+	"github.com/effectors/effectors/bus"
+	"github.com/effectors/effectors/bus/bustest"
 	"github.com/effectors/effectors/internal/codec"
+	"github.com/effectors/effectors/internal/proctest"
 	"github.com/effectors/effectors/records"
 )
 
@@ -244,4 +247,67 @@ func TestReplay(t *testing.T) {
 	if _, err := c.Replay(ctx, ref("nokind", "x")); !errors.Is(err, actor.ErrNoHost) {
 		t.Fatalf("kind not hosted: %v", err)
 	}
+}
+
+// TestReplayAfterFailover: two nodes, one of which freezes (its
+// connection held, as a stopped process or a cut network) for three lease
+// TTLs while records flow to every counter; the other takes its partitions
+// over. Once every count is exact, replaying each counter's log gives its
+// stored state.
+func TestReplayAfterFailover(t *testing.T) {
+	const beat, ttl = 250 * time.Millisecond, 1500 * time.Millisecond
+	opts := actor.Options{Heartbeat: beat, HeartbeatTTL: ttl}
+	cfg := bus.Config{Partitions: 8}
+	srv := bustest.NewServer(t)
+	conn := srv.Connect(t, cfg)
+	c := newClient(t, conn)
+	proxy := proctest.StartNATSProxy(t, strings.TrimPrefix(srv.URL, "nats://"))
+	frozen := startNodeWith(t, connectVia(t, proxy.URL(), cfg), opts, nil)
+	other := startNodeWith(t, srv.Connect(t, cfg), opts, nil)
+	actortest.Eventually(t, 30*time.Second, "both nodes read partitions", func() bool {
+		return frozen.Reading() > 0 && other.Reading() > 0
+	})
+	leases := watchLeases(t, conn)
+	refs := createCounters(t, c, 12)
+	publishAll(t, conn, refs, 5)
+	for _, r := range refs {
+		waitCount(t, c, r, 5, 30*time.Second)
+	}
+	hostages := 0
+	for _, r := range refs {
+		if leases.holders()[conn.Names().LeaseKey(r.Kind, conn.Names().Partition(r))] == frozen.Node.ID() {
+			hostages++
+		}
+	}
+	if hostages == 0 {
+		t.Fatal("the node to freeze reads no counter's partition: the test proves nothing")
+	}
+	var once sync.Once
+	thaw := func() { once.Do(proxy.Thaw) }
+	t.Cleanup(thaw)
+	proxy.Freeze()
+	frozeAt := time.Now()
+	for time.Since(frozeAt) < 3*ttl {
+		publishAll(t, conn, refs, 1)
+	}
+	thaw()
+	var total int64
+	want := int(mailboxCount(t, conn, refs[0]))
+	for _, r := range refs {
+		if n := int(mailboxCount(t, conn, r)); n != want {
+			t.Fatalf("%s has %d records in its mailbox, %s %d", r, n, refs[0], want)
+		}
+		waitCount(t, c, r, int64(want), time.Minute)
+		total += int64(want)
+	}
+	for _, r := range refs {
+		rep, err := c.Replay(ctxT(t), r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !rep.Equal || rep.Applied != want {
+			t.Fatalf("replay of %s after the failover: %+v", r, rep)
+		}
+	}
+	t.Logf("%d counters (%d on the frozen node), %d records, replayed equal after a node froze for %s", len(refs), hostages, total, 3*ttl)
 }
