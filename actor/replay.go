@@ -465,8 +465,16 @@ func firstDifference(path string, a, b any) string {
 		}
 		return ""
 	case []byte:
-		if y, ok := b.([]byte); ok && slices.Equal(x, y) {
+		y, ok := b.([]byte)
+		if ok && slices.Equal(x, y) {
 			return ""
+		}
+		if ok {
+			i := 0
+			for i < min(len(x), len(y)) && x[i] == y[i] {
+				i++
+			}
+			return fmt.Sprintf("%s: binary values differ from byte %d (stored %d bytes, replayed %d)", path, i, len(x), len(y))
 		}
 	default:
 		if _, isMap := b.(map[string]any); !isMap && a == b {
