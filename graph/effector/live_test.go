@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -20,6 +21,7 @@ import (
 	"github.com/effectors/effectors/graph"
 	"github.com/effectors/effectors/graph/effector"
 	"github.com/effectors/effectors/records"
+	"github.com/effectors/effectors/supervisor"
 )
 
 type liveState struct {
@@ -473,4 +475,106 @@ func TestLivePublishFailureStopsRun(t *testing.T) {
 	if n := afterRuns.Load(); n != 0 {
 		t.Fatalf("the next node ran %d times", n)
 	}
+}
+
+// TestOrchestrationCancelInterruptsRun: a supervisor's orchestration sends
+// a task to a graph effector; cancelling the orchestration (its cancel
+// record to the worker) interrupts the graph's run at the next node
+// boundary: b never runs, the task's record goes to dead letters as
+// cancelled, nothing of it is committed.
+func TestOrchestrationCancelInterruptsRun(t *testing.T) {
+	started := make(chan context.Context, 1)
+	release := make(chan struct{})
+	var bRuns atomic.Int32
+	rig := newLiveRig(t, chainGraph(t, started, release, &bRuns))
+	var once sync.Once
+	unblock := func() { once.Do(func() { close(release) }) }
+	t.Cleanup(unblock)
+
+	ob := graph.New[orchState]()
+	done := graph.Plain(ob, "done", func(s *orchState) *bool { return &s.Done })
+	ob.AddNode("work", func(ctx context.Context, s orchState) (graph.Update[orchState], error) {
+		if _, err := supervisor.Call(ctx, rig.ref, "go", nil); err != nil {
+			return graph.Update[orchState]{}, err
+		}
+		return graph.Updates(done.Set(true)), nil
+	})
+	ob.AddEdge(graph.START, "work")
+	def, err := supervisor.Define(supervisor.Spec[orchState]{Name: "livework", Graph: ob})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sup, err := supervisor.New(rig.conn, supervisor.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sup.Register(def); err != nil {
+		t.Fatal(err)
+	}
+	ctx, stop := context.WithCancel(rig.ctx)
+	var wg sync.WaitGroup
+	t.Cleanup(func() { stop(); wg.Wait() })
+	wg.Go(func() {
+		if err := sup.Run(ctx); err != nil && ctx.Err() == nil {
+			t.Errorf("supervisor: %v", err)
+		}
+	})
+	actortest.Eventually(t, 30*time.Second, "supervisor ready", sup.Ready)
+	sc, err := supervisor.NewClient(rig.conn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, err := sc.Start(rig.ctx, "livework", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var nodeCtx context.Context
+	select {
+	case nodeCtx = <-started:
+	case <-rig.ctx.Done():
+		t.Fatal("the worker's graph never started")
+	}
+	if err := sc.Cancel(rig.ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-nodeCtx.Done():
+	case <-rig.ctx.Done():
+		t.Fatal("cancelling the orchestration did not cancel the worker's run")
+	}
+	if !errors.Is(context.Cause(nodeCtx), actor.ErrCancelled) {
+		t.Fatalf("cause %v", context.Cause(nodeCtx))
+	}
+	unblock()
+	dls, err := rig.client.DeadLetters(rig.ctx, rig.ref, actor.FromStart())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for dl, err := range dls {
+		if err != nil {
+			t.Fatal(err)
+		}
+		if dl.Reason != "cancelled" || dl.Record.Process != id {
+			t.Fatalf("dead letter %s of process %s: %s", dl.Reason, dl.Record.Process, dl.Error)
+		}
+		break
+	}
+	if n := bRuns.Load(); n != 0 {
+		t.Fatalf("node b ran %d times after the cancel", n)
+	}
+	d, err := rig.client.State(rig.ctx, rig.ref)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var s liveState
+	if err := d.Decode(&s); err != nil {
+		t.Fatal(err)
+	}
+	if len(s.Done) != 0 {
+		t.Fatalf("state %+v: the interrupted run was committed", s)
+	}
+}
+
+type orchState struct {
+	Done bool `json:"done"`
 }
