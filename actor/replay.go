@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"reflect"
 	"runtime/debug"
 	"slices"
 	"sort"
@@ -477,7 +478,7 @@ func firstDifference(path string, a, b any) string {
 			return fmt.Sprintf("%s: binary values differ from byte %d (stored %d bytes, replayed %d)", path, i, len(x), len(y))
 		}
 	default:
-		if _, isMap := b.(map[string]any); !isMap && a == b {
+		if reflect.DeepEqual(a, b) { // strings, bools, nil, maps with other keys: never == (it panics on maps)
 			return ""
 		}
 	}
