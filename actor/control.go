@@ -140,8 +140,8 @@ func (c *control) stop() {
 // controlOps are the public control operations; hostOps those answered by a
 // node hosting the kind (state is answered by any node).
 var (
-	controlOps = []string{opCreate, opTerminate, opReset, opState, opActivate}
-	hostOps    = []string{opCreate, opTerminate, opReset, opActivate}
+	controlOps = []string{opCreate, opTerminate, opReset, opState, opActivate, opReplay}
+	hostOps    = []string{opCreate, opTerminate, opReset, opActivate, opReplay}
 )
 
 func (n *Node) serveControl() (*control, error) {
@@ -193,11 +193,14 @@ func (n *Node) serveControl() (*control, error) {
 		if err := sub(n.names.Control(opRetire, kind), "", func(m *nats.Msg) { n.onRetire(kind, m.Data) }); err != nil {
 			return nil, err
 		}
+		if err := sub(n.names.NodeControl(n.opts.NodeID, opInterrupt, kind), "", func(m *nats.Msg) { n.onInterrupt(kind, m) }); err != nil {
+			return nil, err
+		}
 	}
 	svc, err := micro.AddService(n.conn.NC, micro.Config{
 		Name:        n.names.Service(),
 		Version:     "0.1.0",
-		Description: "effectors control: create, terminate, reset, activate effectors and read their state",
+		Description: "effectors control: create, terminate, reset, activate and replay effectors and read their state",
 	})
 	if err != nil {
 		c.stop()
@@ -279,6 +282,8 @@ func (n *Node) handleControl(op, kind string, data []byte) ([]byte, error) {
 		doc, err = n.reset(ctx, kind, data)
 	case opActivate:
 		return n.activate(kind, data)
+	case opReplay:
+		return n.replayControl(ctx, kind, data)
 	default:
 		err = failf(ErrInvalid, "unknown control operation %s", service.Quote(op))
 	}
@@ -529,6 +534,7 @@ func (n *Node) terminate(ctx context.Context, kind string, data []byte) (Documen
 			return Document{}, err
 		}
 		n.retireNotice(ref)
+		n.interruptRun(ctx, ref)
 		if err := n.announceEnd(ctx, ref); err != nil {
 			return Document{}, err
 		}
@@ -542,6 +548,7 @@ func (n *Node) terminate(ctx context.Context, kind string, data []byte) (Documen
 		return Document{}, fmt.Errorf("write state: %w", err)
 	}
 	n.retireNotice(ref)
+	n.interruptRun(ctx, ref) // nothing it runs publishes after the end record
 	if err := n.announceEnd(ctx, ref); err != nil {
 		return Document{}, err
 	}

@@ -95,7 +95,10 @@
 //
 // [Context.EmitNow] publishes a record at once, for partial results while logic
 // runs. A record of type [TypeCancel] cancels the logic running on a record of
-// the same process (context.Cause is [ErrCancelled]).
+// the same process (context.Cause is [ErrCancelled]). Terminating an effector
+// cancels the logic in hand too (cause matching [ErrCancelled] and
+// [ErrTerminated]), and the end record is written once it stopped (see
+// interrupt.go).
 //
 // # Testing logic
 //
@@ -110,11 +113,14 @@
 //
 // Nodes serve a NATS micro service (named after the prefix) with endpoints
 // <prefix>.ctl.create.<kind>, <prefix>.ctl.terminate.<kind>,
-// <prefix>.ctl.reset.<kind>, <prefix>.ctl.state.<kind> and
-// <prefix>.ctl.activate.<kind>, taking JSON, so any NATS client can create
-// effectors, read their state as JSON and load them ahead of traffic;
-// [Client.Create], [Client.Terminate], [Client.Reset] and [Client.Activate]
-// use them. Request bodies are decoded strictly (one JSON object, no unknown
+// <prefix>.ctl.reset.<kind>, <prefix>.ctl.state.<kind>,
+// <prefix>.ctl.activate.<kind> and <prefix>.ctl.replay.<kind>, taking JSON,
+// so any NATS client can create effectors, read their state as JSON, load
+// them ahead of traffic and check them against their record log;
+// [Client.Create], [Client.Terminate], [Client.Reset], [Client.Activate] and
+// [Client.Replay] use them. [Node.Replay] (replay.go) is the event-sourcing
+// check: the state rebuilt from the mailbox with the kind's logic, compared
+// with the stored one. Request bodies are decoded strictly (one JSON object, no unknown
 // or repeated field, at most [MaxControlRequest] bytes); an error reply
 // carries a code and a reason (header EA-Error-Reason) that the client turns
 // into the typed error ([*ControlError], matching [ErrNotFound] and the

@@ -156,6 +156,11 @@
 // Event carrying its Interrupts. The run stops when ctx ends (yielding the
 // context error) or the loop breaks (after the step in progress).
 //
+// Observe hands the custom values, message chunks and task events of any
+// run (Invoke and Resume too) to a function as the nodes write them: the
+// way to show tokens and progress while still getting the run's Result
+// (graph/effector publishes them on the effector's outbox this way).
+//
 // # Functional API
 //
 // Entrypoint runs a plain function as a durable Workflow (a one-node
@@ -184,7 +189,7 @@
 //
 // # API changes
 //
-// Additions since the first publication: Graph.Checkpointer, NodeInfo.Index,
+// Additions since the first publication: Observe and Part, Graph.Checkpointer, NodeInfo.Index,
 // ForTask (a variadic ResumeOption on Resume and StreamResume: existing calls
 // compile unchanged), Graph.ResumeEach. Continue now runs the runnable tasks of a step where
 // some nodes still wait for input (ErrWaitingForInput only when all wait).

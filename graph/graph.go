@@ -226,8 +226,10 @@ type run[S any] struct {
 	headID   string
 	version  uint64
 	ckpt     string
-	em       *emitter[S]    // nil: not streaming
-	fwd      func(part)     // where a subgraph run sends its custom, messages and tasks parts
+	em       *emitter[S] // nil: not streaming
+	fwd      func(part)  // where a subgraph run sends its custom, messages and tasks parts
+	obs      func(Part)  // Observe: called with the parts of obsModes
+	obsModes StreamMode
 	ns       string         // the run's namespace ("" at the top)
 	store    Store          // what StoreOf returns in the run's nodes
 	dirty    string         // DurabilityExit: the source of the checkpoint held back ("": none)
@@ -291,7 +293,7 @@ func (g *Graph[S]) newRun(ctx context.Context, o *runOpts, thread string) (*run[
 	if err := checkThread(sv, thread); err != nil {
 		return nil, err
 	}
-	r := &run[S]{thread: thread, saver: sv, store: g.cfg.store}
+	r := &run[S]{thread: thread, saver: sv, store: g.cfg.store, obs: o.obs, obsModes: o.obsModes}
 	if sp, ok := ctx.Value(subKey{}).(*subParent); ok && sp.child == any(g) {
 		r.fwd, r.ns = sp.fwd, sp.ns
 		if r.store == nil {
@@ -649,7 +651,7 @@ func (g *Graph[S]) runTask(ctx context.Context, r *run[S], t *task[S], step int)
 		store:   r.store,
 		ns:      r.ns,
 	}
-	if r.em.wants(StreamCustom|StreamMessages|StreamTasks|StreamDebug|StreamSubgraphs) || r.fwd != nil {
+	if r.em.wants(StreamCustom|StreamMessages|StreamTasks|StreamDebug|StreamSubgraphs) || r.fwd != nil || r.obs != nil {
 		nc.sink = r.part
 	}
 	if r.em != nil {

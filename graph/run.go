@@ -20,6 +20,9 @@ type runOpts struct {
 	saver Checkpointer // UsingCheckpointer
 	own   bool         // use saver even when nil (a subgraph of a graph without one)
 	modes StreamMode   // WithStreamModes
+	// Observe
+	obs      func(Part)
+	obsModes StreamMode
 }
 
 func runOptions(opts []RunOption) *runOpts {

@@ -229,6 +229,9 @@ func (r *run[S]) part(p part) {
 		r.fwd(p)
 		return
 	}
+	if r.obs != nil && r.obsModes&p.mode != 0 {
+		r.obs(Part{Mode: p.mode, Namespace: p.ns, Step: p.step, Node: p.node, Task: p.task, Kind: p.kind, Data: p.data, Err: p.err})
+	}
 	e := r.em
 	mode := p.mode
 	if mode == StreamTasks && !e.wants(StreamTasks) {

@@ -545,7 +545,8 @@ Flags every command takes:
 Exit status: 0 ok, 1 error (or permission denied), 2 usage (bad arguments, or input the server
 refused), 3 not found, 4 unavailable (NATS, or no node / supervisor / record
 store answering), 5 conflict (already exists, terminated, not waiting, finished),
-6 dead-lettered (send --wait: the runtime sent the record to dead letters).
+6 dead-lettered (send --wait: the runtime sent the record to dead letters),
+7 replay differs (the state rebuilt from the record log is not the stored one).
 
 Try (after make run):
   ea create counter/c1

@@ -8,7 +8,7 @@
 //	ea orch start demo '{"text":"hello world"}' --wait
 //	ea top
 //
-// Commands: send, state, create, terminate, ls, kinds, tail, dead (replay),
+// Commands: send, state, create, terminate, replay, ls, kinds, tail, dead (replay),
 // orch (start, status, input, cancel, ls), top, completion, version, help.
 // Flags may follow the arguments; every command takes --nats (EA_NATS),
 // --prefix (EA_PREFIX), --timeout (EA_TIMEOUT) and --json (EA_JSON=1).
@@ -27,6 +27,8 @@
 //	   already finished
 //	6  dead-lettered: send --wait (or dead replay --wait) stored the record,
 //	   and the runtime sent it to dead letters; the reason is printed
+//	7  replay: the state rebuilt from the record log differs from the
+//	   stored state; the first difference is printed
 //
 // Failures are fast: a request the NATS user may not make ends at once
 // with "permission denied" (the server's asynchronous permission violation

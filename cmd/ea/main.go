@@ -17,7 +17,7 @@ func main() {
 // commands are ea's commands, in the order the usage lists them.
 func commands() []*command {
 	return []*command{
-		cmdSend(), cmdState(), cmdCreate(), cmdTerminate(), cmdLs(), cmdKinds(),
+		cmdSend(), cmdState(), cmdCreate(), cmdTerminate(), cmdReplay(), cmdLs(), cmdKinds(),
 		cmdTail(), cmdDead(), cmdOrch(), cmdTop(), cmdCompletion(), cmdVersion(),
 	}
 }

@@ -17,6 +17,72 @@
 // stream's duplicate window drops repeats. Sends of a node attempt that
 // failed and was retried by the node's RetryPolicy are discarded.
 //
+// # Live runs
+//
+// What nodes write while the graph runs is published on the effector's
+// outbox at once, not when the run ends, so that a UI shows a run in
+// progress: message chunks (graph.WriteMessage, graph.StreamText: an LLM's
+// tokens) as TypeMessage records and custom values (graph.WriteCustom) as
+// TypeCustom records by default, and with Live(... | graph.StreamTasks) a
+// TypeTask record when each node starts and ends (progress). Each carries
+// an Event (node, task, step, data). They are published one at a time, in
+// the order the nodes wrote them, and the node waits for each to be stored
+// (a node cannot run ahead of its readers). A publish that fails stops the
+// run with its error, retried or dead-lettered like any.
+//
+// Live records are progress, not outputs. The outputs of a record — what
+// Send, Emit and Reply held — are published only when the whole graph
+// succeeds, just before the state write that commits the record (design,
+// section 6): they stay tied to the commit. Live records are published
+// before the commit and are not part of it: a run that fails or is
+// interrupted leaves its live records published and commits nothing.
+//
+// Their ids are deterministic: <input record id>:s<n>.<tag>
+// (actor.Context.EmitNow), n counting the live records of the attempt from
+// 0, and the tag signing the effector, the input's stream sequence and id
+// and n. A retry (a failed attempt run again) or a redelivery (a node
+// crashed mid-run) runs the graph again from the effector's state, and
+// publishes the same ids again: within the outbox's duplicate window (2
+// minutes by default) JetStream drops every position n the earlier attempt
+// already published, and stores the ones beyond. A consumer therefore sees
+// each position of an input's live stream once: the first attempt's
+// records s0…sk, then, if the re-run goes further, the re-run's from sk+1
+// on. When the live output is deterministic (the same nodes write the same
+// things in the same order) that is exactly one run's stream. When it is
+// not — an LLM answers differently, parallel nodes interleave differently
+// — positions up to k come from the first attempt and the rest from the
+// re-run. So treat live records as provisional: replace them with the
+// committed outputs (the held records, the state, the state record with
+// actor.Kind.StateRecords) when those arrive, and drop them when the record
+// is dead-lettered. With graph.StreamTasks a failed node shows as a
+// TypeTask "task_result" with an Error before the re-run. A redelivery
+// later than the duplicate window publishes the live records again in
+// full.
+//
+// # Stopping a run
+//
+// The run stops at its next node boundary (the graph checks its context
+// before every super-step, and at END) when the logic's context ends:
+//
+//   - a cancel record of the record's process (actor.TypeCancel: a
+//     supervisor cancelling its orchestration sends one to the workers of
+//     its outstanding tasks), cause actor.ErrCancelled;
+//   - terminating the effector (actor.Client.Terminate, `ea
+//     terminate`): the node running it cancels the run, cause
+//     actor.ErrCancelled and actor.ErrTerminated, and the end record is
+//     written once the effector stopped (actor, "Terminating interrupts the
+//     run in progress");
+//   - the kind's Timeout.
+//
+// A node blocked in an LLM stream (core.LLM.Stream honours its context)
+// stops at once: the HTTP response is closed. A node that ignores its
+// context finishes first. Once the context ended nothing more is
+// published live, the held outputs are dropped and the state is not
+// written, even if the graph reached END; a cancelled record goes to dead
+// letters (reason cancelled) without retries. So after a terminate nothing
+// of the run is published after the end record, within the limits the
+// actor package states (logic ignoring its context longer than 5 s).
+//
 // # Errors
 //
 // Nothing a graph does crashes the node. A node error that exhausted its
@@ -51,7 +117,8 @@ import (
 // Kind returns k with its Logic running g: each record runs g with the
 // effector's state as input (graph.Replace). k.Logic must be nil and g must
 // have no checkpointer (the state document is the graph's checkpoint).
-func Kind[S any](k actor.Kind[S], g *graph.Graph[S]) (actor.Kind[S], error) {
+// Options: Live (what is published on the outbox while the graph runs).
+func Kind[S any](k actor.Kind[S], g *graph.Graph[S], opts ...Option) (actor.Kind[S], error) {
 	if g == nil {
 		return k, fmt.Errorf("%w: nil graph for kind %q", ErrInvalid, k.Name)
 	}
@@ -61,11 +128,16 @@ func Kind[S any](k actor.Kind[S], g *graph.Graph[S]) (actor.Kind[S], error) {
 	if g.Checkpointer() != nil {
 		return k, fmt.Errorf("%w: kind %q: compile the graph without a checkpointer; the effector's state document holds its state", ErrInvalid, k.Name)
 	}
+	o, err := buildOptions(k.Name, opts)
+	if err != nil {
+		return k, err
+	}
 	k.Logic = func(actx *actor.Context, s S) (S, error) {
 		rc := &runCtx{actx: actx}
-		ctx := context.WithValue(actx, runKey{}, rc)
-		res, err := g.Invoke(ctx, "", graph.Replace(s))
-		if err != nil {
+		ctx, lv, run := o.start(actx, context.WithValue(actx, runKey{}, rc))
+		defer lv.close()
+		res, err := g.Invoke(ctx, "", graph.Replace(s), run...)
+		if err := lv.end(actx, err); err != nil {
 			return s, classify(err)
 		}
 		if res.Interrupted() {

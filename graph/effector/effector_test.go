@@ -177,6 +177,18 @@ func TestGraphEffectorOnNode(t *testing.T) {
 			t.Fatalf("outbox %v: want added, noted pairs in node order", types)
 		}
 	}
+
+	// The event-sourcing check: the graph replayed over the mailbox, the
+	// three bad records skipped as the live run dead-lettered them, gives
+	// the stored state (created with a state of its own, still in the
+	// document's history or given).
+	rep, err := client.Replay(ctx, ref, actor.ReplayFrom([]byte(`{"total": 100}`)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !rep.Equal || rep.Skipped != len(cases) || rep.Applied != 2+2*len(cases) {
+		t.Fatalf("replay: %+v", rep)
+	}
 }
 
 func TestKindErrors(t *testing.T) {

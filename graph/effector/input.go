@@ -6,6 +6,7 @@ import (
 	"math"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/effectors/effectors/actor"
 	"github.com/effectors/effectors/graph"
@@ -79,8 +80,11 @@ type Answer struct {
 //
 // Each of these is one record's state transition, so it is crash-safe like
 // any record: applied once, its outputs published once (section 6 of the
-// design). k.Logic must be nil and g must have no checkpointer.
-func InputKind[S any](k actor.Kind[State[S]], g *graph.Graph[S]) (actor.Kind[State[S]], error) {
+// design). The checkpoints kept in the state carry the handled record's
+// time (EA-Time), not the clock's, so the state is a function of the
+// record log and actor.Node.Replay rebuilds it exactly, waiting or not.
+// k.Logic must be nil and g must have no checkpointer.
+func InputKind[S any](k actor.Kind[State[S]], g *graph.Graph[S], opts ...Option) (actor.Kind[State[S]], error) {
 	if g == nil {
 		return k, fmt.Errorf("%w: nil graph for kind %q", ErrInvalid, k.Name)
 	}
@@ -90,11 +94,16 @@ func InputKind[S any](k actor.Kind[State[S]], g *graph.Graph[S]) (actor.Kind[Sta
 	if g.Checkpointer() != nil {
 		return k, fmt.Errorf("%w: kind %q: compile the graph without a checkpointer; the effector's state document holds its checkpoint", ErrInvalid, k.Name)
 	}
+	o, err := buildOptions(k.Name, opts)
+	if err != nil {
+		return k, err
+	}
 	k.Logic = func(actx *actor.Context, s State[S]) (State[S], error) {
 		rc := &runCtx{actx: actx}
-		ctx := context.WithValue(actx, runKey{}, rc)
-		sv := &docSaver{}
-		use := graph.UsingCheckpointer(sv)
+		ctx, lv, run := o.start(actx, context.WithValue(actx, runKey{}, rc))
+		defer lv.close()
+		sv := &docSaver{at: actx.Record().Time}
+		use := append(run, graph.UsingCheckpointer(sv))
 		var res graph.Result[S]
 		var err error
 		switch {
@@ -110,17 +119,16 @@ func InputKind[S any](k actor.Kind[State[S]], g *graph.Graph[S]) (actor.Kind[Sta
 			if err := sv.load(s.Checkpoint); err != nil {
 				return s, actor.Permanent(err)
 			}
-			opts := []graph.RunOption{use}
 			if a.ID != "" {
-				opts = append(opts, graph.ForInterrupt(a.ID))
+				use = append(use, graph.ForInterrupt(a.ID))
 			}
-			res, err = g.Resume(ctx, thread, a.Value, opts...)
+			res, err = g.Resume(ctx, thread, a.Value, use...)
 		case s.Status == StatusWaiting:
 			return s, actor.Permanent(fmt.Errorf("%w: record %s of type %q; answer with a %q record first", ErrWaiting, actx.Record().ID, actx.Record().Type, TypeResume))
 		default:
-			res, err = g.Invoke(ctx, thread, graph.Replace(s.Graph), use)
+			res, err = g.Invoke(ctx, thread, graph.Replace(s.Graph), use...)
 		}
-		if err != nil {
+		if err := lv.end(actx, err); err != nil {
 			return s, classify(err)
 		}
 		if !res.Interrupted() {
@@ -181,6 +189,11 @@ func (rc *runCtx) dropInterrupted(ints []graph.Interruption) {
 // holds the head of each thread (the graph's, and its subgraphs'), loaded
 // from and saved to the state document.
 type docSaver struct {
+	// at is the time of the record the run handles: the Created of the
+	// checkpoints it saves, rather than the clock, so that the state
+	// document is a function of the record log (actor.Node.Replay
+	// rebuilds it exactly).
+	at    time.Time
 	mu    sync.Mutex
 	heads map[string]graph.Checkpoint // by thread; Version is the thread's version
 }
@@ -224,6 +237,7 @@ func (d *docSaver) Put(_ context.Context, cp graph.Checkpoint, head uint64) (uin
 		return 0, &graph.ConflictError{Thread: cp.Thread, Detail: "the effector's run moved on"}
 	}
 	cp.Version = cur + 1
+	cp.Created = d.at
 	d.heads[cp.Thread] = cp
 	return cp.Version, nil
 }

@@ -134,6 +134,17 @@ func TestInputKindOnNode(t *testing.T) {
 	if v, ok := s.Waiting[0].Value.(map[string]any); !ok || v["approve"] != "about otters" {
 		t.Fatalf("question value %#v", s.Waiting[0].Value)
 	}
+	replayEqual := func(when string) {
+		t.Helper()
+		rep, err := client.Replay(ctx, ref)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !rep.Equal {
+			t.Fatalf("replay %s: %s", when, rep.Difference)
+		}
+	}
+	replayEqual("while waiting") // the paused graph's checkpoint included
 
 	// Meanwhile a record of another type is refused; the question stays.
 	send("write", map[string]string{"topic": "seals"}, false)
@@ -184,6 +195,7 @@ func TestInputKindOnNode(t *testing.T) {
 	if strings.Join(types, ",") != "drafted,interrupt,asking,published" {
 		t.Fatalf("outbox %v", types)
 	}
+	replayEqual("after the resume")
 }
 
 // TestInputKindApply: two questions in one step, answered one by one by id;
