@@ -20,6 +20,7 @@ type tally struct {
 // with backoff, and batching goes on after it. Every record is applied once,
 // in stream order, and nothing goes to dead letters.
 func TestBatchWithTransientFailures(t *testing.T) {
+	t.Parallel()
 	var mu sync.Mutex
 	failed := map[uint64]bool{}
 	kind := actor.Kind[tally]{

@@ -19,6 +19,7 @@ import (
 // ErrNotFound, a process count still counts the index entries, and the
 // index streams follow the log's limits.
 func TestRetentionQueries(t *testing.T) {
+	t.Parallel()
 	srv := bustest.NewServer(t)
 	ret := bus.Retention{LogMaxAge: 30 * 24 * time.Hour, LogMaxBytes: bus.MinRetentionBytes}
 	conn := srv.Connect(t, bus.Config{Retention: ret})
