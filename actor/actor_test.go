@@ -170,14 +170,22 @@ func TestHundredCountersInParallel(t *testing.T) {
 		}
 	}
 	var wg sync.WaitGroup
+	errs := make(chan error, 4)
 	for w := range 4 {
 		wg.Go(func() {
 			for i := w; i < counters; i += 4 {
-				publishIncs(t, conn, ref("counter", fmt.Sprint("c", i)), each)
+				if err := tryPublishIncs(conn, ref("counter", fmt.Sprint("c", i)), each); err != nil {
+					errs <- err
+					return
+				}
 			}
 		})
 	}
 	wg.Wait()
+	close(errs)
+	if err := <-errs; err != nil {
+		t.Fatal(err)
+	}
 	refs := make([]records.Ref, counters)
 	for i := range refs {
 		refs[i] = ref("counter", fmt.Sprint("c", i))

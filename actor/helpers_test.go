@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"testing"
 	"time"
@@ -301,37 +302,48 @@ func countOutputs(t testing.TB, conn *bus.Conn, filter string) map[string][]coun
 // takes them, the way an outside client would.
 func publishIncs(t testing.TB, conn *bus.Conn, r records.Ref, n int) {
 	t.Helper()
+	if err := tryPublishIncs(conn, r, n); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// tryPublishIncs is publishIncs for a goroutine other than the test's: it
+// returns the first error instead of failing the test.
+func tryPublishIncs(conn *bus.Conn, r records.Ref, n int) error {
 	subject := conn.Names().Mailbox(r)
 	var futures []jetstream.PubAckFuture
 	for i := range n {
 		rec, err := records.New("inc", nil)
 		if err != nil {
-			t.Fatal(err)
+			return err
 		}
 		f, err := conn.JS.PublishMsgAsync(rec.Msg(subject))
 		if err != nil {
-			t.Fatal(err)
+			return fmt.Errorf("publish to %s: %w", r, err)
 		}
 		futures = append(futures, f)
 		if i%1000 == 999 {
-			waitAcks(t, futures)
+			if err := waitAcks(futures); err != nil {
+				return err
+			}
 			futures = futures[:0]
 		}
 	}
-	waitAcks(t, futures)
+	return waitAcks(futures)
 }
 
-func waitAcks(t testing.TB, futures []jetstream.PubAckFuture) {
-	t.Helper()
+// waitAcks waits for the acknowledgement of every publish of futures.
+func waitAcks(futures []jetstream.PubAckFuture) error {
 	for _, f := range futures {
 		select {
 		case <-f.Ok():
 		case err := <-f.Err():
-			t.Fatalf("publish: %v", err)
+			return fmt.Errorf("publish to %s: %w", f.Msg().Subject, err)
 		case <-time.After(30 * time.Second):
-			t.Fatal("publish ack timed out")
+			return fmt.Errorf("publish to %s: no ack within 30s", f.Msg().Subject)
 		}
 	}
+	return nil
 }
 
 // outputs returns the ids of every record stored on subject, failing on a

@@ -33,13 +33,29 @@ func createCounters(t testing.TB, c *actor.Client, n int) []records.Ref {
 // publishAll publishes per incs to every ref, a few refs at a time.
 func publishAll(t testing.TB, conn *bus.Conn, refs []records.Ref, per int) {
 	t.Helper()
+	if err := tryPublishAll(conn, refs, per); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// tryPublishAll is publishAll for a goroutine other than the test's: it
+// returns the first error instead of failing the test.
+func tryPublishAll(conn *bus.Conn, refs []records.Ref, per int) error {
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, 3)
+	errs := make(chan error, len(refs))
 	for _, r := range refs {
 		sem <- struct{}{}
-		wg.Go(func() { defer func() { <-sem }(); publishIncs(t, conn, r, per) })
+		wg.Go(func() {
+			defer func() { <-sem }()
+			if err := tryPublishIncs(conn, r, per); err != nil {
+				errs <- err
+			}
+		})
 	}
 	wg.Wait()
+	close(errs)
+	return <-errs
 }
 
 func active(t testing.TB, n *runningNode) float64 {
@@ -80,11 +96,13 @@ func TestPlacementSpreadsAndFailsOver(t *testing.T) {
 
 	// Node 0 dies mid-load: its connection drops, no goodbye.
 	victim := active(t, nodes[0])
-	done := make(chan struct{})
-	go func() { defer close(done); publishAll(t, conn, refs, 100) }()
+	done := make(chan error, 1)
+	go func() { done <- tryPublishAll(conn, refs, 100) }()
 	conns[0].NC.Close()
 	killed := time.Now()
-	<-done
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
 	waitCounts(t, conn, c, refs, 150, time.Minute)
 	t.Logf("node 0 drove %v effectors; all counts exact %s after it died", victim, time.Since(killed).Round(time.Millisecond))
 	var handovers float64
@@ -106,10 +124,12 @@ func TestJoiningNodeTakesItsShare(t *testing.T) {
 	refs := createCounters(t, c, 40)
 	publishAll(t, conn, refs, 20)
 	actortest.Eventually(t, 30*time.Second, "first node has all loaded", func() bool { return active(t, first) == 40 })
-	done := make(chan struct{})
-	go func() { defer close(done); publishAll(t, conn, refs, 100) }()
+	done := make(chan error, 1)
+	go func() { done <- tryPublishAll(conn, refs, 100) }()
 	second := startNodeWith(t, srv.Connect(t), fastPlacement, nil)
-	<-done
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
 	waitCounts(t, conn, c, refs, 120, time.Minute)
 	if h := metricSum(t, second.Registry, "ea_handovers_total") + metricSum(t, second.Registry, "ea_activations_total"); h == 0 {
 		t.Fatal("the joining node took over nothing")
