@@ -157,8 +157,8 @@ func TestTenThousandIncrements(t *testing.T) {
 	waitCount(t, conn, c, c1, 10_000, 3*time.Minute)
 }
 
+// Not parallel: 100,000 records take both cores; a test beside it starves and so does this one (30s publish deadline).
 func TestHundredCountersInParallel(t *testing.T) {
-	t.Parallel()
 	_, conn := server(t)
 	startNode(t, conn, nil)
 	c := newClient(t, conn)

@@ -99,6 +99,7 @@ var clusterPlacement = actor.Options{Heartbeat: 200 * time.Millisecond, Heartbea
 // elects another leader, clients move to the surviving servers, consumers
 // that lived on the stopped server are recreated, and processing goes on.
 // At the end every count is exact and no outbox holds an output twice.
+// Not parallel: three servers in Raft groups and two nodes with a 2s heartbeat TTL; a parallel test slows elections past the deadlines.
 func TestClusterStreamLeaderDies(t *testing.T) {
 	const (
 		counters = 30

@@ -108,6 +108,8 @@ func (lw *leaseWatch) holders() map[string]string {
 //     reads exactly the partitions whose lease names it (before, leases the
 //     other node gave back while the thawed node still read stayed free).
 //   - Every count is exact and every output said once.
+//
+// Not parallel: it measures how soon leases move after a freeze, against the heartbeat TTL.
 func TestFrozenNodeIsFenced(t *testing.T) {
 	const beat, ttl = 250 * time.Millisecond, 1500 * time.Millisecond
 	opts := actor.Options{Heartbeat: beat, HeartbeatTTL: ttl}

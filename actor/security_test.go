@@ -348,6 +348,7 @@ func bigRecord(t *testing.T, conn *bus.Conn, r records.Ref, h nats.Header, data 
 // a copy with the dead-letter headers would not be: the dead letter carries
 // what fits, says so, and names the original; the mailbox moves on, the node
 // stops at once, and nothing blocks after a restart.
+// Not parallel: it bounds how long a node takes to stop.
 func TestDeadLetterAtEverySize(t *testing.T) {
 	_, conn := server(t)
 	max := conn.MaxPayload()
