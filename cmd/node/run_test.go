@@ -16,8 +16,9 @@ import (
 // TestRunInProcess runs the node in this process against a test server:
 // /readyz goes from 503 to 200, the hint names the server and prefix, and
 // cancelling ctx shuts everything down (goleak checks nothing is left).
+// Not parallel: a whole node in this process with a 200ms heartbeat (a
+// 600ms TTL) and a 30s deadline to be ready; a parallel test starves it.
 func TestRunInProcess(t *testing.T) {
-	t.Parallel()
 	srv := bustest.NewServer(t)
 	metrics := proctest.FreeAddr(t)
 	ctx, cancel := context.WithCancel(context.Background())
