@@ -339,8 +339,8 @@ func waitAcks(futures []jetstream.PubAckFuture) error {
 		case <-f.Ok():
 		case err := <-f.Err():
 			return fmt.Errorf("publish to %s: %w", f.Msg().Subject, err)
-		case <-time.After(30 * time.Second):
-			return fmt.Errorf("publish to %s: no ack within 30s", f.Msg().Subject)
+		case <-time.After(2 * time.Minute): // a deadline for a loaded machine
+			return fmt.Errorf("publish to %s: no ack within 2m", f.Msg().Subject)
 		}
 	}
 	return nil
