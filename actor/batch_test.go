@@ -49,7 +49,7 @@ func TestBatchWithTransientFailures(t *testing.T) {
 	const total = 300
 	publishIncs(t, conn, r, total)
 	var s tally
-	actortest.Eventually(t, time.Minute, "every record applied", func() bool {
+	actortest.Eventually(t, 3*time.Minute, "every record applied", func() bool {
 		doc, err := c.State(ctxT(t), r)
 		if err != nil {
 			t.Fatal(err)

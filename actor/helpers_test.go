@@ -70,8 +70,10 @@ func newClient(t testing.TB, conn *bus.Conn) *actor.Client {
 	return c
 }
 
+// ctxT is a context for one call or one test, ended at cleanup: a deadline
+// for a loaded machine (tests run in parallel), not a wait.
 func ctxT(t testing.TB) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	t.Cleanup(cancel)
 	return ctx
 }
