@@ -37,6 +37,7 @@ func roundTripKind() actor.Kind[roundTrip] {
 // node: the logic sees the same state each time, and the final states are
 // equal, although the Go values the logic returns are not what is stored.
 func TestApplyRunsWhatANodeRuns(t *testing.T) {
+	t.Parallel()
 	k := roundTripKind()
 	self := ref("roundtrip", "r1")
 
@@ -103,6 +104,7 @@ func TestApplyRunsWhatANodeRuns(t *testing.T) {
 // TestApplyScreensRecords: records a node would dead-letter before the logic
 // runs fail in Apply with a permanent error.
 func TestApplyScreensRecords(t *testing.T) {
+	t.Parallel()
 	ran := false
 	k := actor.Kind[int]{Name: "screen", MaxPayload: 8, Accept: []string{records.ContentMsgpack},
 		Logic: func(*actor.Context, int) (int, error) { ran = true; return 1, nil }}
@@ -129,6 +131,7 @@ func TestApplyScreensRecords(t *testing.T) {
 // TestApplyStateThatDoesNotEncode: a state msgpack cannot encode fails in
 // Apply as it fails on a node.
 func TestApplyStateThatDoesNotEncode(t *testing.T) {
+	t.Parallel()
 	k := actor.Kind[struct {
 		F func() `json:"f"`
 	}]{Name: "fn", Logic: func(_ *actor.Context, s struct {

@@ -20,6 +20,7 @@ type tally struct {
 // with backoff, and batching goes on after it. Every record is applied once,
 // in stream order, and nothing goes to dead letters.
 func TestBatchWithTransientFailures(t *testing.T) {
+	t.Parallel()
 	var mu sync.Mutex
 	failed := map[uint64]bool{}
 	kind := actor.Kind[tally]{
@@ -48,7 +49,7 @@ func TestBatchWithTransientFailures(t *testing.T) {
 	const total = 300
 	publishIncs(t, conn, r, total)
 	var s tally
-	actortest.Eventually(t, time.Minute, "every record applied", func() bool {
+	actortest.Eventually(t, 3*time.Minute, "every record applied", func() bool {
 		doc, err := c.State(ctxT(t), r)
 		if err != nil {
 			t.Fatal(err)

@@ -2,6 +2,7 @@ package actor_test
 
 import (
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -53,6 +54,7 @@ func putJunk(t *testing.T, conn *bus.Conn, r records.Ref, junk []byte) {
 // retried, create says it is corrupt and how to fix it, reset repairs it
 // without replaying what was applied, and terminate works on it.
 func TestCorruptState(t *testing.T) {
+	t.Parallel()
 	_, conn := server(t)
 	startNode(t, conn, nil, kinds.Counter())
 	c := newClient(t, conn)
@@ -64,7 +66,7 @@ func TestCorruptState(t *testing.T) {
 		}
 	}
 	publishIncs(t, conn, x, 2)
-	waitCount(t, c, x, 2, 20*time.Second)
+	waitCount(t, conn, c, x, 2, 20*time.Second)
 
 	// Corrupted while loaded: the node finds out at its next write.
 	putJunk(t, conn, x, []byte("junk"))
@@ -80,7 +82,14 @@ func TestCorruptState(t *testing.T) {
 	}
 	// The other effector of the kind is served meanwhile.
 	publishIncs(t, conn, other, 3)
-	waitCount(t, c, other, 3, 20*time.Second)
+	waitCount(t, conn, c, other, 3, 20*time.Second)
+	// The records the node found the junk with may have been applied on the
+	// cached state, their outputs published, before the write failed (they
+	// then went to dead letters): x's outbox says 1, 2, then 3 and 4 at most.
+	said := saidCounts(t, conn, x)
+	if !slices.Equal(said, []int64{1, 2}) && !slices.Equal(said, []int64{1, 2, 3}) && !slices.Equal(said, []int64{1, 2, 3, 4}) {
+		t.Fatalf("outputs of x say counts %v, want 1 and 2, then 3 and 4 at most", said)
+	}
 
 	// Create says what is wrong and what to do.
 	_, err = c.Create(ctx, x, nil)
@@ -100,7 +109,8 @@ func TestCorruptState(t *testing.T) {
 		t.Fatalf("reset: status %s seq %d, want IDLE at seq %d (the last record of the mailbox)", doc.Status, doc.Seq, dl[1].Seq)
 	}
 	publishIncs(t, conn, x, 1)
-	waitCount(t, c, x, 11, 20*time.Second)
+	said = append(said, 11)
+	waitCountSaid(t, conn, c, x, 11, said, 20*time.Second)
 
 	// A reset of a valid document keeps its cursor.
 	before, err := c.State(ctx, x)
@@ -111,7 +121,8 @@ func TestCorruptState(t *testing.T) {
 		t.Fatalf("reset of a valid document: seq %d, %v; want seq %d", doc.Seq, err, before.Seq)
 	}
 	publishIncs(t, conn, x, 1)
-	waitCount(t, c, x, 1, 20*time.Second)
+	said = append(said, 1)
+	waitCountSaid(t, conn, c, x, 1, said, 20*time.Second)
 
 	// A document naming another effector is repaired by reset too.
 	bucket, err := conn.StateBucket(ctx)
@@ -130,7 +141,8 @@ func TestCorruptState(t *testing.T) {
 		t.Fatal(err)
 	}
 	publishIncs(t, conn, x, 1)
-	waitCount(t, c, x, 1, 20*time.Second)
+	said = append(said, 1)
+	waitCountSaid(t, conn, c, x, 1, said, 20*time.Second)
 
 	// Terminate writes a valid TERMINATED document over a corrupt one.
 	putJunk(t, conn, x, []byte{0xc1}) // never valid msgpack
@@ -162,6 +174,7 @@ func TestCorruptState(t *testing.T) {
 // TestControlHugeRequest: a control request echoing a huge value still gets
 // a short 400 reply.
 func TestControlHugeRequest(t *testing.T) {
+	t.Parallel()
 	_, conn := server(t)
 	startNode(t, conn, nil, kinds.Counter())
 	long := strings.Repeat("x", 900_000)

@@ -14,6 +14,7 @@ import (
 // limits (max_payload with headers, and JetStream's header limit), carries
 // the reference to the original and says what it left out.
 func TestDeadLetterMsgFits(t *testing.T) {
+	t.Parallel()
 	const mib = 1 << 20
 	long := strings.Repeat("x", 70_000)
 	tests := []struct {
@@ -78,6 +79,7 @@ func TestDeadLetterMsgFits(t *testing.T) {
 // TestDeadLetterMsgDirectives: JetStream directives of the original are not
 // copied, so they cannot make the dead-letter stream refuse or roll up.
 func TestDeadLetterMsgDirectives(t *testing.T) {
+	t.Parallel()
 	h := nats.Header{
 		"Nats-Msg-Id": {"r1"}, "Nats-Expected-Last-Sequence": {"999"}, "nats-rollup": {"all"},
 		"NATS-TTL": {"1s"}, "EA-Dead-Reason": {"fake"}, "ea-seq": {"1"}, "EA-Type": {"inc"},

@@ -12,6 +12,7 @@ import (
 // TestDocumentMsgpack checks the hand-written encoding against the generic
 // one: both decode to the same map, and each decodes what the other wrote.
 func TestDocumentMsgpack(t *testing.T) {
+	t.Parallel()
 	state, _ := codec.Marshal(map[string]any{"count": 3})
 	now := time.Date(2026, 11, 21, 10, 0, 0, 123456789, time.UTC)
 	docs := []Document{

@@ -58,8 +58,9 @@ func Example() {
 	stopped := make(chan error)
 	go func() { stopped <- node.Run(nodeCtx) }()
 	defer func() { stopNode(); <-stopped }()
-	for !node.Ready() {
-		time.Sleep(5 * time.Millisecond)
+	if err := node.WaitReady(ctx); err != nil {
+		fmt.Println(err)
+		return
 	}
 
 	client, _ := actor.NewClient(ctx, conn)
@@ -85,12 +86,12 @@ func Example() {
 		fmt.Println(emitted.Type+":", text, "from", emitted.From)
 		break
 	}
-	// Outputs are published before the state is written: wait until the
-	// state document has applied the record sent.
-	doc, _ := client.State(ctx, g)
-	for doc.Seq < sent.Seq {
-		time.Sleep(5 * time.Millisecond)
-		doc, _ = client.State(ctx, g)
+	// Outputs are published before the state is written: StateAt waits
+	// until the state document has applied the record sent.
+	doc, err := client.StateAt(ctx, g, sent.Seq)
+	if err != nil {
+		fmt.Println(err)
+		return
 	}
 	var s Greeting
 	_ = doc.Decode(&s)

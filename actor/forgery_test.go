@@ -23,6 +23,7 @@ var signedTag = regexp.MustCompile(`^[0-9a-f]{20}$`)
 // output the test then causes; none suppresses the real one, whose id
 // carries a tag the client cannot compute without the node's key.
 func TestOutputIDForgery(t *testing.T) {
+	t.Parallel()
 	_, conn := server(t)
 	startNode(t, conn, nil)
 	c := newClient(t, conn)
@@ -54,7 +55,8 @@ func TestOutputIDForgery(t *testing.T) {
 	if _, err := c.Send(ctx, ctl, start); err != nil {
 		t.Fatal(err)
 	}
-	waitCount(t, c, victim, 3, 30*time.Second)
+	// The forged incs (by 0) each say count 0; none suppressed a real output.
+	waitCountSaid(t, conn, c, victim, 3, []int64{0, 0, 0, 1, 2, 3}, 30*time.Second)
 
 	// 2. An input without an id: the runtime names it s<seq>, and its outputs
 	// used to be s<seq>:<n>, predictable from the sequence the publish ack
@@ -76,7 +78,7 @@ func TestOutputIDForgery(t *testing.T) {
 	if ack.Sequence != next {
 		t.Fatalf("the id-less start is sequence %d, the forged ids named %d", ack.Sequence, next)
 	}
-	waitCount(t, c, victim, 5, 30*time.Second)
+	waitCountSaid(t, conn, c, victim, 5, []int64{0, 0, 0, 1, 2, 3, 3, 3, 4, 5}, 30*time.Second)
 
 	// Every inc the controller sent is stored, under a signed id.
 	signed := 0
@@ -97,6 +99,7 @@ func TestOutputIDForgery(t *testing.T) {
 // with the same ids, and the second effector's output was dropped when both
 // were emitted within the window. Their ids now differ by effector and input.
 func TestOutputIDReusedInputID(t *testing.T) {
+	t.Parallel()
 	srv := bustest.NewServer(t)
 	conn := srv.Connect(t, bus.Config{DuplicateWindow: 500 * time.Millisecond})
 	ctx := ctxT(t)
@@ -120,6 +123,6 @@ func TestOutputIDReusedInputID(t *testing.T) {
 		}
 	}
 	startNode(t, conn, nil)
-	waitCount(t, c, cA, 1, 30*time.Second)
-	waitCount(t, c, cB, 1, 30*time.Second)
+	waitCount(t, conn, c, cA, 1, 30*time.Second)
+	waitCount(t, conn, c, cB, 1, 30*time.Second)
 }

@@ -25,6 +25,7 @@ import (
 // counts say so), and that the node still serves another effector
 // afterwards.
 func TestHostileInput(t *testing.T) {
+	t.Parallel()
 	_, conn := server(t)
 	node := startNode(t, conn, nil, kinds.Counter())
 	c := newClient(t, conn)
@@ -42,7 +43,7 @@ func TestHostileInput(t *testing.T) {
 		t.Helper()
 		served++
 		rawPublish(t, conn, bystander, map[string]string{"EA-Type": "inc", "Content-Type": records.ContentJSON}, []byte(`{}`))
-		waitCount(t, c, bystander, served, 10*time.Second)
+		waitCount(t, conn, c, bystander, served, 10*time.Second)
 	}
 	t.Run("control", func(t *testing.T) { hostileControl(t, conn, c, node, stillServes) })
 	t.Run("records", func(t *testing.T) { hostileRecords(t, conn, c, target, stillServes) })
@@ -359,7 +360,7 @@ func hostileRecords(t *testing.T, conn *bus.Conn, c *actor.Client, target record
 			switch tc.outcome {
 			case "ok":
 				applied++
-				waitCount(t, c, target, applied, 10*time.Second)
+				waitCount(t, conn, c, target, applied, 10*time.Second)
 			case "dead":
 				r := tc.deadOf
 				if r.IsZero() {

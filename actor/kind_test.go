@@ -12,6 +12,7 @@ import (
 // TestKindDefinitionErrors: a badly defined kind is refused by Host with an
 // error naming what is wrong.
 func TestKindDefinitionErrors(t *testing.T) {
+	t.Parallel()
 	_, conn := server(t)
 	logic := func(_ *actor.Context, s lagState) (lagState, error) { return s, nil }
 	for _, tt := range []struct {

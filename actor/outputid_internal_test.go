@@ -11,6 +11,7 @@ import (
 // they share the key), and differs with the key, the effector, the input's
 // sequence or id, and the output's number.
 func TestOutputIDSigned(t *testing.T) {
+	t.Parallel()
 	key := []byte(strings.Repeat("k", 32))
 	ctx := func(key []byte, self records.Ref, seq uint64, id string) *Context {
 		return &Context{idKey: key, self: self, rec: records.Record{ID: id, Seq: seq}}

@@ -62,6 +62,7 @@ func lagCount(t testing.TB, c *actor.Client, r records.Ref) int64 {
 // while it works through its backlog; it still applies every record once, in
 // order, and goes back to its partition when it has caught up.
 func TestSlowEffectorDoesNotBlockItsPartition(t *testing.T) {
+	t.Parallel()
 	_, conn := server(t)
 	n := startNode(t, conn, nil, lagKind())
 	c := newClient(t, conn)
@@ -105,6 +106,7 @@ func TestSlowEffectorDoesNotBlockItsPartition(t *testing.T) {
 // own mailbox; the next node finds its own consumer and goes on from it:
 // every record applied exactly once.
 func TestOverflowSurvivesRestart(t *testing.T) {
+	t.Parallel()
 	_, conn := server(t)
 	n := startNode(t, conn, nil, lagKind())
 	c := newClient(t, conn)
@@ -163,6 +165,7 @@ func ownConsumers(t testing.TB, conn *bus.Conn) int {
 // partition is read again and the effector goes on from its own consumer's
 // ack floor: every record applied exactly once.
 func TestOverflowSurvivesCrash(t *testing.T) {
+	t.Parallel()
 	_, conn := server(t)
 	var crashed atomic.Bool
 	n := startNode(t, conn, func(n *actor.Node) {

@@ -74,6 +74,7 @@ func rawPublish(t testing.TB, conn *bus.Conn, r records.Ref, headers map[string]
 }
 
 func TestPoisonRecords(t *testing.T) {
+	t.Parallel()
 	_, conn := server(t)
 	node := startNode(t, conn, nil, strictKind())
 	c := newClient(t, conn)

@@ -8,6 +8,7 @@ import (
 // TestRetryOnIsHonoured: an error the kind's RetryOn refuses is permanent to
 // the node, as in a graph.
 func TestRetryOnIsHonoured(t *testing.T) {
+	t.Parallel()
 	errNo := errors.New("do not retry")
 	k := Kind[int]{Name: "k",
 		Retry: RetryPolicy{RetryOn: func(err error) bool { return !errors.Is(err, errNo) }},

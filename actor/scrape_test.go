@@ -17,6 +17,7 @@ import (
 // may: under -race this caught Run setting the placement the collector
 // reads.
 func TestScrapeDuringStart(t *testing.T) {
+	t.Parallel()
 	_, conn := server(t)
 	reg := prometheus.NewRegistry()
 	n, err := actor.NewNode(conn, actor.Options{Registerer: reg, ShutdownGrace: 5 * time.Second})

@@ -40,6 +40,7 @@ var forbiddenReplies = []string{
 // logic runs, nothing is published there, the victim's state, the state bucket
 // and the record stream are intact, and replies to NATS inboxes still work.
 func TestReplyForbidden(t *testing.T) {
+	t.Parallel()
 	_, conn := server(t)
 	node := startNode(t, conn, nil, kinds.Counter())
 	c := newClient(t, conn)
@@ -114,7 +115,7 @@ func TestReplyForbidden(t *testing.T) {
 	if got := msg.Header.Get(records.HeaderType); got != "count" {
 		t.Fatalf("reply of type %q, want count", got)
 	}
-	waitCount(t, c, c1, 1, 10*time.Second)
+	waitCount(t, conn, c, c1, 1, 10*time.Second)
 	actortest.Eventually(t, 10*time.Second, "status IDLE", func() bool {
 		doc, err := c.State(ctx, c1)
 		return err == nil && doc.Status == actor.StatusIdle && doc.Error == ""
@@ -178,6 +179,7 @@ func TestReplyForbidden(t *testing.T) {
 // names, and only those; patterns that could only match forbidden subjects
 // are refused when the node is made.
 func TestReplySubjects(t *testing.T) {
+	t.Parallel()
 	_, conn := server(t)
 	startNodeWith(t, conn, actor.Options{ReplySubjects: []string{"replies.>"}}, nil, kinds.Counter())
 	c := newClient(t, conn)
@@ -225,7 +227,7 @@ func TestReplySubjects(t *testing.T) {
 	if dl.Reason != "reply_forbidden" || !strings.Contains(dl.Error, "--reply-subjects") {
 		t.Fatalf("dead letter %q %q, want reply_forbidden saying how to allow it", dl.Reason, dl.Error)
 	}
-	waitCount(t, c, c1, 1, 10*time.Second)
+	waitCount(t, conn, c, c1, 1, 10*time.Second)
 
 	for _, bad := range [][]string{{"$KV.>"}, {"replies.>", "$JS.API.>"}, {"ea.ctl.>"}, {"ea.>"}, {"a.>.b"}} {
 		_, err := actor.NewNode(conn, actor.Options{ReplySubjects: bad})
@@ -238,6 +240,7 @@ func TestReplySubjects(t *testing.T) {
 // TestOutputsChecked: logic cannot publish where records may not go, even
 // when it ignores the error: the attempt fails with ErrForbidden.
 func TestOutputsChecked(t *testing.T) {
+	t.Parallel()
 	ignoring := actor.Kind[kinds.CounterState]{
 		Name: "ignorer",
 		Logic: func(ctx *actor.Context, s kinds.CounterState) (kinds.CounterState, error) {
@@ -268,6 +271,7 @@ func TestOutputsChecked(t *testing.T) {
 // key (written by hand into the bucket) is an error when read, never taken
 // for the effector's state.
 func TestStateMismatch(t *testing.T) {
+	t.Parallel()
 	_, conn := server(t)
 	startNode(t, conn, nil, kinds.Counter())
 	c := newClient(t, conn)
@@ -344,6 +348,7 @@ func bigRecord(t *testing.T, conn *bus.Conn, r records.Ref, h nats.Header, data 
 // a copy with the dead-letter headers would not be: the dead letter carries
 // what fits, says so, and names the original; the mailbox moves on, the node
 // stops at once, and nothing blocks after a restart.
+// Not parallel: it bounds how long a node takes to stop.
 func TestDeadLetterAtEverySize(t *testing.T) {
 	_, conn := server(t)
 	max := conn.MaxPayload()
@@ -408,7 +413,7 @@ func TestDeadLetterAtEverySize(t *testing.T) {
 		})
 	}
 	publishIncs(t, conn, c1, 1)
-	waitCount(t, c, c1, 1, 10*time.Second)
+	waitCount(t, conn, c, c1, 1, 10*time.Second)
 	actortest.Eventually(t, 10*time.Second, "status IDLE", func() bool {
 		doc, err := c.State(ctx, c1)
 		return err == nil && doc.Status == actor.StatusIdle
@@ -441,7 +446,7 @@ func TestDeadLetterAtEverySize(t *testing.T) {
 	// After a restart nothing blocks: the big records were acknowledged.
 	startNode(t, conn, nil, kinds.Counter())
 	publishIncs(t, conn, c1, 1)
-	waitCount(t, c, c1, 2, 20*time.Second)
+	waitCount(t, conn, c, c1, 2, 20*time.Second)
 	info, err := conn.JS.Stream(ctx, conn.Names().DeadStream())
 	if err != nil {
 		t.Fatal(err)
@@ -462,6 +467,7 @@ type blowState struct {
 // does an output the server refuses although the connection's limit would
 // allow it (a stream's MaxMsgSize), emitted at the end or streamed.
 func TestOutputTooLarge(t *testing.T) {
+	t.Parallel()
 	_, conn := server(t)
 	ctx := ctxT(t)
 	blower := actor.Kind[blowState]{

@@ -17,6 +17,7 @@ import (
 // with a warning naming it, its partition and the partition consumer's
 // state; once it moves again the gauge falls back to 0 and the log says so.
 func TestStallIsVisible(t *testing.T) {
+	t.Parallel()
 	_, conn := server(t)
 	release := make(chan struct{})
 	stuck := actor.Kind[kinds.CounterState]{
@@ -53,7 +54,7 @@ func TestStallIsVisible(t *testing.T) {
 		}
 	}
 	close(release)
-	waitCount(t, c, r, 3, 15*time.Second)
+	waitCountSaid(t, conn, c, r, 3, nil, 15*time.Second) // stuck emits nothing
 	actortest.Eventually(t, 15*time.Second, "ea_effectors_stalled back to 0", func() bool {
 		return metricSum(t, node.Registry, "ea_effectors_stalled", "kind", "stuck") == 0
 	})

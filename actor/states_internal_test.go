@@ -13,6 +13,7 @@ import (
 // TestStatesRefuseMismatch: the runtime's state store never writes a
 // document under another effector's key.
 func TestStatesRefuseMismatch(t *testing.T) {
+	t.Parallel()
 	conn := bustest.NewServer(t).Connect(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()

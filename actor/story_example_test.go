@@ -51,8 +51,9 @@ func Example_stateRecords() {
 	stopped := make(chan error)
 	go func() { stopped <- node.Run(nodeCtx) }()
 	defer func() { stopNode(); <-stopped }()
-	for !node.Ready() {
-		time.Sleep(5 * time.Millisecond)
+	if err := node.WaitReady(ctx); err != nil {
+		fmt.Println(err)
+		return
 	}
 
 	client, _ := actor.NewClient(ctx, conn)

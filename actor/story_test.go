@@ -79,6 +79,7 @@ func stateDocs(t *testing.T, self records.Ref, recs []records.Record) []actor.Do
 // new state and seq; sequences only grow and the last shows the final
 // state. A kind without it writes none.
 func TestStateRecords(t *testing.T) {
+	t.Parallel()
 	_, conn := server(t)
 	startNode(t, conn, nil, tallyKind(true, 0))
 	c := newClient(t, conn)
@@ -164,6 +165,7 @@ func TestStateRecords(t *testing.T) {
 // skips the applied record and writes its state record again with the same
 // id, so the outbox has exactly one state record per write.
 func TestStateRecordAfterCrash(t *testing.T) {
+	t.Parallel()
 	_, conn := server(t)
 	var crashSeq atomic.Uint64
 	crashed := make(chan struct{})
@@ -216,6 +218,7 @@ func TestStateRecordAfterCrash(t *testing.T) {
 // TestReservedOutputTypes: logic may not emit state or end records on its
 // own outbox; the record goes to dead letters at once.
 func TestReservedOutputTypes(t *testing.T) {
+	t.Parallel()
 	_, conn := server(t)
 	k := actor.Kind[tallyState]{Name: "forger", Logic: func(ctx *actor.Context, s tallyState) (tallyState, error) {
 		return s, ctx.Emit(ctx.Record().Type, nil)
@@ -257,6 +260,7 @@ func TestReservedOutputTypes(t *testing.T) {
 // so does one started after the end. Terminating again writes no second
 // end record.
 func TestTerminateEndsSubscribe(t *testing.T) {
+	t.Parallel()
 	_, conn := server(t)
 	startNode(t, conn, nil)
 	c := newClient(t, conn)
@@ -287,7 +291,7 @@ func TestTerminateEndsSubscribe(t *testing.T) {
 		done <- r
 	}()
 	publishIncs(t, conn, c1, 3)
-	waitCount(t, c, c1, 3, 30*time.Second)
+	waitCount(t, conn, c, c1, 3, 30*time.Second)
 	doc, err := c.Terminate(ctxT(t), c1)
 	if err != nil || doc.Status != actor.StatusTerminated {
 		t.Fatalf("terminate: %+v %v", doc, err)

@@ -54,9 +54,11 @@ func streamer(graceful bool) actor.Kind[streamState] {
 }
 
 func TestCancelRecordStopsStreamingLogic(t *testing.T) {
+	t.Parallel()
 	for _, graceful := range []bool{false, true} {
 		name := map[bool]string{false: "logic fails", true: "logic ends cleanly"}[graceful]
 		t.Run(name, func(t *testing.T) {
+			t.Parallel()
 			_, conn := server(t)
 			startNode(t, conn, nil, streamer(graceful))
 			c := newClient(t, conn)
@@ -133,6 +135,7 @@ func TestCancelRecordStopsStreamingLogic(t *testing.T) {
 }
 
 func TestEmitNowInApply(t *testing.T) {
+	t.Parallel()
 	rec, _ := records.New("task", nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Millisecond)
 	defer cancel()

@@ -13,6 +13,7 @@ import (
 )
 
 func TestWaitReady(t *testing.T) {
+	t.Parallel()
 	_, conn := server(t)
 	n, err := actor.NewNode(conn, actor.Options{Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
@@ -61,6 +62,7 @@ func TestWaitReady(t *testing.T) {
 // TestStateAt: the state read after an output may predate its record;
 // StateAt waits until the record sent is applied.
 func TestStateAt(t *testing.T) {
+	t.Parallel()
 	_, conn := server(t)
 	startNode(t, conn, nil)
 	c := newClient(t, conn)
@@ -105,6 +107,7 @@ func TestStateAt(t *testing.T) {
 // TestSubscribeKind: one subscription follows the outputs of every effector
 // of a kind.
 func TestSubscribeKind(t *testing.T) {
+	t.Parallel()
 	_, conn := server(t)
 	startNode(t, conn, nil)
 	c := newClient(t, conn)

@@ -19,6 +19,7 @@ import (
 // TestStateEndpoint: ea.ctl.state.<kind> answers the state document as
 // JSON, the state decoded from msgpack, to any NATS client.
 func TestStateEndpoint(t *testing.T) {
+	t.Parallel()
 	_, conn := server(t)
 	startNode(t, conn, nil, kinds.Counter())
 	c := newClient(t, conn)
@@ -63,6 +64,7 @@ func TestStateEndpoint(t *testing.T) {
 // that reads their partition, whichever node the request reaches (the
 // others forward it), before any record; their records then find them
 // loaded (no second activation).
+// Not parallel: placement with a 400ms heartbeat TTL: CPU starvation from a parallel test reads as a dead node.
 func TestActivateAheadOfTraffic(t *testing.T) {
 	srv, conn := server(t)
 	c := newClient(t, conn)
@@ -105,9 +107,7 @@ func TestActivateAheadOfTraffic(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	for _, r := range refs {
-		waitCount(t, c, r, 1, 10*time.Second)
-	}
+	waitCounts(t, conn, c, refs, 1, 10*time.Second)
 	if _, after := activations(); after != sum {
 		t.Fatalf("activations went from %v to %v: records did not find their effectors loaded", sum, after)
 	}
@@ -130,6 +130,7 @@ func TestActivateAheadOfTraffic(t *testing.T) {
 // its first send only (and again after a Terminate or Reset through the
 // client), not before every publish.
 func TestSendReadsStateOnce(t *testing.T) {
+	t.Parallel()
 	_, conn := server(t)
 	startNode(t, conn, nil, kinds.Counter())
 	c := newClient(t, conn)
@@ -170,7 +171,7 @@ func TestSendReadsStateOnce(t *testing.T) {
 	if got := reads.Load(); got != 1 {
 		t.Fatalf("50 sends read the state document %d times, want once", got)
 	}
-	waitCount(t, c, s1, 50, 10*time.Second)
+	waitCount(t, conn, c, s1, 50, 10*time.Second)
 
 	// A reply the node would refuse is refused before anything is stored;
 	// an inbox is fine.

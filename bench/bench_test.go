@@ -192,8 +192,8 @@ func startActorWith(b *testing.B, conn *bus.Conn, n int, kind actor.Kind[kinds.C
 		ctx, cancel := context.WithCancel(ctx)
 		done := make(chan error, 1)
 		go func() { done <- node.Run(ctx) }()
-		for !node.Ready() {
-			time.Sleep(time.Millisecond)
+		if err := node.WaitReady(ctx); err != nil {
+			b.Fatal(err)
 		}
 		return func() { cancel(); <-done }
 	}

@@ -67,8 +67,8 @@ func neighboursRate(b *testing.B, slow bool, overflow int) {
 	done := make(chan error, 1)
 	go func() { done <- node.Run(runCtx) }()
 	defer func() { cancel(); <-done }()
-	for !node.Ready() {
-		time.Sleep(time.Millisecond)
+	if err := node.WaitReady(runCtx); err != nil {
+		b.Fatal(err)
 	}
 	client, err := actor.NewClient(ctx, conn)
 	if err != nil {

@@ -15,6 +15,7 @@ import (
 )
 
 func TestServerConfigValidate(t *testing.T) {
+	t.Parallel()
 	cluster := bus.ClusterConfig{Name: "c1", Listen: "127.0.0.1:0", Routes: []string{"nats-route://127.0.0.1:6222", "nats://10.0.0.2:6222"}}
 	valid := []bus.ServerConfig{
 		{},

@@ -19,6 +19,7 @@ import (
 var quiet = slog.New(slog.DiscardHandler)
 
 func TestConfigValidate(t *testing.T) {
+	t.Parallel()
 	valid := []bus.Config{
 		{},
 		{URL: "nats://127.0.0.1:4222", Prefix: "acme", Replicas: 3},
@@ -75,6 +76,7 @@ func TestConfigValidate(t *testing.T) {
 }
 
 func TestConnectEmbedded(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()
@@ -254,6 +256,7 @@ func TestStartServerAddressInUse(t *testing.T) {
 }
 
 func TestStartServerRejectsBadListen(t *testing.T) {
+	t.Parallel()
 	for _, listen := range []string{"127.0.0.1", "127.0.0.1:x", "127.0.0.1:70000"} {
 		srv, err := bus.StartServer(bus.ServerConfig{Listen: listen, StoreDir: t.TempDir()})
 		if err == nil {
@@ -267,6 +270,7 @@ func TestStartServerRejectsBadListen(t *testing.T) {
 }
 
 func TestServerShutdownTwice(t *testing.T) {
+	t.Parallel()
 	srv, err := bus.StartServer(bus.ServerConfig{Listen: "127.0.0.1:0", StoreDir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
@@ -276,6 +280,7 @@ func TestServerShutdownTwice(t *testing.T) {
 }
 
 func TestCloseTwice(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()
 	conn, err := bus.Connect(ctx, bus.Config{Listen: "127.0.0.1:0", StoreDir: t.TempDir(), Logger: quiet})
@@ -358,6 +363,7 @@ func TestConnLost(t *testing.T) {
 
 // TestCloseIsNotLost: a connection closed by Close is not lost.
 func TestCloseIsNotLost(t *testing.T) {
+	t.Parallel()
 	srv := bustest.NewServer(t)
 	conn, err := bus.Connect(context.Background(), bus.Config{URL: srv.URL, Logger: quiet})
 	if err != nil {
@@ -379,6 +385,7 @@ func TestCloseIsNotLost(t *testing.T) {
 // TestStoredAt reads what a stream holds from its leader: by sequence, the
 // next on a subject, and ErrNoMessage past the end.
 func TestStoredAt(t *testing.T) {
+	t.Parallel()
 	srv := bustest.NewServer(t)
 	conn := srv.Connect(t)
 	ctx := t.Context()

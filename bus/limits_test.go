@@ -17,6 +17,7 @@ import (
 // HeaderSize says fits is stored, one byte more is refused, and each refusal
 // is classified as too large (never as an outage to retry).
 func TestLimits(t *testing.T) {
+	t.Parallel()
 	conn := bustest.NewServer(t).Connect(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()

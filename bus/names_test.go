@@ -10,6 +10,7 @@ import (
 )
 
 func TestNames(t *testing.T) {
+	t.Parallel()
 	ref := records.Ref{Kind: "echo", ID: "a-1_B"}
 	tests := []struct {
 		prefix string
@@ -102,6 +103,7 @@ func TestNames(t *testing.T) {
 }
 
 func TestNamesRefOfRoundTrip(t *testing.T) {
+	t.Parallel()
 	refs := []records.Ref{
 		{Kind: "echo", ID: "1"},
 		{Kind: "a-b_C", ID: "X_y-z"},
@@ -126,6 +128,7 @@ func TestNamesRefOfRoundTrip(t *testing.T) {
 }
 
 func TestNamesRefOfRejects(t *testing.T) {
+	t.Parallel()
 	n, err := bus.NewNames("ea")
 	if err != nil {
 		t.Fatal(err)
@@ -167,6 +170,7 @@ func TestNamesRefOfRejects(t *testing.T) {
 }
 
 func TestNewNamesRejectsBadPrefix(t *testing.T) {
+	t.Parallel()
 	for _, prefix := range []string{
 		"ea.x",
 		"ea x",
@@ -191,6 +195,7 @@ func TestNewNamesRejectsBadPrefix(t *testing.T) {
 }
 
 func TestPlacementKeys(t *testing.T) {
+	t.Parallel()
 	n, err := bus.NewNames("ea")
 	if err != nil {
 		t.Fatal(err)

@@ -19,6 +19,7 @@ import (
 // stored under the partition Names.Partition computes, and a core NATS
 // subscriber of the mailbox sees the subject as published.
 func TestPartitionTransform(t *testing.T) {
+	t.Parallel()
 	srv := bustest.NewServer(t)
 	conn := connect(t, srv, bus.Config{})
 	if err := conn.Provision(t.Context()); err != nil {
@@ -73,6 +74,7 @@ func TestPartitionTransform(t *testing.T) {
 // forged partition token among them) is refused, so nothing is stored that no
 // effector would ever process.
 func TestMailboxSubjectsOutsideTheContract(t *testing.T) {
+	t.Parallel()
 	srv := bustest.NewServer(t)
 	conn := connect(t, srv, bus.Config{})
 	if err := conn.Provision(t.Context()); err != nil {
@@ -102,6 +104,7 @@ func TestMailboxSubjectsOutsideTheContract(t *testing.T) {
 // to a provisioned deployment is refused with a clear error, at Provision and
 // when the mailbox stream is opened.
 func TestPartitionsFixedAtProvisioning(t *testing.T) {
+	t.Parallel()
 	srv := bustest.NewServer(t)
 	first := connect(t, srv, bus.Config{Partitions: 16})
 	if err := first.Provision(t.Context()); err != nil {
@@ -130,6 +133,7 @@ func TestPartitionsFixedAtProvisioning(t *testing.T) {
 // Migrate keeps its records readable, and the mailbox stream then starts
 // after its last sequence, so state documents' seq never skips a new record.
 func TestLegacyLayoutRefusedThenMigrated(t *testing.T) {
+	t.Parallel()
 	srv := bustest.NewServer(t)
 	conn := connect(t, srv, bus.Config{})
 	ctx := t.Context()
@@ -184,6 +188,7 @@ func TestLegacyLayoutRefusedThenMigrated(t *testing.T) {
 }
 
 func TestStored(t *testing.T) {
+	t.Parallel()
 	n, err := bus.NewNames("ea")
 	if err != nil {
 		t.Fatal(err)

@@ -143,6 +143,7 @@ func streamNames(t *testing.T, js jetstream.JetStream) []string {
 }
 
 func TestProvisionDefaults(t *testing.T) {
+	t.Parallel()
 	srv := bustest.NewServer(t)
 	conn := connect(t, srv, bus.Config{})
 	if err := conn.Provision(t.Context()); err != nil {
@@ -178,6 +179,7 @@ func TestProvisionDefaults(t *testing.T) {
 }
 
 func TestProvisionConfigured(t *testing.T) {
+	t.Parallel()
 	srv := bustest.NewServer(t)
 	cfg := bus.Config{DuplicateWindow: 90 * time.Second, MaxAge: time.Hour, MaxConsumers: 5000, StateHistory: 12}
 	conn := connect(t, srv, cfg)
@@ -215,6 +217,7 @@ func TestProvisionConfigured(t *testing.T) {
 }
 
 func TestProvisionConcurrent(t *testing.T) {
+	t.Parallel()
 	srv := bustest.NewServer(t)
 	cfg := bus.Config{DuplicateWindow: 3 * time.Minute, MaxConsumers: 20_000, StateHistory: 9}
 	const nodes = 8
@@ -247,6 +250,7 @@ func TestProvisionConcurrent(t *testing.T) {
 }
 
 func TestProvisionCustomPrefix(t *testing.T) {
+	t.Parallel()
 	srv := bustest.NewServer(t)
 	ea := connect(t, srv, bus.Config{})
 	acme := connect(t, srv, bus.Config{Prefix: "acme", StateHistory: 2})
@@ -268,6 +272,7 @@ func TestProvisionCustomPrefix(t *testing.T) {
 }
 
 func TestProvisionRefusesCollidingPrefix(t *testing.T) {
+	t.Parallel()
 	srv := bustest.NewServer(t)
 	first := connect(t, srv, bus.Config{Prefix: "a-b"})
 	if err := first.Provision(t.Context()); err != nil {
@@ -293,6 +298,7 @@ func TestProvisionRefusesCollidingPrefix(t *testing.T) {
 }
 
 func TestProvisionReplicasOnSingleServer(t *testing.T) {
+	t.Parallel()
 	srv := bustest.NewServer(t)
 	conn := connect(t, srv, bus.Config{Replicas: 3})
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
@@ -355,13 +361,17 @@ func createConsumers(ctx context.Context, s jetstream.Stream, subjectPrefix stri
 // TestProvisionLiftsConsumerLimit shows why the records stream sets
 // MaxConsumers: nats-server caps a stream that does not at 1,000 consumers,
 // and every effector is one.
+// Not parallel: thousands of consumers within a deadline, near the race
+// detector's goroutine limit.
 func TestProvisionLiftsConsumerLimit(t *testing.T) {
 	if testing.Short() {
 		t.Skip("creates 2,200 consumers")
 	}
 	srv := bustest.NewServer(t)
 	conn := srv.Connect(t, bus.Config{Logger: quiet})
-	ctx, cancel := context.WithTimeout(t.Context(), 45*time.Second)
+	// A deadline, not a wait: 2,200 consumer creations take seconds on an
+	// idle machine, minutes on a loaded one.
+	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
 	defer cancel()
 
 	// A stream without MaxConsumers takes 1,000 and refuses the 1,001st.

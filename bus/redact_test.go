@@ -14,6 +14,7 @@ import (
 )
 
 func TestRedactURL(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct{ in, want string }{
 		{"nats://127.0.0.1:4222", "nats://127.0.0.1:4222"},
 		{"nats://alice:s3cret@10.0.0.1:4222", "nats://alice:REDACTED@10.0.0.1:4222"},

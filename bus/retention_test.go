@@ -26,6 +26,7 @@ func limitsOf(t *testing.T, conn *bus.Conn, name string) (time.Duration, int64) 
 // one with other settings changes them on the existing streams, and
 // "unlimited" removes a limit.
 func TestRetention(t *testing.T) {
+	t.Parallel()
 	srv := bustest.NewServer(t)
 	ctx := t.Context()
 	provision := func(r bus.Retention) *bus.Conn {
@@ -62,6 +63,7 @@ func TestRetention(t *testing.T) {
 
 // TestRetentionDrops: past the log's size limit the oldest records go.
 func TestRetentionDrops(t *testing.T) {
+	t.Parallel()
 	srv := bustest.NewServer(t)
 	conn := connect(t, srv, bus.Config{Retention: bus.Retention{LogMaxBytes: bus.MinRetentionBytes}})
 	ctx := t.Context()
@@ -89,6 +91,7 @@ func TestRetentionDrops(t *testing.T) {
 
 // TestRetentionInvalid: bad retention settings are configuration errors.
 func TestRetentionInvalid(t *testing.T) {
+	t.Parallel()
 	for _, r := range []bus.Retention{
 		{LogMaxAge: -5},
 		{LogMaxAge: time.Minute}, // under the duplicate window

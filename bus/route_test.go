@@ -10,6 +10,7 @@ import (
 )
 
 func TestRoutesCheck(t *testing.T) {
+	t.Parallel()
 	names, err := bus.NewNames("ea")
 	if err != nil {
 		t.Fatal(err)
@@ -104,6 +105,7 @@ func TestRoutesCheck(t *testing.T) {
 }
 
 func TestRoutesSelfIsSender(t *testing.T) {
+	t.Parallel()
 	names, _ := bus.NewNames("acme")
 	r, err := names.Routes(nil)
 	if err != nil {
@@ -123,6 +125,7 @@ func TestRoutesSelfIsSender(t *testing.T) {
 }
 
 func TestRoutesPatterns(t *testing.T) {
+	t.Parallel()
 	names, _ := bus.NewNames("ea")
 	tests := []struct {
 		patterns []string
@@ -153,6 +156,7 @@ func TestRoutesPatterns(t *testing.T) {
 }
 
 func TestMatch(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		pattern, subject string
 		want             bool
@@ -181,6 +185,7 @@ func TestMatch(t *testing.T) {
 }
 
 func TestUnpublishable(t *testing.T) {
+	t.Parallel()
 	if bus.Unpublishable(nil) || bus.TooLarge(errors.New("nats: timeout")) || bus.Unpublishable(errors.New("nats: no responders available for request")) {
 		t.Error("nil or a transient error counted as unpublishable")
 	}

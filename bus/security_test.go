@@ -85,6 +85,7 @@ func TestServerConfigFile(t *testing.T) {
 // TestInsecureWarning: an embedded server listening beyond loopback with no
 // users says so, loudly; on loopback it does not.
 func TestInsecureWarning(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		listen string
 		warn   bool
@@ -104,6 +105,7 @@ func TestInsecureWarning(t *testing.T) {
 // TestOutputKey: every connection gets the same key, made once, even when
 // several ask at once.
 func TestOutputKey(t *testing.T) {
+	t.Parallel()
 	srv := bustest.NewServer(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()

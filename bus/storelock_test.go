@@ -15,6 +15,7 @@ import (
 // start fails with ErrStoreLocked naming the directory and the holder, and the
 // lock is released by Shutdown so a restart works.
 func TestStoreDirLocked(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	first, err := bus.StartServer(bus.ServerConfig{Listen: "127.0.0.1:0", StoreDir: dir})
 	if err != nil {

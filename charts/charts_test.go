@@ -122,6 +122,7 @@ func metricName(series string, histograms map[string]bool) string {
 }
 
 func TestDashboardShape(t *testing.T) {
+	t.Parallel()
 	d := loadDashboard(t)
 	if d.SchemaVersion != 39 {
 		t.Errorf("schemaVersion = %d, want 39", d.SchemaVersion)
@@ -255,6 +256,7 @@ func (r *recordingRegisterer) MustRegister(cs ...prometheus.Collector) {
 // orchestration, and checks that every metric a dashboard query uses is one
 // they register, with the labels the query groups by.
 func TestDashboardMetricsAreRegistered(t *testing.T) {
+	t.Parallel()
 	srv := bustest.NewServer(t)
 	conn := srv.Connect(t)
 
@@ -517,6 +519,7 @@ func readTemplates(t *testing.T) map[string]string {
 // TestTemplateValuesExist checks that every .Values path a template uses is
 // in values.yaml, and that every value in values.yaml is used.
 func TestTemplateValuesExist(t *testing.T) {
+	t.Parallel()
 	keys := valuesKeys(t)
 	for _, want := range []string{"nats.url", "prefix", "streamReplicas", "logLevel", "logFormat", "shutdownGrace",
 		"terminationGracePeriodSeconds", "metrics.address", "metrics.serviceMonitor.enabled", "node.replicaCount",
@@ -555,6 +558,7 @@ func TestTemplateValuesExist(t *testing.T) {
 // TestChart checks Chart.yaml and that the environment variables the
 // deployment sets are ea-node settings documented in the repository README.
 func TestChart(t *testing.T) {
+	t.Parallel()
 	b, err := os.ReadFile(filepath.Join(chartDir, "Chart.yaml"))
 	if err != nil {
 		t.Fatal(err)

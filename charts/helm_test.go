@@ -234,6 +234,7 @@ func renderNotes(t *testing.T, set ...string) string {
 // that select them, ServiceMonitors, the dashboard ConfigMap for Grafana's
 // sidecar, and the refusals of bad values.
 func TestHelmTemplate(t *testing.T) {
+	t.Parallel()
 	helmBinary(t)
 	objs := mustRender(t, "nats.url=nats://nats:4222")
 	var kinds []string
@@ -463,6 +464,7 @@ func TestHelmTemplate(t *testing.T) {
 // TestHelmRetention: the retention values reach nodes and supervisors (both
 // provision) as the EA_* variables their flags read, and only when set.
 func TestHelmRetention(t *testing.T) {
+	t.Parallel()
 	helmBinary(t)
 	names := []string{"EA_LOG_MAX_AGE", "EA_LOG_MAX_BYTES", "EA_DEAD_MAX_AGE", "EA_DEAD_MAX_BYTES"}
 	plain := mustRender(t, "nats.url=nats://nats:4222")

@@ -63,6 +63,7 @@ var grafanaVars = strings.NewReplacer(`$kind`, `.*`, `$__rate_interval`, `15s`, 
 // and orchestrations complete and are cancelled; then it asks Prometheus
 // every query of the Grafana dashboard, as Grafana would, and requires a
 // non-empty answer for each.
+// Not parallel: two nodes under load, one killed, with 10s deadlines.
 func TestPrometheusAnswersEveryDashboardQuery(t *testing.T) {
 	bin := prometheusBinary(t)
 	srv := bustest.NewServer(t)

@@ -16,6 +16,7 @@ import (
 )
 
 func TestRoundTrip(t *testing.T) {
+	t.Parallel()
 	f := setup(t, 10)
 	ctx := testContext(t)
 	before := time.Now().Add(-time.Minute) // server and test share a clock
@@ -69,6 +70,7 @@ func TestRoundTrip(t *testing.T) {
 // TestErrors checks that each failure maps to the package's sentinel, with
 // the bucket, operation and key in the message.
 func TestErrors(t *testing.T) {
+	t.Parallel()
 	f := setup(t, 10)
 	ctx := testContext(t)
 	st := f.st
@@ -168,6 +170,7 @@ func TestErrors(t *testing.T) {
 }
 
 func TestConflictError(t *testing.T) {
+	t.Parallel()
 	f := setup(t, 1)
 	ctx := testContext(t)
 	rev := put(t, ctx, f.st, "k", counter{N: 1})
@@ -194,6 +197,7 @@ func TestConflictError(t *testing.T) {
 }
 
 func TestInvalidKey(t *testing.T) {
+	t.Parallel()
 	// Invalid keys fail before any I/O; the bucket must stay empty.
 	f := setup(t, 1)
 	ctx := testContext(t)
@@ -231,6 +235,7 @@ func TestInvalidKey(t *testing.T) {
 }
 
 func TestModifyContention(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name       string
 		stores     int // each on its own connection, like separate processes
@@ -286,6 +291,7 @@ func TestModifyContention(t *testing.T) {
 }
 
 func TestModify(t *testing.T) {
+	t.Parallel()
 	f := setup(t, 1)
 	ctx := testContext(t)
 	rev := put(t, ctx, f.st, "k", counter{N: 1, Name: "x"})
@@ -345,6 +351,7 @@ func TestModify(t *testing.T) {
 }
 
 func TestHistory(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		history uint8
 		puts    int
@@ -410,6 +417,7 @@ func TestHistory(t *testing.T) {
 }
 
 func TestDecodeError(t *testing.T) {
+	t.Parallel()
 	f := setup(t, 5)
 	ctx := testContext(t)
 	tests := []struct {
@@ -463,6 +471,7 @@ func TestDecodeError(t *testing.T) {
 }
 
 func TestKeys(t *testing.T) {
+	t.Parallel()
 	f := setup(t, 1)
 	ctx := testContext(t)
 	if keys, err := f.st.Keys(ctx, ""); err != nil || keys == nil || len(keys) != 0 {
@@ -505,6 +514,7 @@ func TestKeys(t *testing.T) {
 }
 
 func TestOpen(t *testing.T) {
+	t.Parallel()
 	f := setup(t, 1)
 	ctx := testContext(t)
 	tests := []struct {

@@ -8,6 +8,7 @@ import (
 )
 
 func TestKeyTurns(t *testing.T) {
+	t.Parallel()
 	var k keyTurns
 	ctx := t.Context()
 	if err := k.acquire(ctx, "a"); err != nil {

@@ -11,6 +11,7 @@ import (
 )
 
 func TestWatch(t *testing.T) {
+	t.Parallel()
 	f := setup(t, 5)
 	ctx := testContext(t)
 	baseline := subscriptionGoroutines()
@@ -63,6 +64,7 @@ func TestWatch(t *testing.T) {
 }
 
 func TestWatchMissingKey(t *testing.T) {
+	t.Parallel()
 	f := setup(t, 1)
 	ctx := testContext(t)
 	wctx, cancel := context.WithCancel(ctx)
@@ -80,6 +82,7 @@ func TestWatchMissingKey(t *testing.T) {
 }
 
 func TestWatchWildcard(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		pattern string
 		write   []string // keys written after the initial values, in order
@@ -164,6 +167,7 @@ func sameSet(a, b []string) bool {
 }
 
 func TestWatchInvalidPattern(t *testing.T) {
+	t.Parallel()
 	f := setup(t, 1)
 	ctx := testContext(t)
 	for _, pattern := range []string{"", "a..b", "a.>.b", "a b", ".a"} {
@@ -178,6 +182,7 @@ func TestWatchInvalidPattern(t *testing.T) {
 }
 
 func TestWatchDecodeError(t *testing.T) {
+	t.Parallel()
 	f := setup(t, 1)
 	ctx := testContext(t)
 	rev, err := f.raw.Put(ctx, "bad", []byte{0xc1})
@@ -207,6 +212,7 @@ func TestWatchDecodeError(t *testing.T) {
 // TestWatchBreak stops a watch while the client still has hundreds of
 // changes to deliver: the watcher must be released all the same.
 func TestWatchBreak(t *testing.T) {
+	t.Parallel()
 	f := setup(t, 1)
 	ctx := testContext(t)
 	baseline := subscriptionGoroutines()

@@ -35,6 +35,7 @@ func putDoc(t testing.TB, e *env, doc actor.Document) uint64 {
 }
 
 func TestEffectors(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	ctx := context.Background()
 	for i := range 25 {
@@ -115,6 +116,7 @@ func TestEffectors(t *testing.T) {
 }
 
 func TestKinds(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	ctx := context.Background()
 	place, err := e.conn.JS.KeyValue(ctx, e.conn.Names().PlaceBucket())
@@ -153,6 +155,7 @@ func TestKinds(t *testing.T) {
 // A real node: effectors created through actor.Client are listed and
 // watched.
 func TestWatch(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	ctx := context.Background()
 	rev1 := putDoc(t, e, actor.Document{ID: "a", Kind: "k", Status: actor.StatusIdle, Seq: 1})

@@ -63,8 +63,9 @@ func Example() {
 	go func() { _ = node.Run(runCtx); stopped <- struct{}{} }()
 	go func() { _ = srv.Run(runCtx); stopped <- struct{}{} }()
 	defer func() { stop(); <-stopped; <-stopped }()
-	for !node.Ready() {
-		time.Sleep(5 * time.Millisecond)
+	if err := node.WaitReady(ctx); err != nil {
+		fmt.Println(err)
+		return
 	}
 
 	ac, _ := actor.NewClient(ctx, conn)

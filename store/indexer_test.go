@@ -33,6 +33,7 @@ func runServer(t *testing.T, srv *bustest.Server) *store.Client {
 // Two servers share the indexer's durable consumers: every record is
 // indexed exactly once, and both answer.
 func TestTwoServersIndexOnce(t *testing.T) {
+	t.Parallel()
 	srv := bustest.NewServer(t)
 	a, b := runServer(t, srv), runServer(t, srv)
 	e := &env{conn: srv.Connect(t), client: a}
@@ -64,6 +65,7 @@ func TestTwoServersIndexOnce(t *testing.T) {
 // The indexer resumes after the NATS server restarts: nothing published
 // meanwhile is missed.
 func TestIndexerSurvivesRestart(t *testing.T) {
+	t.Parallel()
 	srv := bustest.NewServer(t)
 	c := runServer(t, srv)
 	e := &env{conn: srv.Connect(t), client: c}
@@ -90,6 +92,7 @@ func TestIndexerSurvivesRestart(t *testing.T) {
 // An index entry written twice (a record redelivered to the indexer after
 // the duplicate window) gives the record once.
 func TestDuplicateEntryOnce(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	ctx := context.Background()
 	publish(t, e.conn, rec{subject: "ea.mbox.w.1", id: "one", process: "dup"})

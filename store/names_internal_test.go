@@ -8,6 +8,7 @@ import (
 )
 
 func TestToken(t *testing.T) {
+	t.Parallel()
 	seen := map[string]string{}
 	for _, s := range []string{"p1", "a-b_c:d", "order.7", "a*", ">", "~p1", "with space", strings.Repeat("x", 256), strings.Repeat("x", 257),
 		strings.Repeat("~", 256), strings.Repeat("é", 128), strings.Repeat("x", 3100), strings.Repeat("x", 3101), strings.Repeat("a b", 400_000)} {
@@ -33,6 +34,7 @@ func TestToken(t *testing.T) {
 const maxToken = 1 + (4*maxValue+2)/3
 
 func TestBoundedKeepsValidValues(t *testing.T) {
+	t.Parallel()
 	for _, s := range []string{"", "p1", strings.Repeat("x", maxValue)} {
 		if got := bounded(s); got != s {
 			t.Errorf("bounded(%d bytes) = %q, want the value itself", len(s), got)
@@ -45,6 +47,7 @@ func TestBoundedKeepsValidValues(t *testing.T) {
 }
 
 func TestServiceErrorMatches(t *testing.T) {
+	t.Parallel()
 	for _, err := range []error{
 		invalid(ErrBadCursor, "x"), invalid(ErrPageTooLarge, "x"), invalid(ErrUnknownKind, "x"),
 		invalidf("x"), ErrNotFound, ErrUnavailable,
@@ -63,6 +66,7 @@ func TestServiceErrorMatches(t *testing.T) {
 // table with the codes and kinds the store answered before it used it, in
 // both reason headers.
 func TestServiceErrorsOnTheWire(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		err  error
 		code string

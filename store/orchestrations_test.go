@@ -63,6 +63,7 @@ func waitOrch(t *testing.T, c *supervisor.Client, id string, want supervisor.Sta
 // TestOrchestrations lists orchestrations by status and name, a page at a
 // time, from Go and over the service, and refuses bad input.
 func TestOrchestrations(t *testing.T) {
+	t.Parallel()
 	e, c := orchEnv(t)
 	ctx := context.Background()
 	ids := make([]string, 3)
@@ -160,6 +161,7 @@ func TestOrchestrations(t *testing.T) {
 // current state to the end, then resumes from a revision and sees the
 // changes after it again.
 func TestWatchOrchestration(t *testing.T) {
+	t.Parallel()
 	e, c := orchEnv(t)
 	ctx := context.Background()
 	id, err := c.Start(ctx, "demo", map[string]any{"text": "hello"})

@@ -18,6 +18,7 @@ import (
 // (through the owner index), counts and lists filter by it, from Go and
 // over the service; a bad owner is refused everywhere.
 func TestOwner(t *testing.T) {
+	t.Parallel()
 	e, sc := orchEnv(t)
 	ctx := context.Background()
 	actortest.StartNode(t, e.conn, actor.Options{ShutdownGrace: 5 * time.Second, Logger: slog.New(slog.DiscardHandler)}, kinds.Counter())

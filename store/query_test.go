@@ -55,6 +55,7 @@ func reversed(s []string) []string {
 }
 
 func TestQuery(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	rs := fixture(t, e)
 	w1 := records.Ref{Kind: "w", ID: "1"}
@@ -89,6 +90,7 @@ func TestQuery(t *testing.T) {
 }
 
 func TestQueryRecordFields(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	publish(t, e.conn, rec{subject: "ea.mbox.w.7", id: "one", typ: "task", process: "p"})
 	e.indexed(t)
@@ -113,6 +115,7 @@ func TestQueryRecordFields(t *testing.T) {
 // A cursor keeps its place while records arrive: oldest first it reads the
 // new ones after the old; newest first it goes on back in time.
 func TestCursorWhileRecordsArrive(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	rs := fixture(t, e)
 	ctx := context.Background()
@@ -161,6 +164,7 @@ func TestCursorWhileRecordsArrive(t *testing.T) {
 }
 
 func TestQueryTimeRange(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	publish(t, e.conn, rec{subject: "ea.mbox.w.1", id: "before", process: "p"}, rec{subject: "ea.out.w.1", id: "before-out", process: "p"})
 	time.Sleep(20 * time.Millisecond)
@@ -198,6 +202,7 @@ func TestQueryTimeRange(t *testing.T) {
 }
 
 func TestGet(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	ctx := context.Background()
 	fixture(t, e)
@@ -225,6 +230,7 @@ func TestGet(t *testing.T) {
 }
 
 func TestCount(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	rs := fixture(t, e)
 	ctx := context.Background()
@@ -250,6 +256,7 @@ func TestCount(t *testing.T) {
 }
 
 func TestQueryValidation(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	fixture(t, e)
 	ctx := context.Background()
@@ -327,6 +334,7 @@ func sameOrder(t *testing.T, q store.Query, got, want []string) {
 // Processes and types that are not subject tokens are indexed under an
 // encoded token, and found.
 func TestQueryOddNames(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	publish(t, e.conn,
 		rec{subject: "ea.mbox.w.1", id: "a", typ: "x.y/z", process: "order.7>*"},
@@ -358,6 +366,7 @@ func TestQueryOddNames(t *testing.T) {
 // A filter that matches rarely gives short pages with More set, and the
 // cursor finds every match, in both orders.
 func TestQueryScanBudget(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	ctx := context.Background()
 	js := e.conn.JS

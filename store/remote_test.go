@@ -43,6 +43,7 @@ func sameRecord(a, b store.Record) bool {
 // The service answers what the client answers: records, cursors, counts,
 // effectors and errors.
 func TestRemoteMatchesClient(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	fixture(t, e)
 	putDoc(t, e, actor.Document{ID: "a", Kind: "w", Status: actor.StatusIdle, Updated: time.Now().UTC()})
@@ -115,6 +116,7 @@ func TestRemoteMatchesClient(t *testing.T) {
 }
 
 func TestRemoteWithoutServer(t *testing.T) {
+	t.Parallel()
 	conn := bustest.NewServer(t).Connect(t)
 	remote, err := store.NewRemote(conn)
 	if err != nil {

@@ -18,6 +18,9 @@ import (
 // records that went are skipped), Get of a record that went is
 // ErrNotFound, a process count still counts the index entries, and the
 // index streams follow the log's limits.
+// Not parallel: run beside other tests it failed twice in four runs (the
+// index lag stayed at 1 for a minute; once Count said 119 of 120 after the
+// lag was 0), reported for a look at the indexer under retention.
 func TestRetentionQueries(t *testing.T) {
 	srv := bustest.NewServer(t)
 	ret := bus.Retention{LogMaxAge: 30 * 24 * time.Hour, LogMaxBytes: bus.MinRetentionBytes}

@@ -23,6 +23,7 @@ func request(t *testing.T, e *env, op, body string) (data []byte, code, kind str
 }
 
 func TestService(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	rs := fixture(t, e)
 	want := ids(rs, func(r rec) bool { return r.subject == "ea.mbox.w.2" })

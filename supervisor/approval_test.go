@@ -78,6 +78,7 @@ func toolApprovalDef(t *testing.T, svc *core.Services) supervisor.Definition {
 }
 
 func TestToolApprovalByInput(t *testing.T) {
+	t.Parallel()
 	srv := bustest.NewServer(t)
 	conn := srv.Connect(t)
 	fake := llmtest.NewServer(t)

@@ -23,6 +23,7 @@ type rejectState struct {
 // the supervisor learns of it from the dead letter and the step gets an
 // error answer to decide on, instead of waiting forever.
 func TestDeadLetteredTask(t *testing.T) {
+	t.Parallel()
 	b := graph.New[rejectState]()
 	errF := graph.Plain(b, "err", func(s *rejectState) *string { return &s.Err })
 	wF := graph.Plain(b, "worker", func(s *rejectState) *string { return &s.Worker })

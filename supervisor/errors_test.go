@@ -11,6 +11,7 @@ import (
 )
 
 func TestAPIErrorIs(t *testing.T) {
+	t.Parallel()
 	all := []error{supervisor.ErrInvalid, supervisor.ErrUnknownOrchestration, supervisor.ErrUnknownName,
 		supervisor.ErrNotWaiting, supervisor.ErrConflict, supervisor.ErrFinished, supervisor.ErrUnavailable}
 	for _, tc := range []struct {
@@ -38,6 +39,7 @@ func TestAPIErrorIs(t *testing.T) {
 }
 
 func TestNotRunning(t *testing.T) {
+	t.Parallel()
 	srv := bustest.NewServer(t)
 	conn := srv.Connect(t)
 	s, err := supervisor.New(conn, supervisor.Options{})

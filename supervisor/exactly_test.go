@@ -20,6 +20,7 @@ import (
 // after a crash would deliver it), a result nobody awaits, a record for an
 // unknown orchestration and one of a wrong type: none changes anything.
 func TestRedeliveredResult(t *testing.T) {
+	t.Parallel()
 	srv := bustest.NewServer(t)
 	conn := srv.Connect(t)
 	startWorkers(t, conn)
@@ -84,6 +85,7 @@ func TestRedeliveredResult(t *testing.T) {
 // loser re-reads and gets a typed error), and every orchestration completes
 // with exact results.
 func TestTwoSupervisors(t *testing.T) {
+	t.Parallel()
 	srv := bustest.NewServer(t)
 	conn1, conn2 := srv.Connect(t), srv.Connect(t)
 	startWorkers(t, conn1)

@@ -53,7 +53,11 @@ func Example() {
 	go func() { _ = node.Run(runCtx); done <- struct{}{} }()
 	go func() { _ = sup.Run(runCtx); done <- struct{}{} }()
 	defer func() { stop(); <-done; <-done }()
-	for !node.Ready() || !sup.Ready() {
+	if err := node.WaitReady(ctx); err != nil {
+		fmt.Println(err)
+		return
+	}
+	for !sup.Ready() { // a Supervisor has no WaitReady
 		time.Sleep(10 * time.Millisecond)
 	}
 

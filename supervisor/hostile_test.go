@@ -45,6 +45,7 @@ func askDefinition(t *testing.T) supervisor.Definition {
 // a part of the text; a refused request starts or changes nothing; the
 // supervisor still serves other orchestrations afterwards.
 func TestHostileAPI(t *testing.T) {
+	t.Parallel()
 	srv := bustest.NewServer(t)
 	conn := srv.Connect(t)
 	s, err := supervisor.New(conn, supervisor.Options{Logger: quiet, AckWait: 5 * time.Second})

@@ -13,6 +13,7 @@ import (
 // they refuse, and every request gets a reply: a 1 MB id used to be echoed
 // whole, and a ~1 MiB one got no reply at all.
 func TestAPILimits(t *testing.T) {
+	t.Parallel()
 	srv := bustest.NewServer(t)
 	conn := srv.Connect(t)
 	startSupervisor(t, conn)

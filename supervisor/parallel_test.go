@@ -64,6 +64,7 @@ func parallel(t testing.TB) supervisor.Definition {
 // together, the first result is kept until the second arrives, then both
 // nodes resume with their own answers.
 func TestParallelTasks(t *testing.T) {
+	t.Parallel()
 	srv := bustest.NewServer(t)
 	conn := srv.Connect(t)
 	workers := startWorkers(t, conn)
@@ -106,6 +107,7 @@ func TestParallelTasks(t *testing.T) {
 
 // TestDefineErrors checks the definitions Define refuses.
 func TestDefineErrors(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name string
 		spec supervisor.Spec[parState]

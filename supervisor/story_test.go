@@ -74,6 +74,7 @@ func describe(recs []supervisor.StatusRecord) string {
 // every step, the wait for input, the input and the end, in the
 // orchestration's process; a cancel ends the story with CANCELLED.
 func TestStatusRecords(t *testing.T) {
+	t.Parallel()
 	srv := bustest.NewServer(t)
 	conn := srv.Connect(t)
 	startWorkers(t, conn)
@@ -116,6 +117,7 @@ func TestStatusRecords(t *testing.T) {
 // status record, the next change, on a new supervisor, first writes the
 // missing record ("recovered"), so the story has no hole.
 func TestStatusRecordCatchUp(t *testing.T) {
+	t.Parallel()
 	srv := bustest.NewServer(t)
 	conn := srv.Connect(t)
 	startWorkers(t, conn)

@@ -22,6 +22,7 @@ import (
 // records went to the workers' mailboxes with the orchestration as process
 // and the supervisor's mailbox as reply.
 func TestDemo(t *testing.T) {
+	t.Parallel()
 	srv := bustest.NewServer(t)
 	conn := srv.Connect(t)
 	startWorkers(t, conn)
@@ -100,6 +101,7 @@ func TestDemo(t *testing.T) {
 // TestWorkerErrors shows the three ways a worker's error record feeds the
 // orchestration's decision: a retry, an alternative path, a failure.
 func TestWorkerErrors(t *testing.T) {
+	t.Parallel()
 	srv := bustest.NewServer(t)
 	conn := srv.Connect(t)
 	startWorkers(t, conn)
@@ -157,6 +159,7 @@ func TestWorkerErrors(t *testing.T) {
 // TestAPIErrors checks the typed errors of the API: unknown ids and names,
 // bad requests, double input, input and cancel after the end.
 func TestAPIErrors(t *testing.T) {
+	t.Parallel()
 	srv := bustest.NewServer(t)
 	conn := srv.Connect(t)
 	c := newClient(t, conn)
@@ -271,6 +274,7 @@ func TestAPIErrors(t *testing.T) {
 }
 
 func TestDecodeOrchestrationInvalid(t *testing.T) {
+	t.Parallel()
 	for _, value := range [][]byte{nil, []byte("not msgpack"), {0x80} /* an empty map */} {
 		if _, err := supervisor.DecodeOrchestration(value); !errors.Is(err, supervisor.ErrInvalid) {
 			t.Errorf("DecodeOrchestration(%q) = %v, want ErrInvalid", value, err)

@@ -11,6 +11,7 @@ import (
 // unkeyed id (which a client knowing the orchestration and its input could
 // compute) and between keys, with the same shape.
 func TestTaskRecordIDSigned(t *testing.T) {
+	t.Parallel()
 	r := &orchRecord{ID: "o1", Steps: 3}
 	w := wait{key: "task-1", step: "b", req: request{Kind: "task", To: "task-b/demo", Type: "task", Payload: []byte{0x81}}}
 	key := []byte(strings.Repeat("k", 32))
@@ -28,6 +29,7 @@ func TestTaskRecordIDSigned(t *testing.T) {
 }
 
 func TestCancelRecordIDSigned(t *testing.T) {
+	t.Parallel()
 	key := []byte(strings.Repeat("k", 32))
 	plain, signed := cancelRecordID(nil, "o1", 4, "task-a/demo"), cancelRecordID(key, "o1", 4, "task-a/demo")
 	if plain != "o1.4.cancel.task-a/demo" || !regexp.MustCompile(`^o1\.4\.cancel\.task-a/demo\.[0-9a-f]{20}$`).MatchString(signed) {

@@ -31,8 +31,10 @@ import (
 
 // Timeouts of the helpers.
 const (
-	// ReadyTimeout is how long StartNode and Run wait for the node to be ready.
-	ReadyTimeout = 30 * time.Second
+	// ReadyTimeout is how long StartNode and Run wait at most for the node
+	// to be ready (they return as soon as it is): long, for tests running
+	// in parallel on a small, loaded machine.
+	ReadyTimeout = 90 * time.Second
 	// StopTimeout is how long Stop waits for Run to return.
 	StopTimeout = 60 * time.Second
 	// ShutdownGrace is the node's shutdown grace unless Options set one.

@@ -337,6 +337,7 @@ func logRuntimeMetrics(t testing.TB, p *process) {
 // TestEmbeddedDefault runs ea-node with no --nats: it embeds NATS, prints the
 // hint, counts, serves metrics and stops cleanly on SIGTERM.
 func TestEmbeddedDefault(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("process test: skipped with -short")
 	}
@@ -444,6 +445,7 @@ func hasLine(text, line string) bool {
 // TestListenInUse checks that ea-node fails at start, exit status 1, when the
 // embedded server's address is taken, and says which flag to change.
 func TestListenInUse(t *testing.T) {
+	t.Parallel()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -460,6 +462,7 @@ func TestListenInUse(t *testing.T) {
 
 // TestBadUsage checks exit statuses and messages of the binary itself.
 func TestBadUsage(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		args   []string
 		env    []string

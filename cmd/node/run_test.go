@@ -16,6 +16,8 @@ import (
 // TestRunInProcess runs the node in this process against a test server:
 // /readyz goes from 503 to 200, the hint names the server and prefix, and
 // cancelling ctx shuts everything down (goleak checks nothing is left).
+// Not parallel: a whole node in this process with a 200ms heartbeat (a
+// 600ms TTL) and a 30s deadline to be ready; a parallel test starves it.
 func TestRunInProcess(t *testing.T) {
 	srv := bustest.NewServer(t)
 	metrics := proctest.FreeAddr(t)
@@ -85,6 +87,7 @@ func TestRunInProcess(t *testing.T) {
 // TestRunNotReadyUntilConnected checks /readyz says why it is not ready while
 // NATS cannot be reached, and that stopping then is clean.
 func TestRunNotReadyUntilConnected(t *testing.T) {
+	t.Parallel()
 	metrics := proctest.FreeAddr(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -119,6 +122,7 @@ func TestRunNotReadyUntilConnected(t *testing.T) {
 // TestRunMetricsAddressInUse checks that a busy --metrics address fails at
 // once with an error naming the flag.
 func TestRunMetricsAddressInUse(t *testing.T) {
+	t.Parallel()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -141,6 +145,7 @@ func TestRunMetricsAddressInUse(t *testing.T) {
 
 // TestRunHelp checks -h prints the usage to stdout and succeeds.
 func TestRunHelp(t *testing.T) {
+	t.Parallel()
 	var stdout, stderr proctest.Buffer
 	if err := run(context.Background(), []string{"-h"}, envOf(nil), &stdout, &stderr); err != nil {
 		t.Fatal(err)

@@ -38,6 +38,7 @@ func authServer(t *testing.T, user, secret string) string {
 // ready banner), and a wrong password fails at once with an auth error
 // instead of being retried as "cannot reach".
 func TestSecretsNotPrinted(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("process test: skipped with -short")
 	}

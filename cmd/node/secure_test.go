@@ -25,6 +25,7 @@ var rolesEnv = []string{"EA_CLIENT_PASSWORD=client-pw", "EA_NODE_PASSWORD=node-p
 // counter through it. Listening on every interface with users gives no
 // warning; without users it does, loudly.
 func TestSecuredEmbeddedServer(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("process test: skipped with -short")
 	}
@@ -91,6 +92,7 @@ func TestSecuredEmbeddedServer(t *testing.T) {
 // TestInsecureListenWarns: an embedded server on every interface without
 // users is announced as INSECURE; on loopback it is not.
 func TestInsecureListenWarns(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("process test: skipped with -short")
 	}

@@ -64,6 +64,7 @@ func echo(r llmtest.Request) llmtest.Reply {
 }
 
 func TestSequenceAndGraphAgree(t *testing.T) {
+	t.Parallel()
 	srv := llmtest.NewServer(t)
 	srv.Respond(echo)
 	nodes, order := nodeMap(t, srv)
@@ -121,6 +122,7 @@ func TestSequenceAndGraphAgree(t *testing.T) {
 }
 
 func TestSequenceInvalid(t *testing.T) {
+	t.Parallel()
 	nodes := map[string]task.Node[doc]{"a": {}}
 	for _, order := range [][]string{nil, {"b"}, {"a", "a"}} {
 		if _, err := task.RunSequence(t.Context(), nodes, order, doc{}); !errors.Is(err, core.ErrInvalid) {
@@ -138,6 +140,7 @@ func TestSequenceInvalid(t *testing.T) {
 // Retries: a failing run is retried with backoff up to Retry.Attempts; a
 // permanent failure is not; a route to no node is invalid, in both runtimes.
 func TestNodeRetryAndRoute(t *testing.T) {
+	t.Parallel()
 	var calls atomic.Int32
 	flaky := task.Func(func(_ context.Context, _ string, _ task.Start, out task.Output) error {
 		switch n := calls.Add(1); {

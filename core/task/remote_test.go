@@ -17,6 +17,7 @@ import (
 
 // The four outcomes of a run on an effector on a node, over NATS.
 func TestRemote(t *testing.T) {
+	t.Parallel()
 	srv := bustest.NewServer(t)
 	fake := llmtest.NewServer(t)
 	nodeConn := srv.Connect(t)
@@ -114,6 +115,7 @@ func TestRemote(t *testing.T) {
 }
 
 func TestRemoteInvalid(t *testing.T) {
+	t.Parallel()
 	for _, r := range []task.Remote{{}, {Client: &actor.Client{}, Target: records.Ref{Kind: "a.b", ID: "x"}}} {
 		if _, err := task.Collect(t.Context(), r, "x"); !errors.Is(err, core.ErrInvalid) {
 			t.Errorf("%+v: err %v", r, err)
@@ -124,6 +126,7 @@ func TestRemoteInvalid(t *testing.T) {
 // Cancels race completions many times: each run has exactly one outcome on
 // the caller's side, consistent with its result, and exactly one on the node.
 func TestRemoteOneOutcome(t *testing.T) {
+	t.Parallel()
 	srv := bustest.NewServer(t)
 	fake := llmtest.NewServer(t)
 	fake.Respond(func(llmtest.Request) llmtest.Reply { return llmtest.Reply{Chunks: []string{"x", "y", "z"}} })

@@ -40,6 +40,7 @@ func waitDisconnect(t *testing.T, srv *llmtest.Server) {
 
 // The four outcomes with a real LLM stream against the fake server.
 func TestCollectLLM(t *testing.T) {
+	t.Parallel()
 	t.Run("completed", func(t *testing.T) {
 		srv := llmtest.NewServer(t)
 		srv.Enqueue(llmtest.Reply{Chunks: []string{"all ", "of ", "it"}})
@@ -92,6 +93,7 @@ func TestCollectLLM(t *testing.T) {
 // consistent with the result, and the agent's work has stopped when Collect
 // returns.
 func TestCollectOneOutcome(t *testing.T) {
+	t.Parallel()
 	const n = 300
 	counts := map[core.Code]int{}
 	for i := range n {
@@ -166,6 +168,7 @@ func TestCollectOneOutcome(t *testing.T) {
 }
 
 func TestCollectInvalid(t *testing.T) {
+	t.Parallel()
 	ok := task.Func(func(context.Context, string, task.Start, task.Output) error { return nil })
 	for _, tc := range []struct {
 		name string

@@ -76,6 +76,7 @@ const approvedEvents = "tool.call tool.result tool.call tool.approval tool.decis
 // Locally: Collect answers approvals from Go; the run streams text and
 // reports every call, approval, decision, result and its usage.
 func TestToolAgentLocal(t *testing.T) {
+	t.Parallel()
 	srv := llmtest.NewServer(t)
 	agent := toolAgent(t, srv)
 	script(srv)
@@ -116,6 +117,7 @@ func TestToolAgentLocal(t *testing.T) {
 // its answer as a task.approve record in the mailbox — given by the Remote
 // caller's asker, or by any NATS client.
 func TestToolAgentRemote(t *testing.T) {
+	t.Parallel()
 	srv := bustest.NewServer(t)
 	fake := llmtest.NewServer(t)
 	nodeConn := srv.Connect(t)
@@ -266,6 +268,7 @@ func TestToolAgentRemote(t *testing.T) {
 // A timeout while the model streams, and a cancel while an approval waits,
 // both really stop the run: the HTTP stream is closed, the asker returns.
 func TestToolAgentStops(t *testing.T) {
+	t.Parallel()
 	srv := llmtest.NewServer(t)
 	agent := toolAgent(t, srv)
 	srv.Enqueue(llmtest.Reply{Chunks: []string{"thinking"}, Hang: true})

@@ -78,6 +78,7 @@ func accGraph(t testing.TB) *graph.Graph[acc] {
 }
 
 func TestGraphEffectorOnNode(t *testing.T) {
+	t.Parallel()
 	srv := bustest.NewServer(t)
 	conn := srv.Connect(t)
 	kind, err := effector.Kind(actor.Kind[acc]{
@@ -192,6 +193,7 @@ func TestGraphEffectorOnNode(t *testing.T) {
 }
 
 func TestKindErrors(t *testing.T) {
+	t.Parallel()
 	g := accGraph(t)
 	if _, err := effector.Kind(actor.Kind[acc]{Name: "x"}, nil); !errors.Is(err, effector.ErrInvalid) {
 		t.Fatalf("nil graph: %v", err)
@@ -219,6 +221,7 @@ func TestKindErrors(t *testing.T) {
 
 // TestApply runs the kind without NATS through actor.Kind.Apply.
 func TestApply(t *testing.T) {
+	t.Parallel()
 	kind, err := effector.Kind(actor.Kind[acc]{Name: "acc"}, accGraph(t))
 	if err != nil {
 		t.Fatal(err)

@@ -78,6 +78,7 @@ func reviewGraph(t testing.TB) *graph.Graph[post] {
 // stopped and another one started, a resume record answers it and the
 // graph finishes where it paused.
 func TestInputKindOnNode(t *testing.T) {
+	t.Parallel()
 	srv := bustest.NewServer(t)
 	conn := srv.Connect(t)
 	kind, err := effector.InputKind(actor.Kind[effector.State[post]]{Name: "writer"}, reviewGraph(t))
@@ -201,6 +202,7 @@ func TestInputKindOnNode(t *testing.T) {
 // TestInputKindApply: two questions in one step, answered one by one by id;
 // an unknown id and a resume while idle are permanent errors.
 func TestInputKindApply(t *testing.T) {
+	t.Parallel()
 	b := graph.New[acc]()
 	seen := graph.Reduced(b, "seen", func(s *acc) *[]string { return &s.Seen }, graph.Append[string])
 	for _, n := range []string{"x", "y"} {
@@ -257,6 +259,7 @@ func TestInputKindApply(t *testing.T) {
 // TestInputKindJSONNumbers: answers sent as JSON decode into the integer
 // and float fields the node asks for.
 func TestInputKindJSONNumbers(t *testing.T) {
+	t.Parallel()
 	type form struct {
 		N int     `json:"n"`
 		F float64 `json:"f"`
