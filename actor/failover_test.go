@@ -44,7 +44,7 @@ func TestClosedNodeFoundBeforeTTL(t *testing.T) {
 	refs := createCounters(t, c, 30)
 	publishAll(t, conn, refs, 5)
 	for _, r := range refs {
-		waitCount(t, c, r, 5, 30*time.Second)
+		waitCount(t, conn, c, r, 5, 30*time.Second)
 	}
 
 	conns[0].NC.Close()
@@ -61,8 +61,7 @@ func TestClosedNodeFoundBeforeTTL(t *testing.T) {
 	}
 	publishAll(t, conn, refs, 5)
 	for _, r := range refs {
-		waitCount(t, c, r, 10, 30*time.Second)
-		checkCountOutputs(t, conn, r, 10)
+		waitCount(t, conn, c, r, 10, 30*time.Second)
 	}
 }
 

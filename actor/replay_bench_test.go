@@ -19,7 +19,7 @@ func BenchmarkReplay(b *testing.B) {
 		b.Fatal(err)
 	}
 	publishIncs(b, conn, r, n)
-	waitCount(b, c, r, n, 2*time.Minute)
+	waitCount(b, conn, c, r, n, 2*time.Minute)
 	b.ResetTimer()
 	for range b.N {
 		rep, err := c.Replay(ctx, r)

@@ -271,7 +271,7 @@ func TestReplayAfterFailover(t *testing.T) {
 	refs := createCounters(t, c, 12)
 	publishAll(t, conn, refs, 5)
 	for _, r := range refs {
-		waitCount(t, c, r, 5, 30*time.Second)
+		waitCount(t, conn, c, r, 5, 30*time.Second)
 	}
 	hostages := 0
 	for _, r := range refs {
@@ -297,7 +297,7 @@ func TestReplayAfterFailover(t *testing.T) {
 		if n := int(mailboxCount(t, conn, r)); n != want {
 			t.Fatalf("%s has %d records in its mailbox, %s %d", r, n, refs[0], want)
 		}
-		waitCount(t, c, r, int64(want), time.Minute)
+		waitCount(t, conn, c, r, int64(want), time.Minute)
 		total += int64(want)
 	}
 	for _, r := range refs {
