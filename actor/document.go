@@ -1,7 +1,6 @@
 package actor
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"slices"
@@ -97,43 +96,11 @@ func (d *Document) UnmarshalJSON(data []byte) error {
 	*d = Document(v.doc)
 	d.State = nil
 	if len(v.State) > 0 && string(v.State) != "null" {
-		b, err := jsonToMsgpack(v.State)
+		b, err := codec.FromJSON(v.State)
 		if err != nil {
 			return err
 		}
 		d.State = b
 	}
 	return nil
-}
-
-// jsonToMsgpack re-encodes a JSON value as msgpack, keeping integers integers
-// (so they decode into int fields) and everything else as JSON decodes it.
-func jsonToMsgpack(data []byte) ([]byte, error) {
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.UseNumber()
-	var v any
-	if err := dec.Decode(&v); err != nil {
-		return nil, err
-	}
-	return codec.Marshal(numbers(v))
-}
-
-func numbers(v any) any {
-	switch v := v.(type) {
-	case json.Number:
-		if i, err := v.Int64(); err == nil {
-			return i
-		}
-		f, _ := v.Float64()
-		return f
-	case map[string]any:
-		for k, e := range v {
-			v[k] = numbers(e)
-		}
-	case []any:
-		for i, e := range v {
-			v[i] = numbers(e)
-		}
-	}
-	return v
 }

@@ -255,7 +255,7 @@ func (s State) MarshalJSON() ([]byte, error) { return msgpackToJSON(s) }
 
 // UnmarshalJSON reads a JSON value, keeping integers integers.
 func (s *State) UnmarshalJSON(data []byte) error {
-	b, err := jsonToMsgpack(data)
+	b, err := codec.FromJSON(data)
 	if err != nil {
 		return err
 	}

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"strconv"
 	"strings"
 	"time"
 
@@ -217,7 +216,7 @@ func payloadMsgpack(r records.Record) ([]byte, error) {
 	if len(r.Payload) == 0 || r.ContentType != records.ContentJSON {
 		return r.Payload, nil
 	}
-	return jsonToMsgpack(r.Payload)
+	return codec.FromJSON(r.Payload)
 }
 
 // apply checks the reply, holds the records it asks to send (through ctx,
@@ -257,7 +256,7 @@ func (l *logic) apply(ctx *actor.Context, resp *nats.Msg) (State, error) {
 			return nil, malformed("%d records to send exceed MaxRecords %d", len(rep.Records), l.maxRecords)
 		}
 		if hasState {
-			b, err := jsonToMsgpack(rep.State)
+			b, err := codec.FromJSON(rep.State)
 			if err != nil {
 				return nil, malformed("state: %v", err)
 			}
@@ -381,7 +380,7 @@ func convert(p []byte, enc Encoding, ct string) ([]byte, error) {
 	case string(enc) == ct:
 		return bytes.Clone(p), nil
 	case enc == JSON:
-		return jsonToMsgpack(p)
+		return codec.FromJSON(p)
 	default:
 		return msgpackToJSON(p)
 	}
@@ -430,56 +429,4 @@ func msgpackToJSON(b []byte) (json.RawMessage, error) {
 		return nil, err
 	}
 	return out, nil
-}
-
-// jsonToMsgpack converts one JSON value to msgpack, keeping integers
-// integers.
-func jsonToMsgpack(data []byte) ([]byte, error) {
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.UseNumber()
-	var v any
-	if err := dec.Decode(&v); err != nil {
-		return nil, err
-	}
-	if _, err := dec.Token(); err != io.EOF {
-		return nil, errors.New("data after the JSON value")
-	}
-	v, err := numbers(v)
-	if err != nil {
-		return nil, err
-	}
-	return codec.Marshal(v)
-}
-
-// numbers replaces json.Numbers by int64 (or uint64) when integral,
-// float64 otherwise; a number out of float64's range is an error.
-func numbers(v any) (any, error) {
-	var err error
-	switch v := v.(type) {
-	case json.Number:
-		if i, err := v.Int64(); err == nil {
-			return i, nil
-		}
-		if u, err := strconv.ParseUint(string(v), 10, 64); err == nil {
-			return u, nil
-		}
-		f, err := v.Float64()
-		if err != nil {
-			return nil, fmt.Errorf("number %.40s: %w", v, err)
-		}
-		return f, nil
-	case map[string]any:
-		for k, e := range v {
-			if v[k], err = numbers(e); err != nil {
-				return nil, err
-			}
-		}
-	case []any:
-		for i, e := range v {
-			if v[i], err = numbers(e); err != nil {
-				return nil, err
-			}
-		}
-	}
-	return v, nil
 }

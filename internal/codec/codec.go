@@ -9,6 +9,11 @@ package codec
 
 import (
 	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
 	"sync"
 
 	"github.com/vmihailenco/msgpack/v5"
@@ -59,4 +64,58 @@ func Unmarshal(data []byte, v any) error {
 	d.rd.Reset(data)
 	d.dec.ResetReader(d.rd) // keeps the struct tag
 	return d.dec.Decode(v)
+}
+
+// FromJSON converts one JSON value to msgpack as [Marshal] encodes it,
+// keeping integers integers (int64, or uint64 above its range; so they
+// decode into integer fields) and other numbers float64. Data after the
+// value, or a number out of float64's range, is an error.
+func FromJSON(data []byte) ([]byte, error) {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		return nil, err
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return nil, errors.New("data after the JSON value")
+	}
+	v, err := numbers(v)
+	if err != nil {
+		return nil, err
+	}
+	return Marshal(v)
+}
+
+// numbers replaces json.Numbers by int64 (or uint64) when integral,
+// float64 otherwise; a number out of float64's range is an error.
+func numbers(v any) (any, error) {
+	var err error
+	switch v := v.(type) {
+	case json.Number:
+		if i, err := v.Int64(); err == nil {
+			return i, nil
+		}
+		if u, err := strconv.ParseUint(string(v), 10, 64); err == nil {
+			return u, nil
+		}
+		f, err := v.Float64()
+		if err != nil {
+			return nil, fmt.Errorf("number %.40s: %w", v, err)
+		}
+		return f, nil
+	case map[string]any:
+		for k, e := range v {
+			if v[k], err = numbers(e); err != nil {
+				return nil, err
+			}
+		}
+	case []any:
+		for i, e := range v {
+			if v[i], err = numbers(e); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return v, nil
 }
