@@ -291,14 +291,22 @@ func (p *placement) checkEpoch(part *partition) {
 // fence returns nil when the effector may publish now under its node's
 // claim. While the claim is in doubt (no heartbeat acknowledged in time
 // yet) or being checked after a lapse, it waits. When its partition is
-// given up meanwhile (its lease moved during a lapse), the effector stops,
-// its records in hand stay unacknowledged for the partition's next reader,
-// and fence returns errAbandon. See "Lapses".
+// given up meanwhile (its lease moved during a lapse) or the effector is
+// being stopped (the partition's lease moved and the node stops reading
+// it), its records in hand stay unacknowledged for the partition's next
+// reader and fence returns errAbandon at once: a stop must not wait its
+// grace for a record that can no longer be published. See "Lapses".
 func (e *effector) fence() error {
 	wait := time.Millisecond
 	for {
 		if e.node.claim.state(e.part.epoch.Load()) == claimHeld {
 			return nil
+		}
+		e.mu.Lock()
+		stopping := e.stopped
+		e.mu.Unlock()
+		if stopping {
+			return errAbandon
 		}
 		if e.part.failed() {
 			e.mu.Lock()

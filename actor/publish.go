@@ -114,8 +114,8 @@ func (e *effector) retryIO(op func() error) error {
 			}
 			return nil
 		}
-		if e.ctx.Err() != nil {
-			return errAbandon
+		if e.ctx.Err() != nil || errors.Is(err, errAbandon) {
+			return errAbandon // stopping (fence gave the record up)
 		}
 		if unpublishable(err) {
 			return err // can never succeed: not a NATS outage
