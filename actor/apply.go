@@ -67,7 +67,7 @@ func (k Kind[S]) Apply(ctx context.Context, self records.Ref, rec records.Record
 	if err != nil {
 		return state, nil, fmt.Errorf("Apply: encode state of %s: %w", self, err)
 	}
-	c := &Context{Context: ctx, self: self, rec: rec, base: discardLogger, names: names, routes: routes}
+	c := newCallContext(ctx, &call{self: self, rec: rec, base: discardLogger, names: names, routes: routes})
 	defer func() {
 		if v := recover(); v != nil {
 			next, outs, err = state, nil, &PanicError{Value: v, Stack: debug.Stack()}

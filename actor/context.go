@@ -25,8 +25,19 @@ import (
 // succeeds, each with the id <input record id>:<n>.<tag> (the tag signs it
 // with the node's output key, so clients cannot predict it), so a retried or
 // redelivered record never publishes its outputs twice.
+//
+// Middleware that needs the logic to see a derived context.Context (values,
+// a shorter deadline) passes [Context.WithContext] on; the derived Context
+// holds the same outputs.
 type Context struct {
-	context.Context
+	ctx context.Context
+	*call
+}
+
+// call is what every Context of one attempt shares: the record in hand and
+// the outputs held so far. Logic runs on one goroutine, so none of it is
+// locked; a Context must not be used after the logic returns.
+type call struct {
 	self  records.Ref
 	rec   records.Record
 	base  *slog.Logger
@@ -48,6 +59,37 @@ type Context struct {
 	// idKey signs output ids (see [Context.outputID]); nil outside a node.
 	idKey []byte
 }
+
+// newCallContext returns the Context of one attempt of the logic.
+func newCallContext(ctx context.Context, c *call) *Context {
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	return &Context{ctx: ctx, call: c}
+}
+
+// WithContext returns a Context of the same attempt (the same record, the
+// same held outputs) whose context.Context is ctx, for middleware that hands
+// the logic a derived context (see [Middleware]). ctx must be derived from c.
+// A nil ctx is refused by returning c itself.
+func (c *Context) WithContext(ctx context.Context) *Context {
+	if ctx == nil {
+		return c
+	}
+	return &Context{ctx: ctx, call: c.call}
+}
+
+// Deadline implements context.Context.
+func (c *Context) Deadline() (time.Time, bool) { return c.ctx.Deadline() }
+
+// Done implements context.Context.
+func (c *Context) Done() <-chan struct{} { return c.ctx.Done() }
+
+// Err implements context.Context.
+func (c *Context) Err() error { return c.ctx.Err() }
+
+// Value implements context.Context.
+func (c *Context) Value(key any) any { return c.ctx.Value(key) }
 
 // output is a record to publish on subject once logic succeeds.
 type output struct {
@@ -268,9 +310,9 @@ func outputID(in string, n string) string {
 // newContext returns the context logic runs with on the record d, for one
 // attempt.
 func (e *effector) newContext(ctx context.Context, d delivery) *Context {
-	return &Context{
-		Context: ctx, self: e.ref, rec: d.rec, base: e.logger(), names: e.node.names,
+	return newCallContext(ctx, &call{
+		self: e.ref, rec: d.rec, base: e.logger(), names: e.node.names,
 		routes: e.node.routes, maxMsg: e.node.conn.MaxPayload(),
 		publishNow: e.publishNow, idKey: e.node.idKey,
-	}
+	})
 }

@@ -14,7 +14,7 @@ func TestOutputIDSigned(t *testing.T) {
 	t.Parallel()
 	key := []byte(strings.Repeat("k", 32))
 	ctx := func(key []byte, self records.Ref, seq uint64, id string) *Context {
-		return &Context{idKey: key, self: self, rec: records.Record{ID: id, Seq: seq}}
+		return newCallContext(nil, &call{idKey: key, self: self, rec: records.Record{ID: id, Seq: seq}})
 	}
 	c1 := records.Ref{Kind: "counter", ID: "c1"}
 	base := ctx(key, c1, 7, "in-1").outputID("0")

@@ -331,8 +331,8 @@ func (n *Node) replayAttempt(ctx context.Context, k *kindSpec, ref records.Ref, 
 		ctx, cancel = context.WithTimeout(ctx, k.timeout)
 		defer cancel()
 	}
-	c := &Context{Context: ctx, self: ref, rec: rec, base: discardLogger, names: n.names,
-		routes: n.routes, maxMsg: n.conn.MaxPayload()}
+	c := newCallContext(ctx, &call{self: ref, rec: rec, base: discardLogger, names: n.names,
+		routes: n.routes, maxMsg: n.conn.MaxPayload()})
 	defer func() {
 		if v := recover(); v != nil {
 			next, err = nil, &PanicError{Value: v, Stack: debug.Stack()}

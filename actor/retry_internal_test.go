@@ -25,7 +25,7 @@ func TestRetryOnIsHonoured(t *testing.T) {
 	if s.retry.Attempts != 4 {
 		t.Fatalf("default attempts %d", s.retry.Attempts)
 	}
-	c := &Context{}
+	c := newCallContext(nil, &call{})
 	c.rec.Type = "no"
 	if _, err := s.run(c, nil); !IsPermanent(err) || !errors.Is(err, errNo) {
 		t.Fatalf("refused error: %v, permanent %v", err, IsPermanent(err))

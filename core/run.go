@@ -149,38 +149,40 @@ func joinCause(err, cause error) error {
 // code retrying cannot fix ([Error.Permanent]).
 func Permanent(err error) bool { return retry.IsPermanent(err) }
 
-// Wrap returns kind k whose logic runs with the services, as seen by k's
-// [Scope] under perms, in its context: the logic reaches them with
-// core.From(ctx) on its *actor.Context. Each attempt gets a [Tally] (TallyOf)
-// summing the tokens of its LLM requests; Services.Metrics counts them per
-// kind. Failures become *Error values; those retrying cannot fix
-// ([Permanent]) send the record to dead letters at once (the node sees
-// them with actor.IsPermanent), others are retried by the node.
+// Wrap returns kind k whose logic runs through [Middleware] with the
+// services, as seen by k's [Scope] under perms.
 func Wrap[S any](svc *Services, perms Permissions, k actor.Kind[S]) (actor.Kind[S], error) {
 	if k.Logic == nil {
 		return k, Errorf(CodeInvalid, "core.wrap", "kind %q has no logic", k.Name)
 	}
-	scope := svc.Scope(k.Name, perms)
-	inner := k.Logic
-	k.Logic = func(c *actor.Context, s S) (S, error) {
-		// The *actor.Context is made for this attempt and dropped after it:
-		// set its context once, before the logic derives any child from it
-		// (restoring it later would race with children that outlive the
-		// logic, such as an HTTP transport's cancellation).
-		parent := c.Context
-		tally := &Tally{}
-		c.Context = WithTally(With(parent, scope), tally)
-		next, err := inner(c, s)
-		if u := tally.Usage(); u != (Usage{}) {
-			c.Logger().Debug("llm tokens of the record", "input", u.Input, "output", u.Output)
+	return k.With(Middleware[S](svc, perms, k.Name)), nil
+}
+
+// Middleware returns the [actor.Middleware] that runs the logic of kind with
+// the services, as seen by the kind's [Scope] under perms, in its context:
+// the logic reaches them with core.From(ctx) on its *actor.Context. Each
+// attempt gets a [Tally] (TallyOf) summing the tokens of its LLM requests;
+// Services.Metrics counts them per kind. Failures become *Error values;
+// those retrying cannot fix ([Permanent]) send the record to dead letters
+// at once (the node sees them with actor.IsPermanent), others are retried
+// by the node.
+func Middleware[S any](svc *Services, perms Permissions, kind string) actor.Middleware[S] {
+	scope := svc.Scope(kind, perms)
+	return func(next actor.Logic[S]) actor.Logic[S] {
+		return func(c *actor.Context, s S) (S, error) {
+			tally := &Tally{}
+			inner := c.WithContext(WithTally(With(c, scope), tally))
+			out, err := next(inner, s)
+			if u := tally.Usage(); u != (Usage{}) {
+				c.Logger().Debug("llm tokens of the record", "input", u.Input, "output", u.Output)
+			}
+			if err == nil {
+				return out, nil
+			}
+			if Permanent(err) {
+				return out, err
+			}
+			return out, classify("kind "+kind, inner, c, err)
 		}
-		if err == nil {
-			return next, nil
-		}
-		if Permanent(err) {
-			return next, err
-		}
-		return next, classify("kind "+k.Name, c.Context, parent, err)
 	}
-	return k, nil
 }
