@@ -5,13 +5,13 @@ package torture
 import (
 	"context"
 	"errors"
-	"fmt"
 	"regexp"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/effectors/effectors/internal/proctest"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/vmihailenco/msgpack/v5"
@@ -227,14 +227,14 @@ func checkLog(t testing.TB, ctx context.Context, js jetstream.JetStream, pub *pu
 		t.Fatal(err)
 	}
 	for _, c := range pub.counters {
-		d, err := readState(ctx, kv, c)
+		d, err := proctest.ReadState(ctx, kv, "counter."+c)
 		if err != nil {
 			f.errorf("counter/%s: %v", c, err)
 			continue
 		}
-		if d.count() != total[c] || d.Seq != lastSeq[c] || d.Status != "IDLE" {
+		if d.Count() != total[c] || d.Seq != lastSeq[c] || d.Status != "IDLE" {
 			f.errorf("counter/%s: count %d, seq %d, status %s: want count %d, seq %d (its last mailbox record), IDLE",
-				c, d.count(), d.Seq, d.Status, total[c], lastSeq[c])
+				c, d.Count(), d.Seq, d.Status, total[c], lastSeq[c])
 		}
 	}
 	f.done()
@@ -296,47 +296,4 @@ func readStream(t testing.TB, ctx context.Context, js jetstream.JetStream, strea
 		}
 		read += got
 	}
-}
-
-// stateDoc is a state document as any msgpack reader sees it.
-type stateDoc struct {
-	Status string         `msgpack:"status"`
-	State  map[string]any `msgpack:"state"`
-	Seq    uint64         `msgpack:"seq"`
-}
-
-// count is state.count, -1 if it is not an integer.
-func (d stateDoc) count() int64 {
-	switch v := d.State["count"].(type) {
-	case int8:
-		return int64(v)
-	case int16:
-		return int64(v)
-	case int32:
-		return int64(v)
-	case int64:
-		return v
-	case uint8:
-		return int64(v)
-	case uint16:
-		return int64(v)
-	case uint32:
-		return int64(v)
-	case uint64:
-		return int64(v)
-	}
-	return -1
-}
-
-// readState reads counter c's state document.
-func readState(ctx context.Context, kv jetstream.KeyValue, c string) (stateDoc, error) {
-	e, err := kv.Get(ctx, "counter."+c)
-	if err != nil {
-		return stateDoc{}, fmt.Errorf("state: %w", err)
-	}
-	var d stateDoc
-	if err := msgpack.Unmarshal(e.Value(), &d); err != nil {
-		return stateDoc{}, fmt.Errorf("decode state: %w", err)
-	}
-	return d, nil
 }

@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/effectors/effectors/internal/proctest"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/vmihailenco/msgpack/v5"
 )
@@ -210,7 +211,7 @@ func (m *monitor) behind(r *recovery) string {
 	for i, line := range out {
 		c := strings.TrimPrefix(strings.Fields(line)[0], "counter/")
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		d, err := readState(ctx, m.kv, c)
+		d, err := proctest.ReadState(ctx, m.kv, "counter."+c)
 		cancel()
 		if err != nil {
 			out[i] += fmt.Sprintf(" (read directly: %v)", err)

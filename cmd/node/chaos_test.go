@@ -426,13 +426,13 @@ func waitExact(t testing.TB, ctx context.Context, bucket jetstream.KeyValue, ids
 		var lastErr error
 		missing := int64(0)
 		for _, id := range ids {
-			d, err := readState(ctx, bucket, "counter."+id)
+			d, err := proctest.ReadState(ctx, bucket, "counter."+id)
 			if err != nil {
 				lastErr = fmt.Errorf("state of counter/%s: %w", id, err)
 				short = append(short, id+" unreadable")
 				continue
 			}
-			switch c := d.count(); {
+			switch c := d.Count(); {
 			case c > want[id]:
 				t.Fatalf("counter/%s counted %d, more than the %d increments sent to it: a record was applied twice", id, c, want[id])
 			case c < want[id]:

@@ -1,16 +1,12 @@
 package main
 
 import (
-	"context"
-	"fmt"
 	"regexp"
 	"testing"
 	"time"
 
 	"github.com/effectors/effectors/internal/proctest"
 	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
-	"github.com/vmihailenco/msgpack/v5"
 )
 
 // eventually polls cond every 20ms until it holds, failing the test after
@@ -65,52 +61,6 @@ func createEffector(t testing.TB, nc *nats.Conn, prefix, kind, id string) {
 	if code := msg.Header.Get("Nats-Service-Error-Code"); code != "" {
 		t.Fatalf("create %s/%s: error %s: %s", kind, id, code, msg.Header.Get("Nats-Service-Error"))
 	}
-}
-
-// stateDoc is the state document as any msgpack reader sees it.
-type stateDoc struct {
-	ID     string         `msgpack:"id"`
-	Kind   string         `msgpack:"kind"`
-	Status string         `msgpack:"status"`
-	State  map[string]any `msgpack:"state"`
-	Seq    uint64         `msgpack:"seq"`
-	Error  string         `msgpack:"error"`
-}
-
-// count returns state.count as an int64.
-func (d stateDoc) count() int64 {
-	switch v := d.State["count"].(type) {
-	case int8:
-		return int64(v)
-	case int16:
-		return int64(v)
-	case int32:
-		return int64(v)
-	case int64:
-		return v
-	case uint8:
-		return int64(v)
-	case uint16:
-		return int64(v)
-	case uint32:
-		return int64(v)
-	case uint64:
-		return int64(v)
-	}
-	return -1
-}
-
-// readState reads key from the state bucket and decodes it with msgpack.
-func readState(ctx context.Context, kv jetstream.KeyValue, key string) (stateDoc, error) {
-	ent, err := kv.Get(ctx, key)
-	if err != nil {
-		return stateDoc{}, err
-	}
-	var d stateDoc
-	if err := msgpack.Unmarshal(ent.Value(), &d); err != nil {
-		return stateDoc{}, fmt.Errorf("decode state %s: %w", key, err)
-	}
-	return d, nil
 }
 
 // envOf is a getenv reading m.

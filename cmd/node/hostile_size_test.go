@@ -151,8 +151,8 @@ func TestOversizeHeadersKeepNodeConnected(t *testing.T) {
 	// Every counter but "after" gets one increment: a count of 1 means
 	// applied (a dead-lettered record moves seq on, not the count).
 	applied := func(id string, seq uint64) bool {
-		d, err := readState(ctx, bucket, "counter."+id)
-		return err == nil && d.Seq >= seq && d.count() == 1
+		d, err := proctest.ReadState(ctx, bucket, "counter."+id)
+		return err == nil && d.Seq >= seq && d.Count() == 1
 	}
 	eventually(t, 90*time.Second, "the record sent after the oversize ones to be applied", func() bool {
 		if !node.Running() {

@@ -124,11 +124,11 @@ func restartUnderLoad(t *testing.T, sig syscall.Signal) {
 	eventually(t, 90*time.Second, "every counter to reach its count", func() bool {
 		done := true
 		for _, id := range ids {
-			d, err := readState(ctx, bucket, "counter."+id)
+			d, err := proctest.ReadState(ctx, bucket, "counter."+id)
 			if err != nil {
 				t.Fatalf("state of counter/%s: %v", id, err)
 			}
-			switch c := d.count(); {
+			switch c := d.Count(); {
 			case c > want[id]:
 				t.Fatalf("counter/%s counted %d, more than the %d records sent: a record was applied twice", id, c, want[id])
 			case c < want[id]:
@@ -139,7 +139,7 @@ func restartUnderLoad(t *testing.T, sig syscall.Signal) {
 	})
 	t.Logf("all %d counters exact %s after start", len(ids), time.Since(t0).Round(time.Millisecond))
 	for _, id := range ids {
-		d, err := readState(ctx, bucket, "counter."+id)
+		d, err := proctest.ReadState(ctx, bucket, "counter."+id)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -399,14 +399,14 @@ func TestEmbeddedDefault(t *testing.T) {
 		t.Fatal(err)
 	}
 	eventually(t, 30*time.Second, "counter/c1 to count 1", func() bool {
-		d, err := readState(ctx, bucket, "counter.c1")
+		d, err := proctest.ReadState(ctx, bucket, "counter.c1")
 		if err != nil {
 			t.Fatal(err)
 		}
-		if d.count() > 1 {
-			t.Fatalf("counter/c1 counted %d, want 1", d.count())
+		if d.Count() > 1 {
+			t.Fatalf("counter/c1 counted %d, want 1", d.Count())
 		}
-		return d.count() == 1
+		return d.Count() == 1
 	})
 
 	const line = `ea_records_processed_total{kind="counter",outcome="ok"} 1`

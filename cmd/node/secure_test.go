@@ -2,12 +2,13 @@ package main
 
 import (
 	"context"
-	"github.com/effectors/effectors/internal/proctest"
 	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/effectors/effectors/internal/proctest"
 
 	"github.com/effectors/effectors/actor"
 	"github.com/effectors/effectors/bus"
