@@ -268,19 +268,26 @@ func (c *Client) Send(ctx context.Context, ref records.Ref, rec records.Record) 
 	return rec, nil
 }
 
-// SubscribeOption chooses where a subscription starts.
-type SubscribeOption func(*jetstream.OrderedConsumerConfig)
+// SubscribeOption chooses where a subscription starts: [FromStart] or
+// [FromSeq]; without one, a subscription starts with the next record.
+type SubscribeOption func(*subscribeFrom)
+
+// subscribeFrom is where a subscription starts: at seq (1 or more), at the
+// first record (all), or else at the next one.
+type subscribeFrom struct {
+	all bool
+	seq uint64
+}
 
 // FromStart replays everything the effector emitted, then follows.
 func FromStart() SubscribeOption {
-	return func(c *jetstream.OrderedConsumerConfig) { c.DeliverPolicy = jetstream.DeliverAllPolicy }
+	return func(f *subscribeFrom) { *f = subscribeFrom{all: true} }
 }
 
-// FromSeq starts at stream sequence seq.
+// FromSeq starts at stream sequence seq; 0 is the same as [FromStart]. A
+// sequence past the last record starts with the next record stored there.
 func FromSeq(seq uint64) SubscribeOption {
-	return func(c *jetstream.OrderedConsumerConfig) {
-		c.DeliverPolicy, c.OptStartSeq = jetstream.DeliverByStartSequencePolicy, seq
-	}
+	return func(f *subscribeFrom) { *f = subscribeFrom{all: seq == 0, seq: seq} }
 }
 
 // Subscribe follows the records effector ref emits (its outbox), from now on
@@ -392,9 +399,18 @@ func recordOf(msg jetstream.Msg) (records.Record, error) {
 // follow starts an ordered consumer on subject and returns its messages until
 // ctx ends or the caller stops.
 func (c *Client) follow(ctx context.Context, stream, subject string, opts []SubscribeOption) (iter.Seq2[jetstream.Msg, error], error) {
-	cfg := jetstream.OrderedConsumerConfig{FilterSubjects: []string{subject}, DeliverPolicy: jetstream.DeliverNewPolicy}
+	var from subscribeFrom
 	for _, opt := range opts {
-		opt(&cfg)
+		if opt != nil {
+			opt(&from)
+		}
+	}
+	cfg := jetstream.OrderedConsumerConfig{FilterSubjects: []string{subject}, DeliverPolicy: jetstream.DeliverNewPolicy}
+	switch {
+	case from.seq > 0:
+		cfg.DeliverPolicy, cfg.OptStartSeq = jetstream.DeliverByStartSequencePolicy, from.seq
+	case from.all:
+		cfg.DeliverPolicy = jetstream.DeliverAllPolicy
 	}
 	cons, err := c.conn.JS.OrderedConsumer(ctx, stream, cfg)
 	if err != nil {
