@@ -63,3 +63,15 @@ func (n *Node) ReadingKeys() []string {
 	}
 	return out
 }
+
+// MayDrop reports whether the node's reading of partition num of kind may
+// acknowledge a record it does not apply now (see "Drops"); false when it
+// does not read it.
+func (n *Node) MayDrop(kind string, num int) bool {
+	for _, p := range n.partitions() {
+		if p.kind.name == kind && p.num == num {
+			return p.mayDrop(n.runCtx)
+		}
+	}
+	return false
+}

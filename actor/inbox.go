@@ -21,25 +21,25 @@ type delivery struct {
 // false when the effector stopped (passivated meanwhile): the partition then
 // hands the record to a new one. overflow is true when the effector now holds
 // so many records that it must read its own mailbox (see overflow.go). While
-// it does, the partition's records of it are acknowledged and dropped (its
-// own consumer delivers them), or parked while it leaves that mode.
-func (e *effector) deliver(d delivery) (ok, overflow bool) {
+// it does, the partition's records of it are dropped (drop is true: its own
+// consumer delivers them; the partition acknowledges them if it may, see
+// "Drops"), or parked while it leaves that mode.
+func (e *effector) deliver(d delivery) (ok, overflow, drop bool) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.stopped {
-		return false, false
+		return false, false, false
 	}
 	if e.ovf != nil {
 		if e.ovf.draining {
 			e.ovf.parked = append(e.ovf.parked, d)
-		} else {
-			e.ovf.droppedMax = max(e.ovf.droppedMax, d.seq)
-			_ = d.msg.Ack()
+			return true, false, false
 		}
-		return true, false
+		e.ovf.droppedMax = max(e.ovf.droppedMax, d.seq)
+		return true, false, true
 	}
 	e.holdLocked(d)
-	return true, e.overflowing()
+	return true, e.overflowing(), false
 }
 
 // hold takes a record into the effector's held records.
@@ -80,6 +80,20 @@ func (e *effector) holdLocked(d delivery) {
 		e.drainers.Add(1)
 		go e.drain()
 	}
+}
+
+// wake starts the drain goroutine if it does not run, with nothing held:
+// an effector that reads its own mailbox then tries again to leave it.
+func (e *effector) wake() {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.stopped || e.running || e.ovf == nil {
+		return
+	}
+	e.running = true
+	e.node.busy.add(e)
+	e.drainers.Add(1)
+	go e.drain()
 }
 
 // drain processes held records until none is left or the effector stops.

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/effectors/effectors/kv"
 	"github.com/effectors/effectors/records"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -20,14 +21,17 @@ import (
 // A partition consumer's window (Kind.Window) is shared by every effector of
 // the partition. When one effector holds Kind.Overflow records (its logic is
 // slow, or a burst came for it), the node creates a durable consumer on that
-// effector's mailbox alone, starting at the oldest record it holds, and from
+// effector's mailbox alone, starting at the oldest record it has not applied
+// (held, or in a batch in flight: the one after its state's seq), and from
 // then on the partition acknowledges that effector's records as it meets
 // them (dropping them: the effector's own consumer delivers them again, in
 // order) and moves on. The effector's own consumer is its only source while
 // it overflows, so it still applies its records one at a time in stream
 // order. Its existence is the durable mark: the consumer is created before
 // the partition acknowledges any record it did not apply, and a node that
-// opens the partition (after a crash, say) finds it and reads from it.
+// opens the partition (after a crash, say) finds it and reads from it. Only
+// the partition's current reader drops records or deletes the consumer (see
+// "Drops" in drop.go).
 //
 // Leaving: once its own consumer has nothing pending and nothing is held,
 // the effector parks what the partition delivers from then on, notes the
@@ -79,9 +83,9 @@ func (e *effector) overflowing() bool {
 	return e.ovf == nil && e.kind.overflow > 0 && len(e.held) >= e.kind.overflow && !e.stopped
 }
 
-// startOverflow makes e read its own mailbox from the oldest record it
-// holds. It runs on the partition's goroutine: no record of the partition is
-// dispatched meanwhile.
+// startOverflow makes e read its own mailbox from the oldest record it has
+// not applied. It runs on the partition's goroutine: no record of the
+// partition is dispatched meanwhile.
 func (e *effector) startOverflow(ctx context.Context) error {
 	e.mu.Lock()
 	from := uint64(0)
@@ -95,6 +99,16 @@ func (e *effector) startOverflow(ctx context.Context) error {
 		return nil
 	}
 	n := e.node
+	// Start no later than the record after the last one applied: records
+	// of a batch in flight are not held, and if that batch fails they come
+	// again through the partition, which would drop them from now on.
+	ent, err := n.loadState(ctx, e.ref)
+	switch {
+	case err == nil && ent.Revision != 0 && ent.Value.Seq+1 < from:
+		from = ent.Value.Seq + 1
+	case err != nil && !errors.Is(err, kv.ErrNotFound):
+		return fmt.Errorf("own consumer of %s: read its state: %w", e.ref, err)
+	}
 	cfg := e.ownConsumerConfig()
 	cfg.DeliverPolicy, cfg.OptStartSeq = jetstream.DeliverByStartSequencePolicy, from
 	cons, err := n.stream.CreateConsumer(ctx, cfg)
@@ -122,7 +136,7 @@ func (e *effector) startOverflow(ctx context.Context) error {
 	e.ovf = ovf
 	e.mu.Unlock()
 	for _, d := range held {
-		_ = d.msg.Ack()
+		e.part.drop(ctx, d.msg)
 	}
 	n.metrics.overflows.WithLabelValues(e.ref.Kind).Inc()
 	e.logger().Info("backlog too deep for its partition: reading its own mailbox", "from", from, "held", len(held))
@@ -218,8 +232,15 @@ func (e *effector) deliverOwn(msg jetstream.Msg) {
 func (e *effector) leaveOverflow() {
 	e.mu.Lock()
 	ovf := e.ovf
-	if ovf == nil || e.stopped || len(e.held) > 0 || !ovf.caughtUp {
+	if ovf == nil || e.stopped || ovf.lost || len(e.held) > 0 || !ovf.caughtUp {
 		e.mu.Unlock()
+		return // a lost own consumer is another reader's now: leave it be
+	}
+	if wait := e.part.leaveIn(); wait > 0 {
+		// A former reader of the partition may still drop records (see
+		// "Drops"): come back when it no longer can.
+		e.mu.Unlock()
+		time.AfterFunc(wait, e.wake)
 		return
 	}
 	ovf.draining = true // from now on the partition parks the effector's records
@@ -229,12 +250,20 @@ func (e *effector) leaveOverflow() {
 	}
 	cc := ovf.cc
 	e.mu.Unlock()
+	// Only the partition's reader may delete the own consumer: one that
+	// lost the partition would take it from under the new reader.
+	ctx, cancel := context.WithTimeout(e.ctx, 10*time.Second)
+	defer cancel()
+	if !e.part.mayDrop(ctx) {
+		if !e.part.failed() {
+			time.AfterFunc(dropTrust, e.wake) // the claim is in doubt: try again
+		}
+		return
+	}
 	if cc != nil {
 		cc.Stop()
 	}
-	ctx, cancel := context.WithTimeout(e.ctx, 10*time.Second)
 	err := e.node.stream.DeleteConsumer(ctx, ovf.name)
-	cancel()
 	if err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
 		e.logger().Warn("delete own consumer; reading the partition again", "err", err)
 		e.part.fail()

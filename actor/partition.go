@@ -32,6 +32,9 @@ type partition struct {
 	lease uint64        // the revision of the lease it is read under
 	epoch atomic.Uint64 // the node's lapse count it is read under (fence.go, "Lapses")
 	log   *slog.Logger
+	// opened is when it was prepared, after its lease was taken from another
+	// node; zero when no other node read it last (drop.go, "Drops").
+	opened time.Time
 
 	mu        sync.Mutex // guards the fields below
 	cc        jetstream.ConsumeContext
@@ -39,6 +42,12 @@ type partition struct {
 	next      uint64               // the consumer sequence the next delivery must have
 	stopped   bool
 	lost      bool // a gap in consumer sequences: another reader took records
+	// verified is when the lease was last read at the server as the one the
+	// partition is read under; deferred are the drops it had to put off
+	// (drop.go, "Drops").
+	verified time.Time
+	deferred []jetstream.Msg
+	flush    *time.Timer // flushes deferred later; stopped by halt
 }
 
 // consumerConfig is the durable consumer of partition num of kind k.
@@ -92,6 +101,7 @@ func (n *Node) preparePartition(ctx context.Context, k *kindSpec, num int, lease
 		effectors: map[string]*effector{},
 		next:      next,
 		lease:     lease,
+		opened:    time.Now(),
 	}
 	part.epoch.Store(epoch)
 	return part, cons, nil
@@ -216,7 +226,12 @@ func (p *partition) deliver(msg jetstream.Msg) {
 		if e == nil {
 			return // stopping
 		}
-		ok, overflow := e.deliver(d)
+		ok, overflow, drop := e.deliver(d)
+		if drop {
+			p.drop(n.runCtx, msg) // its own consumer delivers it
+		} else {
+			p.flushDrops(n.runCtx)
+		}
 		if overflow {
 			ctx, cancel := context.WithTimeout(n.runCtx, 10*time.Second)
 			if err := e.startOverflow(ctx); err != nil && ctx.Err() == nil {
@@ -366,6 +381,10 @@ func (p *partition) halt() {
 	p.mu.Lock()
 	p.stopped = true
 	cc := p.cc
+	if p.flush != nil {
+		p.flush.Stop()
+		p.flush = nil
+	}
 	p.mu.Unlock()
 	if cc != nil {
 		cc.Stop()

@@ -674,6 +674,11 @@ func (p *placement) act(ctx context.Context, s slot, a action, part *partition, 
 	if o.part, o.cons, err = p.n.preparePartition(ctx, p.n.kindSpec(s.kind), s.num, rev); err != nil {
 		return nil, fmt.Errorf("open partition %s: %w", s, err)
 	}
+	if o.from == "" {
+		// Freed, or read by this node before (halted by now): no former
+		// reader can still drop records (drop.go, "Drops").
+		o.part.opened = time.Time{}
+	}
 	return o, nil
 }
 

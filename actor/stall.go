@@ -83,6 +83,9 @@ func (e *effector) waiting(now time.Time) (held int, idle time.Duration) {
 	if !e.handSince.IsZero() {
 		held++
 	}
+	if e.progress.IsZero() {
+		return held, 0 // its drain goroutine is starting
+	}
 	return held, now.Sub(e.progress)
 }
 
