@@ -1,0 +1,116 @@
+package web_test
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/effectors/effectors/actor/actortest"
+	"github.com/effectors/effectors/bus"
+	"github.com/effectors/effectors/records"
+	"github.com/effectors/effectors/web"
+)
+
+// TestConsoleRequests: dead.replay, dead.discard and nodes against a real
+// server, node, record store and gateway, with two users and an admin: the
+// owner replays her dead letter (a new record caused by the original, with
+// her EA-Owner) and discards it; another user is refused both, and the node
+// view is the admin's only.
+func TestConsoleRequests(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "users")
+	if err := os.WriteFile(path, usersFile(userLine("alice", "user", tokAlice), userLine("bob", "user", tokBob), userLine("ops", "admin", tokOps)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	e := newEnv(t, envOpts{cfg: web.Config{UsersFile: path}})
+	ctx := context.Background()
+	alice := e.dialAs(t, tokAlice, "alice", "user")
+	bob := e.dialAs(t, tokBob, "bob", "user")
+	ops := e.dialAs(t, tokOps, "ops", "admin")
+
+	if f := alice.call(map[string]any{"type": "create", "req": "cr", "effector": "counter/alice"}); f["type"] != "result" {
+		t.Fatalf("create: %v", f)
+	}
+	if f := alice.call(map[string]any{"type": "send", "req": "s1", "to": "counter/alice",
+		"record": map[string]any{"id": "boom-1", "type": "explode", "payload": map[string]any{"by": 1}}}); f["type"] != "ack" {
+		t.Fatalf("send: %v", f)
+	}
+	alice.write(map[string]any{"type": "subscribe", "req": "d", "sub": "dead", "topic": "dead", "from": 1})
+	dead := alice.next("the dead letter", func(f map[string]any) bool {
+		return f["type"] == "dead" && f["record"].(map[string]any)["id"] == "boom-1"
+	})
+	seq := num(dead["seq"])
+
+	// Refusals: bad input, another user's dead letter, the node view.
+	refused(t, "replay without seq", alice.call(map[string]any{"type": "dead.replay", "req": "r0"}), web.CodeBadRequest)
+	refused(t, "replay of a dead letter that is not there", alice.call(map[string]any{"type": "dead.replay", "req": "r1", "seq": seq + 1000}), web.CodeNotFound)
+	refused(t, "replay with an unknown field", alice.call(map[string]any{"type": "dead.replay", "req": "r2", "seq": seq, "to": "x"}), web.CodeBadRequest)
+	refused(t, "bob replays alice's dead letter", bob.call(map[string]any{"type": "dead.replay", "req": "r3", "seq": seq}), web.CodeForbidden)
+	refused(t, "bob discards alice's dead letter", bob.call(map[string]any{"type": "dead.discard", "req": "r4", "seq": seq}), web.CodeForbidden)
+	refused(t, "a user asks for the nodes", alice.call(map[string]any{"type": "nodes", "req": "n0"}), web.CodeForbidden)
+
+	// Alice replays it: a new record, caused by the original, hers.
+	f := alice.call(map[string]any{"type": "dead.replay", "req": "r5", "seq": seq})
+	if f["type"] != "result" {
+		t.Fatalf("replay: %v", f)
+	}
+	res := f["result"].(map[string]any)
+	if res["cause"] != "boom-1" || res["id"] == "boom-1" || res["id"] == "" || res["effector"] != "counter/alice" || res["type"] != "explode" || num(res["dead_seq"]) != seq {
+		t.Fatalf("replay result %v: want a new record caused by boom-1 to counter/alice", res)
+	}
+	m, err := e.conn.StoredAt(ctx, e.conn.Names().MailboxStream(), num(res["seq"]), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.Header.Get(records.HeaderID) != res["id"] || m.Header.Get(records.HeaderCause) != "boom-1" || m.Header.Get(records.HeaderOwner) != "alice" {
+		t.Fatalf("replayed record's headers %v", m.Header)
+	}
+	// The replay fails again (explode is always rejected): its own dead
+	// letter, caused by the original.
+	alice.next("the replay's dead letter", func(f map[string]any) bool {
+		return f["type"] == "dead" && f["record"].(map[string]any)["id"] == res["id"] && f["record"].(map[string]any)["cause"] == "boom-1"
+	})
+
+	// Discard: gone from the stream; a second discard is not_found.
+	if f := alice.call(map[string]any{"type": "dead.discard", "req": "x1", "seq": seq}); f["type"] != "result" || f["result"].(map[string]any)["discarded"] != true {
+		t.Fatalf("discard: %v", f)
+	}
+	if _, err := e.conn.StoredAt(ctx, e.conn.Names().DeadStream(), seq, ""); !errors.Is(err, bus.ErrNoMessage) {
+		t.Fatalf("dead letter #%d after discard: %v, want gone", seq, err)
+	}
+	refused(t, "discard twice", alice.call(map[string]any{"type": "dead.discard", "req": "x2", "seq": seq}), web.CodeNotFound)
+	refused(t, "replay a discarded dead letter", alice.call(map[string]any{"type": "dead.replay", "req": "x3", "seq": seq}), web.CodeNotFound)
+
+	// The node view: the one node, every partition of its kinds held by it,
+	// the two records counter/alice processed counted, and the index lag.
+	parts := e.conn.Names().Partitions()
+	var last map[string]any
+	actortest.Eventually(t, 30*time.Second, "the node view with counter's partitions processed", func() bool {
+		f := ops.call(map[string]any{"type": "nodes", "req": "n1"})
+		if f["type"] != "result" {
+			t.Fatalf("nodes: %v", f)
+		}
+		last = f["result"].(map[string]any)
+		nodes := last["nodes"].([]any)
+		if len(nodes) != 1 || int(num(last["partitions"])) != parts {
+			return false
+		}
+		nd := nodes[0].(map[string]any)
+		counter, done := 0, uint64(0)
+		for _, p := range nd["partitions"].([]any) {
+			p := p.(map[string]any)
+			if p["kind"] == "counter" {
+				counter++
+				done += num(p["done"])
+				if p["node"] != nd["id"] || p["error"] != nil {
+					t.Fatalf("partition %v of node %v", p, nd["id"])
+				}
+			}
+		}
+		_, lagErr := last["index_lag_error"]
+		return counter == parts && done >= 2 && num(nd["done"]) >= done && !lagErr
+	})
+	t.Logf("nodes: %v", last)
+}
