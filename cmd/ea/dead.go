@@ -203,4 +203,3 @@ func replayOf(ctx context.Context, conn *bus.Conn, dm deadMsg) (records.Record, 
 
 // deadIDPrefix starts every dead letter's id (records.DeadID).
 const deadIDPrefix = "dead:"
-
