@@ -387,14 +387,13 @@ function selectKind() {
     if (f.deleted) { eff.rows.get(f.effector)?.remove(); eff.rows.delete(f.effector); return; }
     const d = f.document;
     const fl = effFilter();
+    // Rows on the page follow their effector; others wait for the next
+    // load (the watch starts with every effector of the kind, which would
+    // flood the page).
     const tr = eff.rows.get(f.effector);
     const fits = (!fl.status || d.status === fl.status) && (!fl.owner || d.owner === fl.owner);
     if (tr) {
       if (fits) { fillEffector(tr, d); } else { tr.remove(); eff.rows.delete(f.effector); }
-    } else if (fits && eff.page === 0) {
-      const row = effectorRow(d);
-      $("#effectors tbody .empty")?.remove();
-      $("#effectors tbody").prepend(row);
     }
   });
 }
@@ -451,6 +450,7 @@ for (const id of ["#eff-kind"]) { $(id).onchange = selectKind; }
 for (const id of ["#eff-status", "#eff-limit"]) { $(id).onchange = () => { eff.cursors = [""]; eff.page = 0; loadEffectors(); }; }
 $("#eff-owner").onchange = () => { eff.cursors = [""]; eff.page = 0; loadEffectors(); };
 $("#eff-filter").onsubmit = (ev) => { ev.preventDefault(); eff.cursors = [""]; eff.page = 0; loadEffectors(); };
+$("#eff-reload").onclick = () => loadEffectors();
 
 $("#create-form").onsubmit = async (ev) => {
   ev.preventDefault();
@@ -462,12 +462,17 @@ $("#create-form").onsubmit = async (ev) => {
     try { frame.state = JSON.parse(st); } catch (e) { $("#eff-error").textContent = "state is not JSON: " + e.message; return; }
   }
   try {
-    await request(frame);
+    const doc = await request(frame);
     $("#create-ref").value = "";
-    const kind = ref.split("/")[0];
-    if ($("#eff-kind").value !== kind) {
+    if ($("#eff-kind").value !== doc.kind) {
       await loadKinds();
-      if ([...$("#eff-kind").options].some((o) => o.value === kind)) { $("#eff-kind").value = kind; selectKind(); }
+      if ([...$("#eff-kind").options].some((o) => o.value === doc.kind)) { $("#eff-kind").value = doc.kind; selectKind(); }
+      return;
+    }
+    // Shown at the top of the page it was created from, and kept live.
+    if (!eff.rows.has(ref)) {
+      $("#effectors tbody .empty")?.remove();
+      $("#effectors tbody").prepend(effectorRow(doc));
     }
   } catch (e) { $("#eff-error").textContent = `create ${ref}: ${errText(e)}`; }
 };
@@ -615,7 +620,7 @@ const orch = { id: "", doc: null, caused: new Map() };
 const isSupervisor = (r) => (r.effector || "").startsWith("supervisor/");
 
 const timeline = new List({
-  table: "#orch-timeline", empty: "no status records yet", pageSize: 1000,
+  table: "#orch-timeline", pager: "#orch-timeline-pager", empty: "no status records yet",
   key: (r) => r.id,
   sort: (a, b) => (a.stored || "").localeCompare(b.stored || "") || a.seq - b.seq,
   row: (r) => {
@@ -632,7 +637,7 @@ const timeline = new List({
 });
 
 const tasks = new List({
-  table: "#orch-tasks", empty: "no tasks yet", pageSize: 1000,
+  table: "#orch-tasks", pager: "#orch-tasks-pager", empty: "no tasks yet",
   key: (r) => r.id,
   sort: (a, b) => (a.stored || "").localeCompare(b.stored || ""),
   row: (r) => {
@@ -647,7 +652,7 @@ const tasks = new List({
 });
 
 const workers = new List({
-  table: "#orch-workers", empty: "no worker records yet", pageSize: 1000,
+  table: "#orch-workers", pager: "#orch-workers-pager", empty: "no worker records yet",
   key: (r) => r.id,
   sort: (a, b) => (a.stored || "").localeCompare(b.stored || ""),
   row: (r) => {
