@@ -222,11 +222,13 @@ class List {
     this.fresh = new Set();
     this.page = 0;
     this.timer = 0;
+    this.cleared = Date.now();
   }
   upsert(item) {
     const k = this.key(item);
     this.items.set(k, item);
-    this.fresh.add(k);
+    // Flash what changes live, not what a (re)load brings.
+    if (Date.now() - this.cleared > 1000) { this.fresh.add(k); }
     if (this.items.size > MAX_ITEMS) {
       const oldest = [...this.items.values()].sort(this.sort).at(-1);
       this.items.delete(this.key(oldest));
@@ -235,7 +237,7 @@ class List {
   }
   remove(k) { this.items.delete(k); this.schedule(); }
   get(k) { return this.items.get(k); }
-  clear() { this.items.clear(); this.page = 0; this.schedule(); }
+  clear() { this.items.clear(); this.page = 0; this.cleared = Date.now(); this.schedule(); }
   refilter() { this.page = 0; this.schedule(); }
   schedule() { if (!this.timer) { this.timer = setTimeout(() => { this.timer = 0; this.render(); }, 20); } }
   visible() { return [...this.items.values()].filter(this.filter).sort(this.sort); }
@@ -351,7 +353,7 @@ document.addEventListener("keydown", (ev) => { if (ev.key === "Escape") { closeD
 
 // ---- effectors: a page of one kind, from the gateway, kept live ------------
 
-const eff = { cursors: [""], page: 0, more: false, rows: new Map(), kinds: new Map() };
+const eff = { cursors: [""], page: 0, more: false, rows: new Map(), kinds: new Map(), loadedAt: 0 };
 
 async function loadKinds() {
   let res;
@@ -393,7 +395,7 @@ function selectKind() {
     const tr = eff.rows.get(f.effector);
     const fits = (!fl.status || d.status === fl.status) && (!fl.owner || d.owner === fl.owner);
     if (tr) {
-      if (fits) { fillEffector(tr, d); } else { tr.remove(); eff.rows.delete(f.effector); }
+      if (fits) { fillEffector(tr, d, Date.now() - eff.loadedAt > 1000); } else { tr.remove(); eff.rows.delete(f.effector); }
     }
   });
 }
@@ -407,6 +409,7 @@ async function loadEffectors() {
     res = await request({ type: "effectors", kind: fl.kind, status: fl.status || undefined, owner: fl.owner || undefined, limit: fl.limit, cursor: eff.cursors[eff.page] || undefined });
   } catch (e) { $("#eff-error").textContent = errText(e); return; }
   eff.rows.clear();
+  eff.loadedAt = Date.now();
   const tbody = $("#effectors tbody");
   tbody.replaceChildren();
   for (const d of res.effectors) { tbody.append(effectorRow(d)); }
@@ -428,11 +431,11 @@ function effectorRow(d) {
   tr.dataset.effector = ref;
   tr.onclick = () => openLog("effector", ref);
   eff.rows.set(ref, tr);
-  fillEffector(tr, d);
+  fillEffector(tr, d, false);
   return tr;
 }
 
-function fillEffector(tr, d) {
+function fillEffector(tr, d, flash = true) {
   const ref = `${d.kind}/${d.id}`;
   const term = confirmButton("terminate", async () => {
     try { await request({ type: "terminate", effector: ref }); } catch (e) { $("#eff-error").textContent = `terminate ${ref}: ${errText(e)}`; }
@@ -443,7 +446,7 @@ function fillEffector(tr, d) {
   tr.dataset.status = d.status;
   tr.replaceChildren(td(d.id, "mono"), td(d.status, "status status-" + d.status), td(json(d.state) + (d.error ? " — " + d.error : ""), "json state"),
     td(d.seq, "seq"), td(d.owner), td(time(d.updated)), act);
-  tr.classList.remove("fresh"); void tr.offsetWidth; tr.classList.add("fresh");
+  if (flash) { tr.classList.remove("fresh"); void tr.offsetWidth; tr.classList.add("fresh"); }
 }
 
 for (const id of ["#eff-kind"]) { $(id).onchange = selectKind; }
