@@ -151,6 +151,19 @@ func TestConsoleInChromium(t *testing.T) {
 		t.Fatalf("drawer payload %q (%v): want it pretty-printed", payload, err)
 	}
 	b.screenshot("record-drawer")
+	// From the output (count), its cause link opens the record that caused
+	// it (a get from the record store, which may need a moment to index it).
+	incID, err := eval[string](b, `document.querySelector("#sends li").dataset.id`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.click(`#log tbody tr[data-type="count"]`)
+	b.waitFor("the output's drawer", `document.querySelector('#drawer-envelope td[data-field="cause"]')?.textContent === "`+incID+`"`)
+	b.waitFor("the cause followed", `(() => {
+		if (document.querySelector("#drawer-title").textContent === "record `+incID+`") { return true; }
+		document.querySelector('#drawer-envelope td[data-field="cause"] a')?.click();
+		return false;
+	})()`)
 	b.must(`document.querySelector("#drawer-close").click()`)
 	// The type filter.
 	b.must(`const i = document.querySelector("#log-type"); i.value = "count"; i.dispatchEvent(new Event("input"))`)

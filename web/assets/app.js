@@ -320,6 +320,24 @@ for (const b of document.querySelectorAll("#tabs button")) { b.onclick = () => s
 const ENVELOPE = ["id", "type", "effector", "box", "from", "cause", "process", "owner", "priority", "reply", "time", "stored",
   "stream", "seq", "subject", "content_type", "invalid"];
 
+// DRAWER_LINKS: envelope fields the drawer links to what they name.
+const DRAWER_LINKS = {
+  cause: { title: "open the record that caused this one", open: (id) => openRecordByID(id) },
+  process: { title: "open the log of this process", open: (id) => { closeDrawer(); openLog("process", id); } },
+  effector: { title: "open the log of this effector", open: (ref) => { closeDrawer(); openLog("effector", ref); } },
+  from: { title: "open the log of the sender", open: (ref) => { closeDrawer(); openLog("effector", ref); } },
+};
+
+// openRecordByID shows a record from the record store in the drawer.
+async function openRecordByID(id) {
+  try {
+    const r = await request({ type: "get", id });
+    openDrawer(`record ${r.id}`, r);
+  } catch (e) {
+    $("#drawer-payload").textContent = `record ${id}: ${errText(e)}`;
+  }
+}
+
 // openDrawer shows a record's envelope and pretty-printed payload; extra
 // holds facts shown first (a dead letter's) and action buttons.
 function openDrawer(title, r, extra = {}) {
@@ -332,8 +350,20 @@ function openDrawer(title, r, extra = {}) {
     const th = document.createElement("th");
     th.textContent = k;
     const c = document.createElement("td");
-    c.textContent = (k === "time" || k === "stored") ? `${v} (${time(v)})` : String(v);
     c.dataset.field = k;
+    const go = DRAWER_LINKS[k];
+    if (go) {
+      // Follow the chain: the record that caused this one, the log of its
+      // process or effector.
+      const a = document.createElement("a");
+      a.href = "#";
+      a.textContent = String(v);
+      a.title = go.title;
+      a.onclick = (ev) => { ev.preventDefault(); go.open(String(v)); };
+      c.append(a);
+    } else {
+      c.textContent = (k === "time" || k === "stored") ? `${v} (${time(v)})` : String(v);
+    }
     tr.append(th, c);
     tbody.append(tr);
   };
