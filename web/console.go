@@ -205,64 +205,72 @@ func (s *session) discardDead(ctx context.Context, m bus.StoredMsg) (any, string
 	return map[string]any{"seq": m.Seq, "discarded": true}, "", nil
 }
 
-// nodes reads placement (nodes and leases), every held partition's
-// consumer and the indexer's lag.
+// nodes reads placement (nodes and leases: the placement bucket's current
+// values through one watch), every held partition's consumer (one paged
+// consumer list of the mailbox stream) and the indexer's lag.
 func (g *Gateway) nodes(ctx context.Context) (NodesResult, error) {
 	res := NodesResult{Time: time.Now().UTC(), Nodes: []NodeInfo{}, Unheld: []PartitionInfo{}, Partitions: g.names.Partitions()}
 	bucket, err := g.conn.JS.KeyValue(ctx, g.names.PlaceBucket())
 	if err != nil {
 		return res, fmt.Errorf("nodes: placement bucket %s: %w", g.names.PlaceBucket(), err)
 	}
-	lister, err := bucket.ListKeys(ctx)
-	if err != nil && !errors.Is(err, jetstream.ErrNoKeysFound) {
+	w, err := bucket.WatchAll(ctx, jetstream.IgnoreDeletes())
+	if err != nil {
 		return res, fmt.Errorf("nodes: placement bucket %s: %w", g.names.PlaceBucket(), err)
 	}
+	defer func() { _ = w.Stop() }()
 	byID := map[string]*NodeInfo{}
 	var leases []PartitionInfo
-	n := 0
-	if lister != nil {
-		for key := range lister.Keys() {
-			if n++; n > maxNodeView {
-				_ = lister.Stop()
-				break
-			}
-			e, err := bucket.Get(ctx, key)
-			if err != nil {
-				continue // gone since listed
-			}
-			if id, ok := g.names.NodeOfKey(key); ok {
-				var d nodeDoc
-				if codec.Unmarshal(e.Value(), &d) != nil {
-					continue
-				}
-				if d.ID == "" {
-					d.ID = id
-				}
-				byID[d.ID] = &NodeInfo{ID: d.ID, Kinds: d.Kinds, Started: d.Started, Beat: d.Beat, Partitions: []PartitionInfo{}}
-				continue
-			}
-			kind, num, ok := g.names.LeaseOfKey(key)
-			if !ok {
-				continue
-			}
-			p := PartitionInfo{Kind: kind, Partition: num}
-			var d leaseDoc
-			if len(e.Value()) > 0 && codec.Unmarshal(e.Value(), &d) == nil {
-				p.Node, p.Since = d.Node, d.Since
-			}
-			leases = append(leases, p)
+	for n := 0; ; n++ {
+		var e jetstream.KeyValueEntry
+		select {
+		case <-ctx.Done():
+			return res, fmt.Errorf("nodes: placement bucket %s: %w", g.names.PlaceBucket(), ctx.Err())
+		case e = <-w.Updates():
 		}
-	}
-	for _, p := range leases {
-		if p.Node != "" && byID[p.Node] != nil {
-			g.partitionCounts(ctx, &p)
-			nd := byID[p.Node]
-			nd.Partitions = append(nd.Partitions, p)
-			nd.Done += p.Done
-			nd.Pending += p.Pending
+		if e == nil || n >= maxNodeView {
+			break // the current values are all in (or enough of them)
+		}
+		key := e.Key()
+		if id, ok := g.names.NodeOfKey(key); ok {
+			var d nodeDoc
+			if codec.Unmarshal(e.Value(), &d) != nil {
+				continue
+			}
+			if d.ID == "" {
+				d.ID = id
+			}
+			byID[d.ID] = &NodeInfo{ID: d.ID, Kinds: d.Kinds, Started: d.Started, Beat: d.Beat, Partitions: []PartitionInfo{}}
 			continue
 		}
-		res.Unheld = append(res.Unheld, p)
+		kind, num, ok := g.names.LeaseOfKey(key)
+		if !ok {
+			continue
+		}
+		p := PartitionInfo{Kind: kind, Partition: num}
+		var d leaseDoc
+		if len(e.Value()) > 0 && codec.Unmarshal(e.Value(), &d) == nil {
+			p.Node, p.Since = d.Node, d.Since
+		}
+		leases = append(leases, p)
+	}
+	counts, countsErr := g.partitionCounts(ctx)
+	for _, p := range leases {
+		nd := byID[p.Node]
+		if p.Node == "" || nd == nil {
+			res.Unheld = append(res.Unheld, p)
+			continue
+		}
+		if c, ok := counts[g.names.PartitionConsumer(p.Kind, p.Partition)]; ok {
+			p.Done, p.Pending = c.Done, c.Pending
+		} else if countsErr != nil {
+			p.Error = countsErr.Error()
+		} else {
+			p.Error = "no consumer for this partition in " + g.names.MailboxStream()
+		}
+		nd.Partitions = append(nd.Partitions, p)
+		nd.Done += p.Done
+		nd.Pending += p.Pending
 	}
 	byPart := func(a, b PartitionInfo) int {
 		if c := strings.Compare(a.Kind, b.Kind); c != 0 {
@@ -284,14 +292,21 @@ func (g *Gateway) nodes(ctx context.Context) (NodesResult, error) {
 	return res, nil
 }
 
-// partitionCounts reads p's consumer on the mailbox stream.
-func (g *Gateway) partitionCounts(ctx context.Context, p *PartitionInfo) {
-	c, err := g.conn.JS.Consumer(ctx, g.names.MailboxStream(), g.names.PartitionConsumer(p.Kind, p.Partition))
+// partitionCounts reads the counts of every consumer of the mailbox
+// stream (the partition consumers), by name, through the paged consumer
+// list: a few requests, whatever the number of partitions.
+func (g *Gateway) partitionCounts(ctx context.Context) (map[string]PartitionInfo, error) {
+	st, err := g.conn.JS.Stream(ctx, g.names.MailboxStream())
 	if err != nil {
-		p.Error = err.Error()
-		return
+		return nil, fmt.Errorf("mailbox stream %s: %w", g.names.MailboxStream(), err)
 	}
-	info := c.CachedInfo()
-	p.Done = info.AckFloor.Consumer
-	p.Pending = info.NumPending + uint64(info.NumAckPending)
+	out := map[string]PartitionInfo{}
+	list := st.ListConsumers(ctx)
+	for info := range list.Info() {
+		out[info.Name] = PartitionInfo{Done: info.AckFloor.Consumer, Pending: info.NumPending + uint64(info.NumAckPending)}
+	}
+	if err := list.Err(); err != nil {
+		return out, fmt.Errorf("consumers of %s: %w", g.names.MailboxStream(), err)
+	}
+	return out, nil
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/effectors/effectors/actor/actortest"
 	"github.com/effectors/effectors/bus"
 	"github.com/effectors/effectors/records"
+	"github.com/effectors/effectors/store"
 	"github.com/effectors/effectors/web"
 )
 
@@ -116,4 +117,47 @@ func TestConsoleRequests(t *testing.T) {
 		return counter == parts && done >= 2 && num(nd["done"]) >= done && !lagErr
 	})
 	t.Logf("nodes: %v", last)
+}
+
+// BenchmarkConsoleNodes measures the node view's request (placement, one
+// consumer info per held partition, the index lag) on one node hosting
+// three kinds of 64 partitions, against the kinds request (placement's node
+// keys only) over the same connection as the baseline, and the part of it
+// the record store's IndexLag takes.
+func BenchmarkConsoleNodes(b *testing.B) {
+	e := newEnv(b, envOpts{})
+	c := e.dial(b, nil)
+	c.next("welcome", isType("welcome"))
+	parts := 3 * e.conn.Names().Partitions()
+	actortest.Eventually(b, 30*time.Second, "every partition held", func() bool {
+		c.write(map[string]any{"type": "nodes", "req": "w"})
+		f := c.reply("w")
+		nodes, _ := f["result"].(map[string]any)["nodes"].([]any)
+		return len(nodes) == 1 && len(nodes[0].(map[string]any)["partitions"].([]any)) == parts
+	})
+	b.Run("store.Client.IndexLag", func(b *testing.B) {
+		sc, err := store.NewClient(context.Background(), e.conn)
+		if err != nil {
+			b.Fatal(err)
+		}
+		for b.Loop() {
+			if _, err := sc.IndexLag(context.Background()); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	for _, typ := range []string{"kinds", "nodes"} {
+		name := typ
+		if typ == "kinds" {
+			name = "baseline=kinds"
+		}
+		b.Run(name, func(b *testing.B) {
+			for b.Loop() {
+				c.write(map[string]any{"type": typ, "req": "r"})
+				if f := c.reply("r"); f["type"] != "result" {
+					b.Fatalf("%s: %v", typ, f)
+				}
+			}
+		})
+	}
 }
