@@ -213,11 +213,11 @@ function emptyRow(tbody, cols, text) {
 
 // List is a client-side list: items by key, a filter, a sort, pages.
 class List {
-  constructor({ table, pager, key, row, filter = () => true, sort, empty = "nothing yet", pageSize = PAGE, onRender }) {
+  constructor({ table, pager, key, row, filter = () => true, sort, empty = "nothing yet", pageSize = PAGE, onRender, flash = true }) {
     this.tbody = $(table + " tbody");
     this.cols = $(table + " thead tr").children.length;
     this.pager = pager ? $(pager) : null;
-    Object.assign(this, { key, row, filter, sort, empty, pageSize, onRender });
+    Object.assign(this, { key, row, filter, sort, empty, pageSize, onRender, flash });
     this.items = new Map();
     this.fresh = new Set();
     this.page = 0;
@@ -228,7 +228,7 @@ class List {
     const k = this.key(item);
     this.items.set(k, item);
     // Flash what changes live, not what a (re)load brings.
-    if (Date.now() - this.cleared > 1000) { this.fresh.add(k); }
+    if (this.flash && Date.now() - this.cleared > 1000) { this.fresh.add(k); }
     if (this.items.size > MAX_ITEMS) {
       const oldest = [...this.items.values()].sort(this.sort).at(-1);
       this.items.delete(this.key(oldest));
@@ -854,7 +854,7 @@ let lastNodes = null; // the previous answer, for the rates
 let nodesTimer = 0;
 
 const nodeList = new List({
-  table: "#nodes", pager: "#nodes-pager", empty: "no node announces itself", pageSize: 25,
+  table: "#nodes", pager: "#nodes-pager", empty: "no node announces itself", pageSize: 25, flash: false, // polled: no flash
   key: (n) => n.id,
   sort: (a, b) => a.id.localeCompare(b.id),
   filter: (n) => includes($("#nodes-search").value.trim(), n.id, ...(n.kinds || [])),
