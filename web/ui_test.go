@@ -239,8 +239,9 @@ func TestConsoleInChromium(t *testing.T) {
 	b.screenshot("nodes")
 }
 
-// TestConsoleAsUser: a user's console shows only its own effectors and
-// refuses the node view with a clear message.
+// TestConsoleAsUser: a user's console shows only its own effectors, hides
+// the Nodes tab, and refuses the node view (by its address) with a clear
+// message.
 func TestConsoleAsUser(t *testing.T) {
 	b := startBrowser(t)
 	path := t.TempDir() + "/users"
@@ -258,6 +259,9 @@ func TestConsoleAsUser(t *testing.T) {
 	b.navigate(e.http.URL + "/#/nodes&token=" + tokAlice)
 	b.waitFor("the connection as alice", `document.querySelector("#conn").dataset.state === "open" && document.querySelector("#user").textContent === "alice (user)"`)
 	b.waitFor("the node view refused", `document.querySelector("#nodes-error").textContent.startsWith("forbidden: nodes: the node view is for admins")`)
+	if visible, err := eval[bool](b, `document.querySelector('#tabs button[data-view="nodes"]').offsetParent !== null`); err != nil || visible {
+		t.Fatalf("the Nodes tab is shown to a user (%v)", err)
+	}
 	b.click(`#tabs button[data-view="effectors"]`)
 	b.waitFor("her effector only", `[...document.querySelectorAll("#effectors tbody tr[data-effector]")].map(tr => tr.dataset.effector).join() === "counter/alices"`)
 }
