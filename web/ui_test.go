@@ -241,11 +241,12 @@ func TestConsoleInChromium(t *testing.T) {
 
 // TestConsoleAsUser: a user's console shows only its own effectors, hides
 // the Nodes tab, and refuses the node view (by its address) with a clear
-// message.
+// message; an admin's token given by #token= in the same page starts the
+// console again as the admin, without a reload.
 func TestConsoleAsUser(t *testing.T) {
 	b := startBrowser(t)
 	path := t.TempDir() + "/users"
-	if err := os.WriteFile(path, usersFile(userLine("alice", "user", tokAlice)), 0o600); err != nil {
+	if err := os.WriteFile(path, usersFile(userLine("alice", "user", tokAlice), userLine("ops", "admin", tokOps)), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	e := newEnv(t, envOpts{cfg: web.Config{UsersFile: path}})
@@ -264,4 +265,13 @@ func TestConsoleAsUser(t *testing.T) {
 	}
 	b.click(`#tabs button[data-view="effectors"]`)
 	b.waitFor("her effector only", `[...document.querySelectorAll("#effectors tbody tr[data-effector]")].map(tr => tr.dataset.effector).join() === "counter/alices"`)
+
+	// Another token by #token=, in the same page: the console starts again
+	// as that identity (an admin: both effectors, the Nodes tab).
+	b.must(`window.__loaded = "same"; location.hash = "#token=` + tokOps + `"`)
+	b.waitFor("the console as ops", `document.querySelector("#user").textContent === "ops (admin)" && document.querySelector('#tabs button[data-view="nodes"]').offsetParent !== null`)
+	b.waitFor("every effector", `[...document.querySelectorAll("#effectors tbody tr[data-effector]")].map(tr => tr.dataset.effector).sort().join() === "counter/alices,counter/not-hers"`)
+	if got, err := eval[string](b, `window.__loaded`); err != nil || got != "same" {
+		t.Fatalf("the page was reloaded (%q, %v)", got, err)
+	}
 }
