@@ -10,6 +10,7 @@ import (
 
 	"github.com/effectors/effectors/actor/actortest"
 	"github.com/effectors/effectors/bus"
+	"github.com/effectors/effectors/internal/codec"
 	"github.com/effectors/effectors/records"
 	"github.com/effectors/effectors/store"
 	"github.com/effectors/effectors/web"
@@ -19,7 +20,7 @@ import (
 // server, node, record store and gateway, with two users and an admin: the
 // owner replays her dead letter (a new record caused by the original, with
 // her EA-Owner) and discards it; another user is refused both, and the node
-// view is the admin's only.
+// view is the admin's only (with a lease of a node gone shown unheld).
 func TestConsoleRequests(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "users")
 	if err := os.WriteFile(path, usersFile(userLine("alice", "user", tokAlice), userLine("bob", "user", tokBob), userLine("ops", "admin", tokOps)), 0o600); err != nil {
@@ -87,6 +88,19 @@ func TestConsoleRequests(t *testing.T) {
 	refused(t, "discard twice", alice.call(map[string]any{"type": "dead.discard", "req": "x2", "seq": seq}), web.CodeNotFound)
 	refused(t, "replay a discarded dead letter", alice.call(map[string]any{"type": "dead.replay", "req": "x3", "seq": seq}), web.CodeNotFound)
 
+	// A lease that names a node gone from placement: unheld.
+	place, err := e.conn.JS.KeyValue(ctx, e.conn.Names().PlaceBucket())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ghost, err := codec.Marshal(map[string]any{"node": "gone-node", "since": time.Now().UTC()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := place.Put(ctx, e.conn.Names().LeaseKey("ghost", 3), ghost); err != nil {
+		t.Fatal(err)
+	}
+
 	// The node view: the one node, every partition of its kinds held by it,
 	// the two records counter/alice processed counted, and the index lag.
 	parts := e.conn.Names().Partitions()
@@ -114,6 +128,10 @@ func TestConsoleRequests(t *testing.T) {
 			}
 		}
 		_, lagErr := last["index_lag_error"]
+		unheld := last["unheld"].([]any)
+		if len(unheld) != 1 || unheld[0].(map[string]any)["kind"] != "ghost" || num(unheld[0].(map[string]any)["partition"]) != 3 || unheld[0].(map[string]any)["node"] != "gone-node" {
+			t.Fatalf("unheld %v: want ghost/3 of gone-node", unheld)
+		}
 		return counter == parts && done >= 2 && num(nd["done"]) >= done && !lagErr
 	})
 	t.Logf("nodes: %v", last)
