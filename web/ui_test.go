@@ -143,6 +143,7 @@ func TestConsoleInChromium(t *testing.T) {
 	if err != nil || !cut {
 		t.Fatalf("the long payload is not cut to one line with its tooltip (%v)", err)
 	}
+	b.screenshot("records")
 	// The drawer: the envelope and the payload pretty-printed.
 	b.click(`#log tbody tr[data-type="inc"]`)
 	b.waitFor("the record drawer", `!document.querySelector("#drawer").hidden && document.querySelector('#drawer-envelope td[data-field="effector"]')?.textContent === "counter/ui1"`)
