@@ -1,244 +1,163 @@
 package web_test
 
 import (
-	"bufio"
+	"bytes"
 	"context"
-	"encoding/base64"
-	"encoding/json"
-	"errors"
-	"fmt"
-	"io"
+	"image/png"
 	"os"
-	"os/exec"
-	"strings"
-	"sync"
+	"path/filepath"
 	"testing"
 	"time"
 
-	"github.com/coder/websocket"
+	"github.com/chromedp/chromedp"
 )
 
 // chromiumPath is where Debian's chromium package puts the browser (CI
 // installs it, see .ci/run).
 const chromiumPath = "/usr/bin/chromium"
 
-// browser is a headless Chromium driven over the DevTools protocol: a
-// minimal client (commands by id, one page session), enough for tests.
+// Viewport of the console tests: the width the console is laid out for.
+const viewW, viewH = 1400, 1000
+
+// browser is one headless Chromium tab driven through chromedp.
 type browser struct {
-	t       testing.TB
-	cmd     *exec.Cmd
-	ws      *websocket.Conn
-	session string
-
-	mu      sync.Mutex // guards nextID and waiting
-	nextID  int
-	waiting map[int]chan cdpReply
-	done    chan struct{}
+	t   testing.TB
+	ctx context.Context
 }
 
-type cdpReply struct {
-	Result json.RawMessage `json:"result"`
-	Error  *struct {
-		Code    int    `json:"code"`
-		Message string `json:"message"`
-	} `json:"error"`
-}
-
-// startBrowser launches Chromium and opens one page; it skips the test
-// when Chromium is not installed.
+// startBrowser launches Chromium (a fresh profile in the test's temp dir)
+// and opens one tab of 1,400×1,000; it skips the test when Chromium is not
+// installed. The browser is stopped when the test ends.
 func startBrowser(t testing.TB) *browser {
 	t.Helper()
 	if _, err := os.Stat(chromiumPath); err != nil {
 		t.Skipf("headless Chromium test skipped: %s not found (install the Debian package chromium; CI does)", chromiumPath)
 	}
-	cmd := exec.Command(chromiumPath, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-		"--disable-background-networking", "--disable-component-update", "--disable-sync", "--disable-dev-shm-usage",
-		"--user-data-dir="+t.TempDir(), "--remote-debugging-port=0", "--window-size=1400,1000", "about:blank")
-	stderr, err := cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
+	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(),
+		chromedp.ExecPath(chromiumPath), chromedp.Headless, chromedp.NoSandbox, chromedp.DisableGPU, chromedp.NoFirstRun,
+		chromedp.Flag("disable-quic", true), chromedp.Flag("disable-background-networking", true),
+		chromedp.Flag("disable-component-update", true), chromedp.Flag("disable-sync", true),
+		chromedp.Flag("disable-dev-shm-usage", true), chromedp.UserDataDir(t.TempDir()), chromedp.WindowSize(viewW, viewH))
+	ctx, cancel := chromedp.NewContext(actx)
+	t.Cleanup(func() {
+		cancel()
+		cancelAlloc() // waits for the browser process to end
+	})
+	// The first Run starts the browser; its context must not time out.
+	if err := chromedp.Do(ctx, chromedp.EmulateViewport(viewW, viewH)); err != nil {
 		t.Fatalf("start chromium: %v", err)
 	}
-	exited := make(chan struct{})
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		<-exited
-	})
-	urlc := make(chan string, 1)
-	go func() {
-		defer close(exited)
-		sc := bufio.NewScanner(stderr)
-		for sc.Scan() {
-			if u, ok := strings.CutPrefix(sc.Text(), "DevTools listening on "); ok {
-				urlc <- strings.TrimSpace(u)
-			}
-		}
-		_, _ = io.Copy(io.Discard, stderr)
-		_ = cmd.Wait()
-	}()
-	var wsURL string
-	select {
-	case wsURL = <-urlc:
-	case <-exited:
-		t.Fatal("chromium exited before listening for DevTools")
-	case <-time.After(30 * time.Second):
-		t.Fatal("chromium did not announce its DevTools address within 30s")
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	ws, _, err := websocket.Dial(ctx, wsURL, nil)
-	if err != nil {
-		t.Fatalf("connect to DevTools: %v", err)
-	}
-	ws.SetReadLimit(64 << 20)
-	b := &browser{t: t, cmd: cmd, ws: ws, waiting: map[int]chan cdpReply{}, done: make(chan struct{})}
-	go b.read()
-	t.Cleanup(func() {
-		_ = ws.CloseNow()
-		<-b.done
-	})
-	var target struct{ TargetID string }
-	b.call("", "Target.createTarget", map[string]any{"url": "about:blank"}, &target)
-	var att struct{ SessionID string }
-	b.call("", "Target.attachToTarget", map[string]any{"targetId": target.TargetID, "flatten": true}, &att)
-	b.session = att.SessionID
-	b.call(b.session, "Page.enable", nil, nil)
-	b.call(b.session, "Emulation.setDeviceMetricsOverride", map[string]any{"width": 1400, "height": 1000, "deviceScaleFactor": 1, "mobile": false}, nil)
-	return b
+	return &browser{t: t, ctx: ctx}
 }
 
-func (b *browser) read() {
-	defer close(b.done)
-	for {
-		_, data, err := b.ws.Read(context.Background())
-		if err != nil {
-			return
-		}
-		var m struct {
-			ID int `json:"id"`
-			cdpReply
-		}
-		if json.Unmarshal(data, &m) != nil || m.ID == 0 {
-			continue // an event
-		}
-		b.mu.Lock()
-		ch := b.waiting[m.ID]
-		delete(b.waiting, m.ID)
-		b.mu.Unlock()
-		if ch != nil {
-			ch <- m.cdpReply
-		}
-	}
-}
-
-// call runs a DevTools command (on the page session when session is set)
-// and decodes its result into out.
-func (b *browser) call(session, method string, params, out any) {
-	b.t.Helper()
-	if err := b.try(session, method, params, out); err != nil {
-		b.t.Fatal(err)
-	}
-}
-
-func (b *browser) try(session, method string, params, out any) error {
-	b.mu.Lock()
-	b.nextID++
-	id := b.nextID
-	ch := make(chan cdpReply, 1)
-	b.waiting[id] = ch
-	b.mu.Unlock()
-	msg := map[string]any{"id": id, "method": method}
-	if params != nil {
-		msg["params"] = params
-	}
-	if session != "" {
-		msg["sessionId"] = session
-	}
-	data, err := json.Marshal(msg)
-	if err != nil {
-		return err
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	if err := b.ws.Write(ctx, websocket.MessageText, data); err != nil {
-		return fmt.Errorf("%s: %w", method, err)
-	}
-	select {
-	case r := <-ch:
-		if r.Error != nil {
-			return fmt.Errorf("%s: %s (%d)", method, r.Error.Message, r.Error.Code)
-		}
-		if out != nil {
-			return json.Unmarshal(r.Result, out)
-		}
-		return nil
-	case <-b.done:
-		return fmt.Errorf("%s: DevTools connection closed", method)
-	case <-ctx.Done():
-		return fmt.Errorf("%s: no answer within 30s", method)
-	}
-}
-
-// navigate opens url in the page.
+// navigate opens url in the tab.
 func (b *browser) navigate(url string) {
 	b.t.Helper()
-	b.call(b.session, "Page.navigate", map[string]any{"url": url}, nil)
+	ctx, cancel := context.WithTimeout(b.ctx, 30*time.Second)
+	defer cancel()
+	if err := chromedp.Do(ctx, chromedp.Navigate(url)); err != nil {
+		b.t.Fatalf("navigate to %s: %v", url, err)
+	}
 }
 
-// eval evaluates a JavaScript expression in the page and decodes its
-// value into out (when not nil).
-func (b *browser) eval(expr string, out any) error {
-	var r struct {
-		Result struct {
-			Value json.RawMessage `json:"value"`
-		} `json:"result"`
-		ExceptionDetails *struct {
-			Text      string `json:"text"`
-			Exception struct {
-				Description string `json:"description"`
-			} `json:"exception"`
-		} `json:"exceptionDetails"`
-	}
-	if err := b.try(b.session, "Runtime.evaluate", map[string]any{"expression": expr, "returnByValue": true, "awaitPromise": true}, &r); err != nil {
-		return err
-	}
-	if r.ExceptionDetails != nil {
-		return errors.New(r.ExceptionDetails.Text + " " + r.ExceptionDetails.Exception.Description)
-	}
-	if out != nil && len(r.Result.Value) > 0 {
-		return json.Unmarshal(r.Result.Value, out)
-	}
-	return nil
+// eval evaluates a JavaScript expression in the page (awaiting a promise)
+// and returns its value decoded as T.
+func eval[T any](b *browser, expr string) (T, error) {
+	ctx, cancel := context.WithTimeout(b.ctx, 30*time.Second)
+	defer cancel()
+	return chromedp.Run(ctx, chromedp.Evaluate[T](expr, chromedp.EvalAwaitPromise))
 }
 
-// waitFor polls a boolean JavaScript expression until it is true.
+// must evaluates statements for their effect (in a block of their own),
+// failing the test on an exception.
+func (b *browser) must(expr string) {
+	b.t.Helper()
+	if _, err := eval[chromedp.Void](b, "{\n"+expr+"\n}"); err != nil {
+		b.t.Fatalf("page: %s: %v", expr, err)
+	}
+}
+
+// click clicks the element sel names (through the DOM: the element must be
+// there, not necessarily visible).
+func (b *browser) click(sel string) {
+	b.t.Helper()
+	b.waitFor(sel, `!!document.querySelector(`+jsString(sel)+`)`)
+	b.must(`document.querySelector(` + jsString(sel) + `).click()`)
+}
+
+// waitFor polls a boolean JavaScript expression until it is true, for 30 s.
 func (b *browser) waitFor(what, expr string) {
 	b.t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	var lastErr error
-	for time.Now().Before(deadline) {
-		var ok bool
-		lastErr = b.eval(expr, &ok)
-		if lastErr == nil && ok {
-			return
-		}
-		time.Sleep(50 * time.Millisecond)
+	ctx, cancel := context.WithTimeout(b.ctx, 40*time.Second)
+	defer cancel()
+	_, err := chromedp.Run(ctx, chromedp.Poll[chromedp.Void](expr, chromedp.WithPollingInterval(50*time.Millisecond), chromedp.WithPollingTimeout(30*time.Second)))
+	if err == nil {
+		return
 	}
-	var page string
-	_ = b.eval(`document.body ? document.body.innerText.slice(0, 3000) : ""`, &page)
-	b.t.Fatalf("page: no %s within 20s (last error %v); page text:\n%s", what, lastErr, page)
+	page, _ := eval[string](b, `document.body ? document.body.innerText.slice(0, 3000) : ""`)
+	b.t.Fatalf("page: no %s within 30s (%v); page text:\n%s", what, err, page)
 }
 
-// screenshot returns a PNG of the page.
-func (b *browser) screenshot() []byte {
+// screenshot saves a PNG of the whole page as name in the test's temp dir
+// (and in $EA_SCREENSHOT_DIR when set), checks that it is a PNG of the
+// viewport's width that is not blank, and returns its path.
+func (b *browser) screenshot(name string) string {
 	b.t.Helper()
-	var r struct{ Data string }
-	b.call(b.session, "Page.captureScreenshot", map[string]any{"format": "png", "captureBeyondViewport": true}, &r)
-	png, err := base64.StdEncoding.DecodeString(r.Data)
+	ctx, cancel := context.WithTimeout(b.ctx, 30*time.Second)
+	defer cancel()
+	data, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
 	if err != nil {
-		b.t.Fatal(err)
+		b.t.Fatalf("screenshot %s: %v", name, err)
 	}
-	return png
+	img, err := png.Decode(bytes.NewReader(data))
+	if err != nil {
+		b.t.Fatalf("screenshot %s is not a PNG: %v", name, err)
+	}
+	bounds := img.Bounds()
+	if bounds.Dx() != viewW || bounds.Dy() < viewH/2 {
+		b.t.Fatalf("screenshot %s is %dx%d, want %d wide and at least %d high", name, bounds.Dx(), bounds.Dy(), viewW, viewH/2)
+	}
+	// Not blank: many distinct colours (text, tables, the header).
+	colours := map[uint32]bool{}
+	for y := bounds.Min.Y; y < bounds.Max.Y && len(colours) < 64; y += 3 {
+		for x := bounds.Min.X; x < bounds.Max.X; x += 3 {
+			r, g, bl, _ := img.At(x, y).RGBA()
+			colours[r>>8<<16|g>>8<<8|bl>>8] = true
+		}
+	}
+	if len(colours) < 64 {
+		b.t.Fatalf("screenshot %s looks blank: %d colours", name, len(colours))
+	}
+	dirs := []string{b.t.TempDir()}
+	if d := os.Getenv("EA_SCREENSHOT_DIR"); d != "" {
+		dirs = append(dirs, d)
+	}
+	var path string
+	for _, d := range dirs {
+		path = filepath.Join(d, name+".png")
+		if err := os.WriteFile(path, data, 0o644); err != nil {
+			b.t.Fatal(err)
+		}
+	}
+	b.t.Logf("screenshot: %s", path)
+	return path
+}
+
+// jsString quotes s as a JavaScript string literal.
+func jsString(s string) string {
+	var buf bytes.Buffer
+	buf.WriteByte('"')
+	for _, r := range s {
+		switch r {
+		case '"', '\\':
+			buf.WriteByte('\\')
+			buf.WriteRune(r)
+		case '\n':
+			buf.WriteString(`\n`)
+		default:
+			buf.WriteRune(r)
+		}
+	}
+	buf.WriteByte('"')
+	return buf.String()
 }

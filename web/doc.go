@@ -2,14 +2,15 @@
 // NATS reach effectors: a WebSocket endpoint speaking a JSON frame protocol
 // (send records with acknowledgement once stored, subscribe to outboxes,
 // state, process logs, dead letters and orchestrations with resume points,
-// drive orchestrations), and a live record view served from the same
-// address. The protocol is documented with an example of every frame in
+// drive orchestrations, replay and discard dead letters, see the nodes), and
+// a console (the live view: effectors, records, orchestrations, dead letters,
+// nodes) served from the same address. The protocol is documented with an example of every frame in
 // docs/gateway.md.
 //
 // # Serving
 //
 //	gw, err := web.New(ctx, conn, web.Config{Addr: "127.0.0.1:9466"})
-//	go gw.Run(ctx) // GET / (live view), GET /ws (WebSocket)
+//	go gw.Run(ctx) // GET / (the console), GET /ws (WebSocket)
 //
 // ea-supervisor (and every supervisord binary) serves it on --gateway.
 // [Gateway.Handler] mounts it in another server (call [Gateway.Close] at the
@@ -32,6 +33,14 @@
 // dead-letter frames their stream sequence (resume with from: seq+1), state
 // and orchestration frames their KV revision (from: revision+1), records
 // frames (a page of a process's or an effector's log) a store cursor.
+//
+// # Console requests
+//
+// [TypeDeadReplay] sends a dead letter's record again as a new record linked
+// to it (EA-Cause the original's id), as ea dead replay does;
+// [TypeDeadDiscard] deletes a dead letter; [TypeNodes] (admins) reads
+// placement: nodes, the partitions each reads with their consumers' counts
+// ([NodesResult]), and the record store's index lag.
 //
 // # Users
 //

@@ -260,6 +260,8 @@ func (s *session) answer(ctx context.Context, h head, data []byte) (any, string,
 			return nil, code, err
 		}
 		return result, "", nil
+	case TypeDeadReplay, TypeDeadDiscard, TypeNodes:
+		return s.consoleAnswer(ctx, h, data)
 	}
 	return nil, CodeUnknownType, fmt.Errorf("unknown frame type %q", h.Type)
 }

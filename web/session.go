@@ -387,7 +387,8 @@ func (s *session) handle(data []byte) {
 			s.unsubscribe(h)
 		}
 	case TypeState, TypeKinds, TypeEffectors, TypeQuery, TypeGet, TypeCreate, TypeTerminate,
-		TypeOrchStart, TypeOrchStatus, TypeOrchInput, TypeOrchCancel:
+		TypeOrchStart, TypeOrchStatus, TypeOrchInput, TypeOrchCancel,
+		TypeDeadReplay, TypeDeadDiscard, TypeNodes:
 		s.request(h, data)
 	case "":
 		s.errorFrame(h, CodeBadFrame, "missing \"type\": say what the frame is (send, subscribe, unsubscribe, state, query, orch.start, …)")
@@ -400,7 +401,8 @@ func (s *session) handle(data []byte) {
 func frameLabel(t string) string {
 	switch t {
 	case TypeAuth, TypePing, TypeSend, TypeSubscribe, TypeUnsubscribe, TypeState, TypeKinds, TypeEffectors,
-		TypeQuery, TypeGet, TypeCreate, TypeTerminate, TypeOrchStart, TypeOrchStatus, TypeOrchInput, TypeOrchCancel:
+		TypeQuery, TypeGet, TypeCreate, TypeTerminate, TypeOrchStart, TypeOrchStatus, TypeOrchInput, TypeOrchCancel,
+		TypeDeadReplay, TypeDeadDiscard, TypeNodes:
 		return t
 	}
 	return "unknown"

@@ -1,37 +1,53 @@
 package web_test
 
 import (
-	"bytes"
 	"context"
+	"errors"
+	"fmt"
 	"os"
-	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/effectors/effectors/actor"
 	"github.com/effectors/effectors/actor/actortest"
+	"github.com/effectors/effectors/bus"
 	"github.com/effectors/effectors/records"
 	"github.com/effectors/effectors/supervisor"
 	"github.com/effectors/effectors/web"
 )
 
-// TestLiveViewInChromium opens the live view in real headless Chromium,
-// sends a record from its form and sees the state change and the record
-// appear live, gives input to a waiting orchestration, and saves a
-// screenshot (to the test's temp dir, and to $EA_SCREENSHOT_DIR when set).
-func TestLiveViewInChromium(t *testing.T) {
+// TestConsoleInChromium opens the console in real headless Chromium
+// (chromedp) at 1,400×1,000 and uses every view as a person would: the
+// token form at once, a wrong token refused once, #token= taken without a
+// reload; effectors paged, created and terminated; a record sent and
+// acknowledged (and again across a dropped connection), the log filtered,
+// one-line rows, the record drawer; a dead letter replayed and discarded;
+// an orchestration's page (timeline, tasks and the worker records they
+// caused, input given, result); the node view. Screenshots of each view
+// are checked (a PNG, 1,400 wide, not blank) and saved to the test's temp
+// dir (and $EA_SCREENSHOT_DIR when set).
+func TestConsoleInChromium(t *testing.T) {
 	b := startBrowser(t)
-	e := newEnv(t, envOpts{supervisor: true, cfg: web.Config{Token: "ui-token"}})
+	e := newEnv(t, envOpts{supervisor: true, cfg: web.Config{Token: "ui-token", AuthTimeout: 25 * time.Second}})
 	ctx := context.Background()
 	ref := records.Ref{Kind: "counter", ID: "ui1"}
 	if _, err := e.actors.Create(ctx, ref, nil); err != nil {
 		t.Fatal(err)
 	}
-	// A dead letter and a waiting orchestration for the page to show.
+	// 60 more counters: two pages of 50.
+	for i := range 60 {
+		if _, err := e.actors.Create(ctx, records.Ref{Kind: "counter", ID: fmt.Sprintf("c%02d", i)}, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// A dead letter (explode is always rejected) with a long id.
 	bad, err := records.NewJSON("explode", map[string]int{"by": 1})
 	if err != nil {
 		t.Fatal(err)
 	}
+	bad.ID = "explode-" + strings.Repeat("0123456789", 6)
 	if _, err := e.actors.Send(ctx, ref, bad); err != nil {
 		t.Fatal(err)
 	}
@@ -39,108 +55,224 @@ func TestLiveViewInChromium(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	orchID, err := oc.Start(ctx, "demo", map[string]string{"text": "hello live view"})
+	orchID, err := oc.Start(ctx, "demo", map[string]string{"text": "hello console"})
 	if err != nil {
 		t.Fatal(err)
 	}
 
-	b.navigate(e.http.URL + "/#token=ui-token")
-	b.waitFor("connection", `document.querySelector("#conn").dataset.state === "open"`)
-	b.waitFor("counter/ui1 in the effectors", `!!document.querySelector('tr[data-effector="counter/ui1"]')`)
-	b.waitFor("the dead letter", `[...document.querySelectorAll("#dead tbody tr")].some(tr => tr.innerText.includes("rejected") && tr.innerText.includes("counter/ui1"))`)
-	b.waitFor("the orchestration waiting", `document.querySelector('#orchs tr[data-id="`+orchID+`"]')?.dataset.status === "WAITING"`)
-
-	// Open the effector's log, then send a record from the form.
-	if err := b.eval(`document.querySelector('tr[data-effector="counter/ui1"]').click()`, nil); err != nil {
-		t.Fatal(err)
+	// No token known: the form at once, while the connection still waits
+	// for the gateway (which would refuse it only after 25 s).
+	b.navigate(e.http.URL + "/")
+	b.must(`window.__loaded = "first"`)
+	b.waitFor("the token form before any refusal", `!document.querySelector("#token-form").hidden && window.effectors.status === "connecting"`)
+	// A wrong token from the form: refused once, said once.
+	b.must(`document.querySelector("#token").value = "wrong"; document.querySelector("#token-form button").click()`)
+	b.waitFor("the wrong token refused", `document.querySelector("#conn").dataset.state === "token" && !document.querySelector("#token-form").hidden`)
+	why, err := eval[string](b, `document.querySelector("#token-why").textContent + " | " + document.querySelector("#conn").textContent`)
+	if err != nil || !strings.Contains(why, "wrong token") || strings.Count(why, "unauthorized") > 0 {
+		t.Fatalf("refusal shown as %q (%v): want the reason once, without unauthorized: unauthorized", why, err)
 	}
+	// #token= in the address, without a reload: connected, the token gone
+	// from the address bar.
+	b.must(`location.hash = "#token=ui-token"`)
+	b.waitFor("the connection", `document.querySelector("#conn").dataset.state === "open" && document.querySelector("#token-form").hidden`)
+	if got, err := eval[string](b, `window.__loaded + " " + location.href`); err != nil || !strings.HasPrefix(got, "first ") || strings.Contains(got, "ui-token") {
+		t.Fatalf("after #token=: %q (%v): want the same page, the token out of the address", got, err)
+	}
+
+	// Effectors: counter's first page of 50, the next of 11, back.
+	b.waitFor("counter's first page", `document.querySelector("#eff-kind").value === "counter" && document.querySelectorAll("#effectors tbody tr[data-effector]").length === 50`)
+	b.click("#eff-pager .next")
+	b.waitFor("counter's second page", `document.querySelectorAll("#effectors tbody tr[data-effector]").length === 11 && document.querySelector("#eff-pager .range").textContent.includes("51–61")`)
+	b.click("#eff-pager .prev")
+	b.waitFor("counter's first page again", `document.querySelectorAll("#effectors tbody tr[data-effector]").length === 50 && document.querySelector("#eff-pager .prev").disabled`)
+	// Create from the form; terminate from a row (two clicks).
+	b.must(`document.querySelector("#create-ref").value = "counter/made-in-ui"; document.querySelector("#create-button").click()`)
+	actortest.Eventually(t, 30*time.Second, "counter/made-in-ui created", func() bool {
+		_, err := e.actors.State(ctx, records.Ref{Kind: "counter", ID: "made-in-ui"})
+		return err == nil
+	})
+	b.waitFor("the created effector listed", `!!document.querySelector('#effectors tr[data-effector="counter/made-in-ui"]')`)
+	b.click(`#effectors tr[data-effector="counter/made-in-ui"] button.terminate`)
+	b.click(`#effectors tr[data-effector="counter/made-in-ui"] button.terminate`)
+	b.waitFor("the effector terminated", `document.querySelector('#effectors tr[data-effector="counter/made-in-ui"]')?.dataset.status === "TERMINATED"`)
+	if doc, err := e.actors.State(ctx, records.Ref{Kind: "counter", ID: "made-in-ui"}); err != nil || doc.Status != actor.StatusTerminated {
+		t.Fatalf("counter/made-in-ui after terminate: %v %v", doc.Status, err)
+	}
+	// The status filter asks the gateway: only the terminated one.
+	b.must(`const s = document.querySelector("#eff-status"); s.value = "TERMINATED"; s.dispatchEvent(new Event("change"))`)
+	b.waitFor("the status filter", `[...document.querySelectorAll("#effectors tbody tr[data-effector]")].map(tr => tr.dataset.effector).join() === "counter/made-in-ui"`)
+	b.must(`const s = document.querySelector("#eff-status"); s.value = ""; s.dispatchEvent(new Event("change"))`)
+	b.screenshot("effectors")
+
+	// Records: the log of counter/ui1; a send with a long payload.
+	b.click(`#tabs button[data-view="records"]`)
+	b.must(`document.querySelector("#log-target").value = "counter/ui1"; document.querySelector("#log-form button").click()`)
 	b.waitFor("log history", `document.querySelector("#log-state").textContent === "live" && !!document.querySelector('#log tbody tr[data-type="explode"]')`)
-	err = b.eval(`(() => {
-		document.querySelector("#send-to").value = "counter/ui1";
+	long := `{"by": 5, "note": "` + strings.Repeat("a long payload that must stay on one line ", 8) + `"}`
+	b.must(`document.querySelector("#send-to").value = "counter/ui1";
 		document.querySelector("#send-type").value = "inc";
-		document.querySelector("#send-payload").value = '{"by": 5}';
-		document.querySelector("#send-button").click();
-	})()`, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+		document.querySelector("#send-payload").value = ` + jsString(long) + `;
+		document.querySelector("#send-button").click()`)
 	b.waitFor("the send acknowledged", `document.querySelector("#sends li")?.dataset.sync === "acked"`)
-	b.waitFor("the state change", `document.querySelector('tr[data-effector="counter/ui1"] .state').textContent.includes('"count":5')`)
 	b.waitFor("the record and its output in the log", `!!document.querySelector('#log tbody tr[data-type="inc"]') && !!document.querySelector('#log tbody tr[data-type="count"]')`)
-
-	// The record the page acknowledged is stored, under the id it shows.
-	var id string
-	if err := b.eval(`document.querySelector("#sends li").dataset.id`, &id); err != nil {
-		t.Fatal(err)
-	}
 	doc, err := e.actors.State(ctx, ref)
-	if err != nil || doc.Status != "IDLE" {
+	if err != nil || doc.Status != actor.StatusIdle {
 		t.Fatalf("state %v %v", doc, err)
 	}
 	var s counterState
 	if err := doc.Decode(&s); err != nil || s.Count != 5 {
 		t.Fatalf("count %d %v, want 5", s.Count, err)
 	}
-	var ackText string
-	if err := b.eval(`document.querySelector("#sends li").textContent`, &ackText); err != nil {
+	ackText, err := eval[string](b, `document.querySelector("#sends li").textContent`)
+	if err != nil || !strings.Contains(ackText, "seq "+strconv.FormatUint(doc.Seq, 10)) {
+		t.Fatalf("ack shown %q (%v), want the stream sequence %d", ackText, err, doc.Seq)
+	}
+	// Readable at 1,400 px: every row one line; the long payload and ids
+	// cut with an ellipsis, whole in the tooltip.
+	rows, err := eval[[]float64](b, `[...document.querySelectorAll("#log tbody tr")].map(tr => tr.getBoundingClientRect().height)`)
+	if err != nil || len(rows) < 3 {
+		t.Fatalf("log rows %v %v", rows, err)
+	}
+	for _, h := range rows {
+		if h > 30 {
+			t.Fatalf("a log row is %.0f px high (rows %v): want one line", h, rows)
+		}
+	}
+	cut, err := eval[bool](b, `(() => { const c = document.querySelector('#log tbody tr[data-type="inc"] td.json'); return c.scrollWidth > c.clientWidth && c.title.includes("must stay on one line"); })()`)
+	if err != nil || !cut {
+		t.Fatalf("the long payload is not cut to one line with its tooltip (%v)", err)
+	}
+	b.screenshot("records")
+	// The drawer: the envelope and the payload pretty-printed.
+	b.click(`#log tbody tr[data-type="inc"]`)
+	b.waitFor("the record drawer", `!document.querySelector("#drawer").hidden && document.querySelector('#drawer-envelope td[data-field="effector"]')?.textContent === "counter/ui1"`)
+	payload, err := eval[string](b, `document.querySelector("#drawer-payload").textContent`)
+	if err != nil || !strings.Contains(payload, "\n  \"by\": 5,\n") {
+		t.Fatalf("drawer payload %q (%v): want it pretty-printed", payload, err)
+	}
+	b.screenshot("record-drawer")
+	// From the output (count), its cause link opens the record that caused
+	// it (a get from the record store, which may need a moment to index it).
+	incID, err := eval[string](b, `document.querySelector("#sends li").dataset.id`)
+	if err != nil {
 		t.Fatal(err)
 	}
-	if !bytes.Contains([]byte(ackText), []byte("seq "+strconv.FormatUint(doc.Seq, 10))) {
-		t.Fatalf("ack shown %q, want the stream sequence %d", ackText, doc.Seq)
-	}
+	b.click(`#log tbody tr[data-type="count"]`)
+	b.waitFor("the output's drawer", `document.querySelector('#drawer-envelope td[data-field="cause"]')?.textContent === "`+incID+`"`)
+	b.waitFor("the cause followed", `(() => {
+		if (document.querySelector("#drawer-title").textContent === "record `+incID+`") { return true; }
+		document.querySelector('#drawer-envelope td[data-field="cause"] a')?.click();
+		return false;
+	})()`)
+	b.must(`document.querySelector("#drawer-close").click()`)
+	// The type filter.
+	b.must(`const i = document.querySelector("#log-type"); i.value = "count"; i.dispatchEvent(new Event("input"))`)
+	b.waitFor("the type filter", `(() => { const rs = [...document.querySelectorAll("#log tbody tr[data-type]")]; return rs.length === 1 && rs[0].dataset.type === "count"; })()`)
+	b.must(`const i = document.querySelector("#log-type"); i.value = ""; i.dispatchEvent(new Event("input"))`)
 
 	// The connection drops; a record sent meanwhile stays local_only, is
-	// re-sent with its id on reconnect and acked; the log resumes from its
-	// cursor: every record once.
-	var sync string
-	err = b.eval(`(() => {
+	// re-sent with its id on reconnect and acked; the log resumes: every
+	// record once.
+	sync, err := eval[string](b, `(() => {
 		ws.close();
 		document.querySelector("#send-payload").value = '{"by": 3}';
 		document.querySelector("#send-button").click();
 		return document.querySelector("#sends li").dataset.sync;
-	})()`, &sync)
+	})()`)
 	if err != nil || sync != "local_only" {
 		t.Fatalf("a record sent while disconnected is %q (%v), want local_only", sync, err)
 	}
 	b.waitFor("the re-send acknowledged after reconnecting", `document.querySelector("#conn").dataset.state === "open" && document.querySelector("#sends li").dataset.sync === "acked"`)
-	b.waitFor("the state after the re-send", `document.querySelector('tr[data-effector="counter/ui1"] .state').textContent.includes('"count":8')`)
 	b.waitFor("the log after the reconnect", `document.querySelectorAll('#log tbody tr[data-type="count"]').length === 2`)
-	var dup bool
-	if err := b.eval(`(() => { const ids = [...document.querySelectorAll("#log tbody tr")].map(tr => tr.dataset.id); return ids.length !== new Set(ids).size; })()`, &dup); err != nil || dup {
+	if dup, err := eval[bool](b, `(() => { const ids = [...document.querySelectorAll("#log tbody tr")].map(tr => tr.dataset.id); return ids.length !== new Set(ids).size; })()`); err != nil || dup {
 		t.Fatalf("the log shows a record twice after the reconnect (%v)", err)
 	}
 
-	// Give the orchestration its input from the form.
-	b.waitFor("the waiting orchestration in the input form", `[...document.querySelectorAll("#orch-waiting option")].some(o => o.value === "`+orchID+`")`)
-	if err := b.eval(`document.querySelector("#orch-waiting").value = "`+orchID+`"; document.querySelector("#orch-input-form button").click()`, nil); err != nil {
+	// Dead letters: replay (a new record, dead-lettered again since explode
+	// always fails), then discard the original.
+	b.click(`#tabs button[data-view="dead"]`)
+	row := `#dead tbody tr[data-id="` + bad.ID + `"]`
+	b.waitFor("the dead letter", `document.querySelector(`+jsString(row)+`)?.innerText.includes("rejected")`)
+	seq, err := eval[string](b, `document.querySelector(`+jsString(row)+`).dataset.seq`)
+	if err != nil {
 		t.Fatal(err)
 	}
-	b.waitFor("the orchestration completed", `document.querySelector('#orchs tr[data-id="`+orchID+`"]')?.dataset.status === "COMPLETED"`)
-	actortest.Eventually(t, 10*time.Second, "orchestration completed", func() bool {
+	b.click(row + ` button.replay`)
+	b.waitFor("the replay", `!!document.querySelector(`+jsString(row)+`)?.dataset.replayed`)
+	replayed, err := eval[string](b, `document.querySelector(`+jsString(row)+`).dataset.replayed`)
+	if err != nil || replayed == "" || replayed == bad.ID {
+		t.Fatalf("replayed as %q (%v)", replayed, err)
+	}
+	b.waitFor("the replay's own dead letter", `!!document.querySelector('#dead tbody tr[data-id="`+replayed+`"]')`)
+	b.screenshot("dead-letters")
+	b.click(row + ` button.discard`)
+	b.click(row + ` button.discard`)
+	b.waitFor("the dead letter discarded", `!document.querySelector(`+jsString(row)+`)`)
+	n, _ := strconv.ParseUint(seq, 10, 64)
+	if _, err := e.conn.StoredAt(ctx, e.conn.Names().DeadStream(), n, ""); !errors.Is(err, bus.ErrNoMessage) {
+		t.Fatalf("discarded dead letter #%d still stored: %v", n, err)
+	}
+
+	// The orchestration's page: waiting for input after task A.
+	b.click(`#tabs button[data-view="orchestrations"]`)
+	b.waitFor("the orchestration waiting", `document.querySelector('#orchs tr[data-id="`+orchID+`"]')?.dataset.status === "WAITING"`)
+	b.click(`#orchs tr[data-id="` + orchID + `"] td`)
+	b.waitFor("the orchestration page", `document.querySelector("#view-orch").classList.contains("active") && document.querySelector("#view-orch").dataset.status === "WAITING" && !document.querySelector("#orch-input-button").disabled`)
+	b.waitFor("the timeline so far", `[...document.querySelectorAll("#orch-timeline tbody tr")].some(tr => tr.dataset.event === "start")`)
+	b.waitFor("task A and the record it caused", `[...document.querySelectorAll("#orch-tasks tbody tr[data-id] td.caused")].some(td => !td.textContent.includes("none yet"))`)
+	b.must(`document.querySelector("#orch-answer").value = '{"note": "from the console test"}'; document.querySelector("#orch-input-button").click()`)
+	b.waitFor("the orchestration completed", `document.querySelector("#view-orch").dataset.status === "COMPLETED" && document.querySelector("#orch-result").textContent.includes("from the console test")`)
+	b.waitFor("the whole timeline", `(() => { const ev = [...document.querySelectorAll("#orch-timeline tbody tr")].map(tr => tr.dataset.event + ":" + tr.dataset.status); return ev.includes("input:RUNNING") && ev.at(-1) === "result:COMPLETED"; })()`)
+	b.waitFor("both tasks with their worker records", `document.querySelectorAll("#orch-tasks tbody tr[data-id]").length >= 2 && document.querySelectorAll("#orch-workers tbody tr[data-id]").length >= 2`)
+	actortest.Eventually(t, 30*time.Second, "orchestration completed", func() bool {
 		o, err := oc.Status(ctx, orchID)
 		return err == nil && o.Status == supervisor.StatusCompleted
 	})
+	b.screenshot("orchestration")
 
-	// The orchestration's process, opened from its row: its task and
-	// result records, with their envelopes.
-	if err := b.eval(`document.querySelector('#orchs tr[data-id="`+orchID+`"] td').click()`, nil); err != nil {
+	// Nodes: the one node holding every partition of its three kinds,
+	// throughput after two samples, the index lag.
+	parts := e.conn.Names().Partitions()
+	b.click(`#tabs button[data-view="nodes"]`)
+	b.waitFor("the node view", `(() => { const tr = document.querySelector("#nodes tbody tr[data-node]"); return !!tr && tr.querySelector(".parts").textContent === "`+strconv.Itoa(3*parts)+`" && tr.querySelector(".rate").textContent !== "…" && Number(tr.querySelector(".done").textContent) > 0; })()`)
+	b.waitFor("the index lag", `document.querySelector("#nodes-summary").dataset.indexLag !== undefined && document.querySelector("#nodes-summary").dataset.indexLag !== ""`)
+	b.screenshot("nodes")
+}
+
+// TestConsoleAsUser: a user's console shows only its own effectors, hides
+// the Nodes tab, and refuses the node view (by its address) with a clear
+// message; an admin's token given by #token= in the same page starts the
+// console again as the admin, without a reload.
+func TestConsoleAsUser(t *testing.T) {
+	b := startBrowser(t)
+	path := t.TempDir() + "/users"
+	if err := os.WriteFile(path, usersFile(userLine("alice", "user", tokAlice), userLine("ops", "admin", tokOps)), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	b.waitFor("the orchestration's process log", `document.querySelector("#log-title").textContent.includes("process `+orchID+`") && document.querySelectorAll("#log tbody tr").length >= 4 && document.querySelector("#log-state").textContent === "live"`)
+	e := newEnv(t, envOpts{cfg: web.Config{UsersFile: path}})
+	ctx := context.Background()
+	if _, err := e.actors.CreateOwned(ctx, records.Ref{Kind: "counter", ID: "alices"}, nil, "alice"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.actors.Create(ctx, records.Ref{Kind: "counter", ID: "not-hers"}, nil); err != nil {
+		t.Fatal(err)
+	}
+	b.navigate(e.http.URL + "/#/nodes&token=" + tokAlice)
+	b.waitFor("the connection as alice", `document.querySelector("#conn").dataset.state === "open" && document.querySelector("#user").textContent === "alice (user)"`)
+	b.waitFor("the node view refused", `document.querySelector("#nodes-error").textContent.startsWith("forbidden: nodes: the node view is for admins")`)
+	if visible, err := eval[bool](b, `document.querySelector('#tabs button[data-view="nodes"]').offsetParent !== null`); err != nil || visible {
+		t.Fatalf("the Nodes tab is shown to a user (%v)", err)
+	}
+	b.click(`#tabs button[data-view="effectors"]`)
+	b.waitFor("her effector only", `[...document.querySelectorAll("#effectors tbody tr[data-effector]")].map(tr => tr.dataset.effector).join() === "counter/alices"`)
 
-	png := b.screenshot()
-	if !bytes.HasPrefix(png, []byte("\x89PNG")) || len(png) < 10_000 {
-		t.Fatalf("screenshot of %d bytes is not a PNG of the page", len(png))
-	}
-	dirs := []string{t.TempDir()}
-	if d := os.Getenv("EA_SCREENSHOT_DIR"); d != "" {
-		dirs = append(dirs, d)
-	}
-	for _, d := range dirs {
-		p := filepath.Join(d, "screenshot.png")
-		if err := os.WriteFile(p, png, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		t.Logf("screenshot: %s", p)
+	// Another token by #token=, in the same page: the console starts again
+	// as that identity (an admin: both effectors, the Nodes tab).
+	b.must(`window.__loaded = "same"; location.hash = "#token=` + tokOps + `"`)
+	b.waitFor("the console as ops", `document.querySelector("#user").textContent === "ops (admin)" && document.querySelector('#tabs button[data-view="nodes"]').offsetParent !== null`)
+	b.waitFor("every effector", `[...document.querySelectorAll("#effectors tbody tr[data-effector]")].map(tr => tr.dataset.effector).sort().join() === "counter/alices,counter/not-hers"`)
+	if got, err := eval[string](b, `window.__loaded`); err != nil || got != "same" {
+		t.Fatalf("the page was reloaded (%q, %v)", got, err)
 	}
 }

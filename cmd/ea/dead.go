@@ -5,12 +5,11 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"strconv"
 	"strings"
-	"time"
 
 	"github.com/effectors/effectors/actor"
 	"github.com/effectors/effectors/bus"
+	"github.com/effectors/effectors/internal/deadletter"
 	"github.com/effectors/effectors/records"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -192,44 +191,15 @@ func findDead(ctx context.Context, conn *bus.Conn, filter, id string) (deadMsg, 
 }
 
 // replayOf returns the record a dead letter holds, as a new record linked
-// to it (new id and time, EA-Cause its id), and the effector whose mailbox
-// it was sent to. A truncated dead letter's record is read from its stream.
+// to it, and the effector whose mailbox it was sent to (see
+// deadletter.Replay, which the gateway's dead.replay shares).
 func replayOf(ctx context.Context, conn *bus.Conn, dm deadMsg) (records.Record, records.Ref, error) {
-	h, data := dm.header, dm.data
-	where := fmt.Sprintf("dead letter #%d", dm.seq)
-	subject := h.Get(records.HeaderSubject)
-	ref, ok := conn.Names().RefOf(subject)
-	if !ok || !strings.Contains(subject, ".mbox.") || ref.Validate() != nil {
-		return records.Record{}, records.Ref{}, fmt.Errorf("%s: its record was sent to %q, which is no effector's mailbox: nothing to replay it to", where, subject)
+	rec, ref, err := deadletter.Replay(ctx, conn, bus.StoredMsg{Subject: dm.subject, Seq: dm.seq, Header: dm.header, Data: dm.data, Time: dm.stored})
+	if errors.Is(err, deadletter.ErrInvalid) {
+		err = withCode(exitUsage, err)
 	}
-	if t := h.Get(records.HeaderTruncated); t != "" {
-		stream := h.Get(records.HeaderStream)
-		seq, err := strconv.ParseUint(h.Get(records.HeaderSeq), 10, 64)
-		if stream == "" || err != nil {
-			return records.Record{}, records.Ref{}, fmt.Errorf("%s holds part of its record (EA-Truncated: %s) and does not say where the original is", where, t)
-		}
-		m, err := getMsg(ctx, conn, stream, seq, "")
-		if err != nil {
-			return records.Record{}, records.Ref{}, fmt.Errorf("%s holds part of its record (EA-Truncated: %s), and the original at %s #%d cannot be read: %w", where, t, stream, seq, err)
-		}
-		h, data = m.Header, m.Data
-	}
-	orig, err := records.FromMsg(subject, h, data)
-	if err != nil {
-		return records.Record{}, records.Ref{}, withCode(exitUsage, fmt.Errorf("%s: its record is not valid (%w): sent again, it would be dead-lettered again", where, err))
-	}
-	rec := orig
-	rec.ID, rec.Cause, rec.Time = records.NewID(), originalID(orig.ID), time.Now()
-	rec.Subject, rec.Seq = "", 0
-	return rec, ref, nil
+	return rec, ref, err
 }
 
 // deadIDPrefix starts every dead letter's id (records.DeadID).
 const deadIDPrefix = "dead:"
-
-// originalID is the id of the record a dead letter with id holds: the
-// dead letter's id is "dead:<id>" (records.DeadID), or "dead:h<hash>" for
-// an id that was not valid, which this returns as it is ("h<hash>").
-func originalID(deadID string) string {
-	return strings.TrimPrefix(deadID, deadIDPrefix)
-}
