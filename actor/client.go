@@ -178,7 +178,7 @@ func (c *Client) control(ctx context.Context, op string, ref records.Ref, req an
 	case opTerminate, opReset:
 		c.known.forget(ref) // whatever the outcome: read it again before sending
 	}
-	msg, err := c.conn.NC.RequestWithContext(ctx, c.names.Control(op, ref.Kind), body)
+	msg, err := c.conn.NATS().RequestWithContext(ctx, c.names.Control(op, ref.Kind), body)
 	if errors.Is(err, nats.ErrNoResponders) {
 		return Document{}, fmt.Errorf("%s %s: %w: no node is running (start ea-node)", op, ref, ErrNoHost)
 	}
@@ -260,7 +260,7 @@ func (c *Client) Send(ctx context.Context, ref records.Ref, rec records.Record) 
 		c.known.add(ref)
 	}
 	rec.Subject = c.names.Mailbox(ref)
-	ack, err := c.conn.JS.PublishMsg(ctx, rec.Msg(rec.Subject))
+	ack, err := c.conn.JetStream().PublishMsg(ctx, rec.Msg(rec.Subject))
 	if err != nil {
 		return rec, fmt.Errorf("send to %s: %w", ref, err)
 	}
@@ -412,7 +412,7 @@ func (c *Client) follow(ctx context.Context, stream, subject string, opts []Subs
 	case from.all:
 		cfg.DeliverPolicy = jetstream.DeliverAllPolicy
 	}
-	cons, err := c.conn.JS.OrderedConsumer(ctx, stream, cfg)
+	cons, err := c.conn.JetStream().OrderedConsumer(ctx, stream, cfg)
 	if err != nil {
 		return nil, err
 	}

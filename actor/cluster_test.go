@@ -47,7 +47,7 @@ func publishResilient(conn *bus.Conn, loads []clusterLoad, workers int, deadline
 				msg := rec.Msg(conn.Names().Mailbox(l.to))
 				for {
 					ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-					_, err := conn.JS.PublishMsg(ctx, msg)
+					_, err := conn.JetStream().PublishMsg(ctx, msg)
 					cancel()
 					if err == nil {
 						acked.Add(1)
@@ -114,7 +114,7 @@ func TestClusterStreamLeaderDies(t *testing.T) {
 	}
 	names := conn.Names()
 	for _, stream := range []string{names.MailboxStream(), names.OutboxStream(), names.DeadStream(), "KV_" + names.StateBucket(), "KV_" + names.PlaceBucket(), "KV_" + names.OrchBucket()} {
-		s, err := conn.JS.Stream(ctxT(t), stream)
+		s, err := conn.JetStream().Stream(ctxT(t), stream)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -162,9 +162,9 @@ func (n *Node) serveControl() (*control, error) {
 		var s *nats.Subscription
 		var err error
 		if queue == "" {
-			s, err = n.conn.NC.Subscribe(subject, h)
+			s, err = n.conn.NATS().Subscribe(subject, h)
 		} else {
-			s, err = n.conn.NC.QueueSubscribe(subject, queue, h)
+			s, err = n.conn.NATS().QueueSubscribe(subject, queue, h)
 		}
 		if err != nil {
 			c.stop()
@@ -197,7 +197,7 @@ func (n *Node) serveControl() (*control, error) {
 			return nil, err
 		}
 	}
-	svc, err := micro.AddService(n.conn.NC, micro.Config{
+	svc, err := micro.AddService(n.conn.NATS(), micro.Config{
 		Name:        n.names.Service(),
 		Version:     "0.1.0",
 		Description: "effectors control: create, terminate, reset, activate and replay effectors and read their state",
@@ -256,7 +256,7 @@ func (n *Node) servePublic(op string, req micro.Request) {
 func (n *Node) forward(subject string, data []byte) ([]byte, error) {
 	ctx, cancel := context.WithTimeout(n.runCtx, 10*time.Second)
 	defer cancel()
-	msg, err := n.conn.NC.RequestWithContext(ctx, subject, data)
+	msg, err := n.conn.NATS().RequestWithContext(ctx, subject, data)
 	if err != nil {
 		return nil, err
 	}
@@ -561,7 +561,7 @@ func (n *Node) terminate(ctx context.Context, kind string, data []byte) (Documen
 // record (which then goes to dead letters). Without the notice, its next
 // state write would find out too, one record later.
 func (n *Node) retireNotice(ref records.Ref) {
-	_ = n.conn.NC.Publish(n.names.Control(opRetire, ref.Kind), []byte(ref.ID))
+	_ = n.conn.NATS().Publish(n.names.Control(opRetire, ref.Kind), []byte(ref.ID))
 }
 
 // onRetire handles a retire notice.

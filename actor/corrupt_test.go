@@ -180,7 +180,7 @@ func TestControlHugeRequest(t *testing.T) {
 	long := strings.Repeat("x", 900_000)
 	for _, body := range []string{`{"` + long + `":1}`, `{"id":"` + long + `"}`} {
 		for _, op := range []string{"create", "terminate", "reset"} {
-			msg, err := conn.NC.Request(conn.Names().Control(op, "counter"), []byte(body), 10*time.Second)
+			msg, err := conn.NATS().Request(conn.Names().Control(op, "counter"), []byte(body), 10*time.Second)
 			if err != nil {
 				t.Fatalf("%s: no reply: %v", op, err)
 			}

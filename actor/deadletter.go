@@ -45,11 +45,11 @@ type stored struct {
 func (n *Node) deadLetter(ctx context.Context, subject string, rec stored, reason string, why error) error {
 	limit := n.conn.MaxPayload()
 	msg := deadLetterMsg(subject, rec, reason, why, limit, false)
-	_, err := n.conn.JS.PublishMsg(ctx, msg)
+	_, err := n.conn.JetStream().PublishMsg(ctx, msg)
 	if bus.TooLarge(err) {
 		n.log.Warn("dead letter refused as too large; writing it without the record's headers and payload", "subject", subject, "seq", rec.seq, "err", err)
 		msg = deadLetterMsg(subject, rec, reason, why, limit, true)
-		_, err = n.conn.JS.PublishMsg(ctx, msg)
+		_, err = n.conn.JetStream().PublishMsg(ctx, msg)
 	}
 	return wrapPublish(subject, err)
 }

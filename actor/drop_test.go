@@ -22,7 +22,7 @@ func TestDropsOnlyUnderAVerifiedLease(t *testing.T) {
 	actortest.Eventually(t, 30*time.Second, "the partition may drop", func() bool {
 		return n.Node.MayDrop("counter", 3)
 	})
-	place, err := conn.JS.KeyValue(ctx, conn.Names().PlaceBucket())
+	place, err := conn.JetStream().KeyValue(ctx, conn.Names().PlaceBucket())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -61,7 +61,7 @@ func ExampleClient_Activate() {
 	}
 	fmt.Println("activated", doc.Ref(), doc.Status)
 
-	reply, err := conn.NC.RequestWithContext(ctx, conn.Names().Control("state", "greeter"), []byte(`{"id":"g1"}`))
+	reply, err := conn.NATS().RequestWithContext(ctx, conn.Names().Control("state", "greeter"), []byte(`{"id":"g1"}`))
 	if err != nil {
 		fmt.Println(err)
 		return

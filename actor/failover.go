@@ -70,7 +70,7 @@ func confirmAfter(beat time.Duration) time.Duration { return beat / 8 }
 // serveAlive subscribes this node to its liveness subject, answering every
 // probe, until leave.
 func (p *placement) serveAlive() error {
-	sub, err := p.n.conn.NC.Subscribe(p.n.names.NodeAlive(p.id), func(m *nats.Msg) { _ = m.Respond(nil) })
+	sub, err := p.n.conn.NATS().Subscribe(p.n.names.NodeAlive(p.id), func(m *nats.Msg) { _ = m.Respond(nil) })
 	if err != nil {
 		return err
 	}
@@ -97,7 +97,7 @@ func (p *placement) detect(ctx context.Context, wg *sync.WaitGroup) {
 	tick := max(p.beat/16, 10*time.Millisecond)
 	t := time.NewTicker(tick)
 	defer t.Stop()
-	nc := p.n.conn.NC
+	nc := p.n.conn.NATS()
 	reconnects := nc.Stats().Reconnects
 	var stable time.Time // since when the connection has not reconnected
 	probing := map[string]bool{}
@@ -157,7 +157,7 @@ func (p *placement) probe(ctx context.Context, m *member) {
 	ctx, cancel := context.WithTimeout(ctx, max(p.beat/2, 100*time.Millisecond))
 	defer cancel()
 	start := time.Now()
-	_, err := p.n.conn.NC.RequestWithContext(ctx, p.n.names.NodeAlive(m.doc.ID), nil)
+	_, err := p.n.conn.NATS().RequestWithContext(ctx, p.n.names.NodeAlive(m.doc.ID), nil)
 	none := errors.Is(err, nats.ErrNoResponders)
 	p.mu.Lock()
 	cur, ok := p.members[m.doc.ID]

@@ -191,7 +191,7 @@ func (l *stateLoader) fetch(ctx context.Context, batch []*loadWait) ([]loadAnswe
 	if err != nil {
 		return nil, err
 	}
-	nc := l.n.conn.NC
+	nc := l.n.conn.NATS()
 	inbox := nc.NewRespInbox()
 	sub, err := nc.SubscribeSync(inbox)
 	if err != nil {

@@ -47,7 +47,7 @@ func TestClosedNodeFoundBeforeTTL(t *testing.T) {
 		waitCount(t, conn, c, r, 5, 30*time.Second)
 	}
 
-	conns[0].NC.Close()
+	conns[0].NATS().Close()
 	closed := time.Now()
 	actortest.Eventually(t, ttl/3, "no lease names n1, every lease held", func() bool {
 		held := leases.holders()

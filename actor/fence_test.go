@@ -49,7 +49,7 @@ type leaseWatch struct {
 // once it has their values.
 func watchLeases(t testing.TB, conn *bus.Conn) *leaseWatch {
 	t.Helper()
-	kv, err := conn.JS.KeyValue(ctxT(t), conn.Names().PlaceBucket())
+	kv, err := conn.JetStream().KeyValue(ctxT(t), conn.Names().PlaceBucket())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -180,7 +180,7 @@ func TestFrozenNodeIsFenced(t *testing.T) {
 	var outMu sync.Mutex
 	firstOut := map[string]time.Time{}
 	var frozeAt time.Time
-	sub, err := conn.NC.Subscribe(conn.Names().KindOutboxes("counter"), func(m *nats.Msg) {
+	sub, err := conn.NATS().Subscribe(conn.Names().KindOutboxes("counter"), func(m *nats.Msg) {
 		now := time.Now()
 		r, ok := conn.Names().RefOf(m.Subject)
 		outMu.Lock()
@@ -193,7 +193,7 @@ func TestFrozenNodeIsFenced(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer func() { _ = sub.Unsubscribe() }()
-	if err := conn.NC.Flush(); err != nil {
+	if err := conn.NATS().Flush(); err != nil {
 		t.Fatal(err)
 	}
 

@@ -41,7 +41,7 @@ func TestOutputIDForgery(t *testing.T) {
 			t.Fatal(err)
 		}
 		rec.ID = id
-		if _, err := conn.JS.PublishMsg(ctx, rec.Msg(conn.Names().Mailbox(victim))); err != nil {
+		if _, err := conn.JetStream().PublishMsg(ctx, rec.Msg(conn.Names().Mailbox(victim))); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -61,7 +61,7 @@ func TestOutputIDForgery(t *testing.T) {
 	// 2. An input without an id: the runtime names it s<seq>, and its outputs
 	// used to be s<seq>:<n>, predictable from the sequence the publish ack
 	// reports (the next sequence is the one after the forged records).
-	info, err := conn.JS.Stream(ctx, conn.Names().MailboxStream())
+	info, err := conn.JetStream().Stream(ctx, conn.Names().MailboxStream())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -71,7 +71,7 @@ func TestOutputIDForgery(t *testing.T) {
 	bare, _ := records.New("start", kinds.Start{Counter: victim.ID, Times: 2})
 	msg := bare.Msg(conn.Names().Mailbox(ctl))
 	msg.Header.Del(records.HeaderID)
-	ack, err := conn.JS.PublishMsg(ctx, msg)
+	ack, err := conn.JetStream().PublishMsg(ctx, msg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -319,7 +319,7 @@ func tryPublishIncs(conn *bus.Conn, r records.Ref, n int) error {
 		if err != nil {
 			return err
 		}
-		f, err := conn.JS.PublishMsgAsync(rec.Msg(subject))
+		f, err := conn.JetStream().PublishMsgAsync(rec.Msg(subject))
 		if err != nil {
 			return fmt.Errorf("publish to %s: %w", r, err)
 		}
@@ -359,7 +359,7 @@ func outputs(t testing.TB, conn *bus.Conn, subject string) []string {
 		// Mailbox records are stored under their partition's subject.
 		streamName, open, subject = names.MailboxStream(), conn.MailboxStream, names.StoredMailbox(r)
 	}
-	cons, err := conn.JS.OrderedConsumer(ctx, streamName, jetstream.OrderedConsumerConfig{FilterSubjects: []string{subject}})
+	cons, err := conn.JetStream().OrderedConsumer(ctx, streamName, jetstream.OrderedConsumerConfig{FilterSubjects: []string{subject}})
 	if err != nil {
 		t.Fatal(err)
 	}

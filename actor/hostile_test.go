@@ -57,7 +57,7 @@ type ctlReply struct {
 
 func ctlRequest(t *testing.T, conn *bus.Conn, subject string, body []byte) ctlReply {
 	t.Helper()
-	msg, err := conn.NC.Request(subject, body, 10*time.Second)
+	msg, err := conn.NATS().Request(subject, body, 10*time.Second)
 	if err != nil {
 		t.Fatalf("%s: no reply: %v", subject, err)
 	}
@@ -340,7 +340,7 @@ func hostileRecords(t *testing.T, conn *bus.Conn, c *actor.Client, target record
 			if subject == "" {
 				subject = names.Mailbox(target)
 			}
-			ack, err := conn.JS.PublishMsg(ctx, &nats.Msg{Subject: subject, Header: tc.header, Data: []byte(tc.body)})
+			ack, err := conn.JetStream().PublishMsg(ctx, &nats.Msg{Subject: subject, Header: tc.header, Data: []byte(tc.body)})
 			switch {
 			case tc.outcome == "refused":
 				if err == nil {

@@ -65,7 +65,7 @@ func (n *Node) interruptRun(ctx context.Context, ref records.Ref) {
 	}
 	ctx, cancel := context.WithTimeout(ctx, interruptWait+time.Second)
 	defer cancel()
-	_, err := n.conn.NC.RequestWithContext(ctx, n.names.NodeControl(owner, opInterrupt, ref.Kind), []byte(ref.ID))
+	_, err := n.conn.NATS().RequestWithContext(ctx, n.names.NodeControl(owner, opInterrupt, ref.Kind), []byte(ref.ID))
 	if err != nil && !errors.Is(err, nats.ErrNoResponders) {
 		n.log.Warn("terminate: the node running the effector did not confirm it stopped", "effector", ref.String(), "node", owner, "err", err)
 	}

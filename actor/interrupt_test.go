@@ -21,7 +21,7 @@ func outboxTypes(t *testing.T, conn *bus.Conn, ref records.Ref) []string {
 	ctx := ctxT(t)
 	names := conn.Names()
 	stream, filter, _ := names.Stored(names.Outbox(ref))
-	cons, err := conn.JS.OrderedConsumer(ctx, stream, jetstream.OrderedConsumerConfig{FilterSubjects: []string{filter}})
+	cons, err := conn.JetStream().OrderedConsumer(ctx, stream, jetstream.OrderedConsumerConfig{FilterSubjects: []string{filter}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -89,7 +89,7 @@ func TestTerminateWaitsForRun(t *testing.T) {
 	logicCtx := <-started
 	// The node subject alone does not interrupt a live effector.
 	node := conn.Names().NodeControl(n.ID(), "interrupt", "stubborn")
-	if _, err := conn.NC.Request(node, []byte(r.ID), 10*time.Second); err != nil {
+	if _, err := conn.NATS().Request(node, []byte(r.ID), 10*time.Second); err != nil {
 		t.Fatal(err)
 	}
 	if logicCtx.Err() != nil {

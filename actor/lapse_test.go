@@ -71,7 +71,7 @@ func TestResumedNodePublishesNothingStale(t *testing.T) {
 	}
 	var mu sync.Mutex
 	var answers []string
-	sub, err := conn.NC.Subscribe("replies.>", func(m *nats.Msg) {
+	sub, err := conn.NATS().Subscribe("replies.>", func(m *nats.Msg) {
 		mu.Lock()
 		answers = append(answers, string(m.Data))
 		mu.Unlock()
@@ -80,7 +80,7 @@ func TestResumedNodePublishesNothingStale(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer func() { _ = sub.Unsubscribe() }()
-	if err := conn.NC.Flush(); err != nil {
+	if err := conn.NATS().Flush(); err != nil {
 		t.Fatal(err)
 	}
 	got := func() []string {
@@ -114,7 +114,7 @@ func TestResumedNodePublishesNothingStale(t *testing.T) {
 	// Anything the resumed node published before its next heartbeat was
 	// acknowledged reached the server before that acknowledgement: a flush
 	// of the test's own connection now delivers it.
-	if err := conn.NC.Flush(); err != nil {
+	if err := conn.NATS().Flush(); err != nil {
 		t.Fatal(err)
 	}
 	if a := got(); len(a) != 1 || !strings.Contains(a[0], "other") {

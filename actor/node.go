@@ -234,7 +234,7 @@ func (n *Node) Run(ctx context.Context) error {
 	n.mu.Unlock()
 	defer close(n.doneCh)
 
-	js, err := jetstream.New(n.conn.NC, jetstream.WithPublishAsyncMaxPending(outputWindow))
+	js, err := jetstream.New(n.conn.NATS(), jetstream.WithPublishAsyncMaxPending(outputWindow))
 	if err != nil {
 		return fmt.Errorf("jetstream: %w", err)
 	}
@@ -254,7 +254,7 @@ func (n *Node) Run(ctx context.Context) error {
 	defer cancelRun()
 	n.runCtx = runCtx
 
-	placeBucket, err := n.conn.JS.KeyValue(ctx, n.names.PlaceBucket())
+	placeBucket, err := n.conn.JetStream().KeyValue(ctx, n.names.PlaceBucket())
 	if err != nil {
 		return fmt.Errorf("bucket %s: %w (was it provisioned?)", n.names.PlaceBucket(), err)
 	}
@@ -281,7 +281,7 @@ func (n *Node) Run(ctx context.Context) error {
 	// The server must have the control subscriptions before the node says it
 	// is ready, or a client acting on /readyz could find no responder.
 	flushCtx, cancelFlush := context.WithTimeout(ctx, 10*time.Second)
-	err = n.conn.NC.FlushWithContext(flushCtx)
+	err = n.conn.NATS().FlushWithContext(flushCtx)
 	cancelFlush()
 	if err != nil {
 		ctl.stop()

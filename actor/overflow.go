@@ -339,7 +339,7 @@ func (p *partition) recoverOverflows(ctx context.Context, infos []*jetstream.Con
 				return err
 			}
 		}
-		res, err := n.conn.JS.ResetConsumer(ctx, n.names.MailboxStream(), info.Name)
+		res, err := n.conn.JetStream().ResetConsumer(ctx, n.names.MailboxStream(), info.Name)
 		if err != nil {
 			return fmt.Errorf("reset own consumer %s: %w", info.Name, err)
 		}

@@ -83,7 +83,7 @@ func (n *Node) preparePartition(ctx context.Context, k *kindSpec, num int, lease
 	if err := n.unpin(ctx, cfg.Durable); err != nil {
 		return nil, nil, err
 	}
-	res, err := n.conn.JS.ResetConsumer(ctx, n.names.MailboxStream(), cfg.Durable)
+	res, err := n.conn.JetStream().ResetConsumer(ctx, n.names.MailboxStream(), cfg.Durable)
 	if err != nil {
 		return nil, nil, fmt.Errorf("reset consumer %s to its ack floor: %w", cfg.Durable, err)
 	}

@@ -98,7 +98,7 @@ func TestPlacementSpreadsAndFailsOver(t *testing.T) {
 	victim := active(t, nodes[0])
 	done := make(chan error, 1)
 	go func() { done <- tryPublishAll(conn, refs, 100) }()
-	conns[0].NC.Close()
+	conns[0].NATS().Close()
 	killed := time.Now()
 	if err := <-done; err != nil {
 		t.Fatal(err)

@@ -68,7 +68,7 @@ func rawPublish(t testing.TB, conn *bus.Conn, r records.Ref, headers map[string]
 		msg.Header.Set(k, v)
 	}
 	msg.Data = body
-	if _, err := conn.JS.PublishMsg(context.Background(), msg); err != nil {
+	if _, err := conn.JetStream().PublishMsg(context.Background(), msg); err != nil {
 		t.Fatal(err)
 	}
 }

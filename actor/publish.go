@@ -27,7 +27,7 @@ func (e *effector) publishNow(o output) error {
 // their acknowledgements awaited; when its window of unacknowledged
 // publishes is full, publish waits for the ones in flight before going on.
 func (e *effector) publish(outs []output) error {
-	js, nc := e.node.js, e.node.conn.NC
+	js, nc := e.node.js, e.node.conn.NATS()
 	if len(outs) == 0 {
 		return nil
 	}

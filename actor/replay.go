@@ -256,7 +256,7 @@ func (n *Node) replayLog(ctx context.Context, k *kindSpec, ref records.Ref, doc 
 	if last == 0 {
 		return cur, nil
 	}
-	stream, err := n.conn.JS.Stream(ctx, n.names.MailboxStream())
+	stream, err := n.conn.JetStream().Stream(ctx, n.names.MailboxStream())
 	if err != nil {
 		return nil, fmt.Errorf("replay %s: %w", ref, err)
 	}
@@ -349,7 +349,7 @@ func (n *Node) replayAttempt(ctx context.Context, k *kindSpec, ref records.Ref, 
 // first, until fn returns false, the stream has no more, or (upTo > 0) the
 // message at sequence upTo was handed.
 func (n *Node) readAll(ctx context.Context, stream, subject string, upTo uint64, fn func(jetstream.Msg) bool) error {
-	cons, err := n.conn.JS.OrderedConsumer(ctx, stream, jetstream.OrderedConsumerConfig{FilterSubjects: []string{subject}})
+	cons, err := n.conn.JetStream().OrderedConsumer(ctx, stream, jetstream.OrderedConsumerConfig{FilterSubjects: []string{subject}})
 	if err != nil {
 		return err
 	}
@@ -570,7 +570,7 @@ func (c *Client) Replay(ctx context.Context, ref records.Ref, opts ...ReplayOpti
 		ctx, cancel = context.WithTimeout(ctx, 2*time.Minute)
 		defer cancel()
 	}
-	msg, err := c.conn.NC.RequestWithContext(ctx, c.names.Control(opReplay, ref.Kind), body)
+	msg, err := c.conn.NATS().RequestWithContext(ctx, c.names.Control(opReplay, ref.Kind), body)
 	if errors.Is(err, nats.ErrNoResponders) {
 		return ReplayReport{}, fmt.Errorf("replay %s: %w: no node is running (start ea-node)", ref, ErrNoHost)
 	}

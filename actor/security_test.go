@@ -57,13 +57,13 @@ func TestReplyForbidden(t *testing.T) {
 	// anyone publishes there; the server answers $JS and $KV itself).
 	seen := make(chan *nats.Msg, 64)
 	for _, s := range forbiddenReplies {
-		sub, err := conn.NC.ChanSubscribe(s, seen)
+		sub, err := conn.NATS().ChanSubscribe(s, seen)
 		if err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { _ = sub.Unsubscribe() })
 	}
-	if err := conn.NC.Flush(); err != nil {
+	if err := conn.NATS().Flush(); err != nil {
 		t.Fatal(err)
 	}
 
@@ -101,8 +101,8 @@ func TestReplyForbidden(t *testing.T) {
 
 	// A reply to a NATS inbox (the default allow-list) works, and clears the
 	// error.
-	inbox := conn.NC.NewRespInbox()
-	sub, err := conn.NC.SubscribeSync(inbox)
+	inbox := conn.NATS().NewRespInbox()
+	sub, err := conn.NATS().SubscribeSync(inbox)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -122,7 +122,7 @@ func TestReplyForbidden(t *testing.T) {
 	})
 
 	// Nothing was published on a forbidden subject.
-	if err := conn.NC.Flush(); err != nil {
+	if err := conn.NATS().Flush(); err != nil {
 		t.Fatal(err)
 	}
 	select {
@@ -158,7 +158,7 @@ func TestReplyForbidden(t *testing.T) {
 		t.Fatalf("state bucket keys %v, want counter.c1 and counter.victim", all)
 	}
 	for _, name := range []string{conn.Names().MailboxStream(), conn.Names().OutboxStream(), conn.Names().DeadStream()} {
-		s, err := conn.JS.Stream(ctx, name)
+		s, err := conn.JetStream().Stream(ctx, name)
 		if err != nil {
 			t.Fatalf("stream %s: %v", name, err)
 		}
@@ -188,12 +188,12 @@ func TestReplySubjects(t *testing.T) {
 	if _, err := c.Create(ctx, c1, nil); err != nil {
 		t.Fatal(err)
 	}
-	sub, err := conn.NC.SubscribeSync("replies.>")
+	sub, err := conn.NATS().SubscribeSync("replies.>")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer func() { _ = sub.Unsubscribe() }()
-	if err := conn.NC.Flush(); err != nil {
+	if err := conn.NATS().Flush(); err != nil {
 		t.Fatal(err)
 	}
 	inc := map[string]string{"EA-Type": "inc", "Content-Type": records.ContentJSON}
@@ -322,7 +322,7 @@ func TestStateMismatch(t *testing.T) {
 func bigRecord(t *testing.T, conn *bus.Conn, r records.Ref, h nats.Header, data []byte) uint64 {
 	t.Helper()
 	ctx := ctxT(t)
-	ack, err := conn.JS.PublishMsg(ctx, &nats.Msg{Subject: conn.Names().Mailbox(r), Header: h, Data: data})
+	ack, err := conn.JetStream().PublishMsg(ctx, &nats.Msg{Subject: conn.Names().Mailbox(r), Header: h, Data: data})
 	if err != nil {
 		t.Fatalf("publish %d-byte record (headers %d): %v", len(data), bus.HeaderSize(h), err)
 	}
@@ -447,7 +447,7 @@ func TestDeadLetterAtEverySize(t *testing.T) {
 	startNode(t, conn, nil, kinds.Counter())
 	publishIncs(t, conn, c1, 1)
 	waitCount(t, conn, c, c1, 2, 20*time.Second)
-	info, err := conn.JS.Stream(ctx, conn.Names().DeadStream())
+	info, err := conn.JetStream().Stream(ctx, conn.Names().DeadStream())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -553,7 +553,7 @@ func TestOutputTooLarge(t *testing.T) {
 	}
 	cfg := s.CachedInfo().Config
 	cfg.MaxMsgSize = 32 << 10
-	if _, err := conn.JS.UpdateStream(ctx, cfg); err != nil {
+	if _, err := conn.JetStream().UpdateStream(ctx, cfg); err != nil {
 		t.Fatal(err)
 	}
 	send("big")

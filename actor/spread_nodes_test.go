@@ -105,7 +105,7 @@ func TestSpreadOverNodes(t *testing.T) {
 			}
 			before := settled(fmt.Sprintf("%d nodes hold at most ceil(%d/%d) partitions of each kind and read them", n, parts, n), ids)
 
-			conns["n1"].NC.Close()
+			conns["n1"].NATS().Close()
 			settled(fmt.Sprintf("after n1 died, %d nodes hold at most ceil(%d/%d) each", n-1, parts, n-1), ids[1:])
 
 			nodes["n1"].Stop(t)

@@ -56,7 +56,7 @@ func benchTally(b *testing.B, states bool, batch int) {
 	}
 	for i := range b.N {
 		rec, _ := records.New("tick", nil)
-		f, err := conn.JS.PublishMsgAsync(rec.Msg(conn.Names().Mailbox(refs[i%effectors])))
+		f, err := conn.JetStream().PublishMsgAsync(rec.Msg(conn.Names().Mailbox(refs[i%effectors])))
 		if err != nil {
 			b.Fatal(err)
 		}

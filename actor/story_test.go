@@ -317,7 +317,7 @@ func TestTerminateEndsSubscribe(t *testing.T) {
 		t.Fatalf("outbox replay: %d records, want 4", len(recs))
 	}
 	ends := 0
-	info, err := conn.JS.Stream(ctxT(t), conn.Names().OutboxStream())
+	info, err := conn.JetStream().Stream(ctxT(t), conn.Names().OutboxStream())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -32,14 +32,14 @@ func TestStrayWaitsWithoutHoldingUpItsPartition(t *testing.T) {
 	if _, err := c.Create(ctxT(t), ok, nil); err != nil {
 		t.Fatal(err)
 	}
-	if err := conn.JS.DeleteStream(ctxT(t), names.DeadStream()); err != nil {
+	if err := conn.JetStream().DeleteStream(ctxT(t), names.DeadStream()); err != nil {
 		t.Fatal(err)
 	}
 	msg := nats.NewMsg("ea.mbox.counter." + other.ID)
 	msg.Header.Set("EA-Type", "inc")
 	msg.Header.Set("Content-Type", records.ContentJSON)
 	msg.Data = []byte(`{"by":1}`)
-	if _, err := conn.JS.PublishMsg(ctxT(t), msg); err != nil {
+	if _, err := conn.JetStream().PublishMsg(ctxT(t), msg); err != nil {
 		t.Fatal(err)
 	}
 	publishIncs(t, conn, ok, 3)

@@ -38,7 +38,7 @@ func TestStateEndpoint(t *testing.T) {
 	if _, err := c.StateAt(ctx, s1, last.Seq); err != nil {
 		t.Fatal(err)
 	}
-	msg, err := conn.NC.Request(conn.Names().Control("state", "counter"), []byte(`{"id":"s1"}`), 10*time.Second)
+	msg, err := conn.NATS().Request(conn.Names().Control("state", "counter"), []byte(`{"id":"s1"}`), 10*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -115,7 +115,7 @@ func TestActivateAheadOfTraffic(t *testing.T) {
 	// A node that does not read the partition refuses to load it itself.
 	for _, r := range refs {
 		for _, n := range nodes {
-			msg, err := conn.NC.Request(conn.Names().NodeControl(n.ID(), "activate", "counter"), []byte(`{"id":"`+r.ID+`"}`), 10*time.Second)
+			msg, err := conn.NATS().Request(conn.Names().NodeControl(n.ID(), "activate", "counter"), []byte(`{"id":"`+r.ID+`"}`), 10*time.Second)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -148,13 +148,13 @@ func TestSendReadsStateOnce(t *testing.T) {
 	// bucket's stream; a core subscriber sees the requests.
 	var reads atomic.Int64
 	for _, subject := range []string{"$JS.API.DIRECT.GET.KV_ea_state.>", "$JS.API.DIRECT.GET.KV_ea_state", "$JS.API.STREAM.MSG.GET.KV_ea_state"} {
-		sub, err := conn.NC.Subscribe(subject, func(*nats.Msg) { reads.Add(1) })
+		sub, err := conn.NATS().Subscribe(subject, func(*nats.Msg) { reads.Add(1) })
 		if err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { _ = sub.Unsubscribe() })
 	}
-	if err := conn.NC.Flush(); err != nil {
+	if err := conn.NATS().Flush(); err != nil {
 		t.Fatal(err)
 	}
 	inc := records.Record{Type: "inc", ContentType: records.ContentJSON, Payload: []byte(`{}`)}
@@ -165,7 +165,7 @@ func TestSendReadsStateOnce(t *testing.T) {
 			t.Fatalf("send %d: %v", i, err)
 		}
 	}
-	if err := conn.NC.Flush(); err != nil {
+	if err := conn.NATS().Flush(); err != nil {
 		t.Fatal(err)
 	}
 	if got := reads.Load(); got != 1 {

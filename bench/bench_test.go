@@ -64,7 +64,7 @@ func throughput(b *testing.B, n int, st starter) {
 	var seen atomic.Int64
 	done := make(chan struct{})
 	var tenth time.Time // when a tenth of the outputs were seen
-	sub, err := conn.NC.Subscribe("ea.out.>", func(*nats.Msg) {
+	sub, err := conn.NATS().Subscribe("ea.out.>", func(*nats.Msg) {
 		switch seen.Add(1) {
 		case int64(total / 10):
 			tenth = time.Now()
@@ -103,7 +103,7 @@ func latency(b *testing.B, st starter) {
 	defer stop()
 	start()
 	outs := make(chan struct{}, 1)
-	sub, err := conn.NC.Subscribe("ea.out.>", func(*nats.Msg) { outs <- struct{}{} })
+	sub, err := conn.NATS().Subscribe("ea.out.>", func(*nats.Msg) { outs <- struct{}{} })
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -116,7 +116,7 @@ func latency(b *testing.B, st starter) {
 			b.Fatal(err)
 		}
 		t0 := time.Now()
-		if _, err := conn.JS.PublishMsg(ctx, rec.Msg(subject)); err != nil {
+		if _, err := conn.JetStream().PublishMsg(ctx, rec.Msg(subject)); err != nil {
 			b.Fatal(err)
 		}
 		select {
@@ -148,7 +148,7 @@ func publish(b *testing.B, conn *bus.Conn, refs []records.Ref, total int) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		f, err := conn.JS.PublishMsgAsync(rec.Msg(conn.Names().Mailbox(refs[i%len(refs)])))
+		f, err := conn.JetStream().PublishMsgAsync(rec.Msg(conn.Names().Mailbox(refs[i%len(refs)])))
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -312,7 +312,7 @@ func rawBaseline(b *testing.B, conn *bus.Conn, n int, minimal bool) (start, stop
 						c.doc.Seq, c.doc.Updated = meta.Sequence.Stream, now
 						data, _ = codec.Marshal(c.doc)
 					}
-					if _, err := conn.JS.PublishMsg(ctx, out); err != nil {
+					if _, err := conn.JetStream().PublishMsg(ctx, out); err != nil {
 						fail(err)
 						return
 					}

@@ -82,7 +82,7 @@ func neighboursRate(b *testing.B, slow bool, overflow int) {
 	total := max(b.N, 5000)
 	var seen atomic.Int64
 	finished := make(chan struct{})
-	sub, err := conn.NC.Subscribe(names.Prefix()+".out.lag.*", func(m *nats.Msg) {
+	sub, err := conn.NATS().Subscribe(names.Prefix()+".out.lag.*", func(m *nats.Msg) {
 		if strings.HasSuffix(m.Subject, ".slow") {
 			return
 		}

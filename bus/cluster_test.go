@@ -87,7 +87,7 @@ func TestClusterProvisionsReplicas(t *testing.T) {
 	}
 	n := conn.Names()
 	for _, stream := range []string{n.MailboxStream(), n.OutboxStream(), n.DeadStream(), "KV_" + n.StateBucket(), "KV_" + n.OrchBucket(), "KV_" + n.PlaceBucket()} {
-		replicas, servers := streamReplicas(t, conn.JS, stream)
+		replicas, servers := streamReplicas(t, conn.JetStream(), stream)
 		if replicas != 3 {
 			t.Errorf("%s: %d replicas; want 3", stream, replicas)
 		}
@@ -139,7 +139,7 @@ func TestClusterKeepsWhatIsProvisioned(t *testing.T) {
 	}
 	n := nodes.Names()
 	for _, stream := range []string{n.MailboxStream(), n.OutboxStream(), n.DeadStream(), "KV_" + n.StateBucket(), "KV_" + n.OrchBucket(), "KV_" + n.PlaceBucket()} {
-		if replicas, _ := streamReplicas(t, nodes.JS, stream); replicas != 3 {
+		if replicas, _ := streamReplicas(t, nodes.JetStream(), stream); replicas != 3 {
 			t.Errorf("%s: %d replicas after another process provisioned; want 3", stream, replicas)
 		}
 	}
@@ -194,7 +194,7 @@ func TestClusterServersStop(t *testing.T) {
 	publish := func(n int) {
 		t.Helper()
 		for range n {
-			publishRecord(t, conn.JS, subject, fmt.Sprintf("r%d", next))
+			publishRecord(t, conn.JetStream(), subject, fmt.Sprintf("r%d", next))
 			next++
 		}
 	}
@@ -202,7 +202,7 @@ func TestClusterServersStop(t *testing.T) {
 		t.Helper()
 		ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 		defer cancel()
-		s, err := conn.JS.Stream(ctx, stream)
+		s, err := conn.JetStream().Stream(ctx, stream)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -223,12 +223,12 @@ func TestClusterServersStop(t *testing.T) {
 	publish(50)
 
 	// The server the connection is on stops.
-	on := byName(conn.NC.ConnectedServerName())
+	on := byName(conn.NATS().ConnectedServerName())
 	on.Shutdown()
 	stopped := time.Now()
 	publish(50)
 	t.Logf("50 records published %s after stopping %s, the connection's server", time.Since(stopped).Round(time.Millisecond), on.Name)
-	if got := conn.NC.ConnectedServerName(); got == on.Name || got == "" {
+	if got := conn.NATS().ConnectedServerName(); got == on.Name || got == "" {
 		t.Errorf("connection still on %q after its server stopped", got)
 	}
 	checkMsgs()
@@ -245,7 +245,7 @@ func TestClusterServersStop(t *testing.T) {
 	}
 	// The same ids again: the new leader still drops them as duplicates.
 	for i := range 10 {
-		publishRecord(t, conn.JS, subject, fmt.Sprintf("r%d", i))
+		publishRecord(t, conn.JetStream(), subject, fmt.Sprintf("r%d", i))
 	}
 	checkMsgs()
 

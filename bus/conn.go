@@ -162,10 +162,10 @@ func fmtInvalid(format string, args ...any) error {
 // Conn is a connection to NATS with JetStream, and the embedded server when it
 // started one. It is safe for concurrent use.
 type Conn struct {
-	// NC is the core NATS connection.
-	NC *nats.Conn
-	// JS is the JetStream API on NC.
-	JS jetstream.JetStream
+	// nc is the core NATS connection and js the JetStream API on it; set
+	// once by Connect, read through NATS and JetStream.
+	nc *nats.Conn
+	js jetstream.JetStream
 
 	names  Names
 	cfg    Config
@@ -183,6 +183,13 @@ type Conn struct {
 	// provisioned streams (see adopt).
 	unsetReplicas, unsetPartitions bool
 }
+
+// NATS returns the core NATS connection: publish, subscribe and make
+// requests on it. It is shared by every user of c; [Conn.Close] closes it.
+func (c *Conn) NATS() *nats.Conn { return c.nc }
+
+// JetStream returns the JetStream API on the connection.
+func (c *Conn) JetStream() jetstream.JetStream { return c.js }
 
 // Connect connects to NATS as cfg says, starting an embedded server when
 // cfg.URL is empty. It keeps trying until cfg.ConnectTimeout or ctx ends. The
@@ -216,7 +223,7 @@ func Connect(ctx context.Context, cfg Config) (*Conn, error) {
 		c.shutdownServer()
 		return nil, fmt.Errorf("jetstream: %w", err)
 	}
-	c.NC, c.JS = nc, js
+	c.nc, c.js = nc, js
 	// Until Provision reads what is provisioned (a client that only sends
 	// may not read streams), the defaults.
 	c.unsetReplicas, c.unsetPartitions = cfg.Replicas == 0, cfg.Partitions == 0
@@ -234,7 +241,7 @@ func (c *Conn) adopt(ctx context.Context) {
 	if c.unsetReplicas || c.unsetPartitions {
 		ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		defer cancel()
-		if s, err := c.JS.Stream(ctx, c.names.MailboxStream()); err == nil {
+		if s, err := c.JetStream().Stream(ctx, c.names.MailboxStream()); err == nil {
 			sc := s.CachedInfo().Config
 			if c.unsetReplicas && sc.Replicas > 0 {
 				c.cfg.Replicas = sc.Replicas
@@ -336,7 +343,7 @@ func (c *Conn) Config() Config { return c.cfg }
 func (c *Conn) Server() *Server { return c.server }
 
 // Connected reports whether the connection is up right now.
-func (c *Conn) Connected() bool { return c.NC != nil && c.NC.IsConnected() }
+func (c *Conn) Connected() bool { return c.NATS() != nil && c.NATS().IsConnected() }
 
 // Connection states, as [Conn.State] reports them.
 const (
@@ -352,9 +359,9 @@ func ConnStates() []string { return []string{StateConnected, StateReconnecting, 
 // [StateReconnecting] or [StateClosed].
 func (c *Conn) State() string {
 	switch {
-	case c.NC == nil || c.NC.IsClosed():
+	case c.NATS() == nil || c.NATS().IsClosed():
 		return StateClosed
-	case c.NC.IsConnected():
+	case c.NATS().IsConnected():
 		return StateConnected
 	default:
 		return StateReconnecting
@@ -390,7 +397,7 @@ func (c *Conn) ClientURL() string {
 	if c.server != nil {
 		return c.server.ClientURL()
 	}
-	return RedactURL(c.NC.ConnectedUrl())
+	return RedactURL(c.NATS().ConnectedUrl())
 }
 
 // authFailed reports whether the server refused the connection's
@@ -421,16 +428,16 @@ func tlsFailed(err error) bool {
 func (c *Conn) Close() error {
 	var err error
 	c.closing.Store(true)
-	if c.NC != nil && !c.NC.IsClosed() {
-		if err = c.NC.Drain(); err == nil {
+	if c.NATS() != nil && !c.NATS().IsClosed() {
+		if err = c.NATS().Drain(); err == nil {
 			select {
 			case <-c.closed:
 			case <-time.After(10 * time.Second):
 				err = errors.New("drain nats connection: timed out after 10s")
-				c.NC.Close()
+				c.NATS().Close()
 			}
 		} else {
-			c.NC.Close()
+			c.NATS().Close()
 			err = fmt.Errorf("drain nats connection: %w (closed without draining)", err)
 		}
 	}

@@ -108,7 +108,7 @@ func TestConnectEmbedded(t *testing.T) {
 		t.Errorf("Config() = %+v; want the defaults filled in", got)
 	}
 	// JetStream is on.
-	if _, err := conn.JS.AccountInfo(ctx); err != nil {
+	if _, err := conn.JetStream().AccountInfo(ctx); err != nil {
 		t.Fatalf("AccountInfo: %v", err)
 	}
 	addr := srv.Addr()
@@ -180,7 +180,7 @@ func TestReconnectAfterServerRestart(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()
 	subject := conn.Names().Mailbox(records.Ref{Kind: "echo", ID: "1"})
-	if _, err := conn.JS.Publish(ctx, subject, []byte("before")); err != nil {
+	if _, err := conn.JetStream().Publish(ctx, subject, []byte("before")); err != nil {
 		t.Fatalf("publish before restart: %v", err)
 	}
 
@@ -191,7 +191,7 @@ func TestReconnectAfterServerRestart(t *testing.T) {
 	for {
 		if conn.Connected() {
 			pctx, pcancel := context.WithTimeout(ctx, time.Second)
-			_, lastErr = conn.JS.Publish(pctx, subject, []byte("after"))
+			_, lastErr = conn.JetStream().Publish(pctx, subject, []byte("after"))
 			pcancel()
 			if lastErr == nil {
 				break
@@ -293,7 +293,7 @@ func TestCloseTwice(t *testing.T) {
 	if err := conn.Close(); err != nil {
 		t.Fatalf("second Close: %v", err)
 	}
-	if _, err := conn.JS.AccountInfo(ctx); err == nil {
+	if _, err := conn.JetStream().AccountInfo(ctx); err == nil {
 		t.Fatal("JetStream call succeeded after Close")
 	}
 }
@@ -318,7 +318,7 @@ func TestCloseWhileServerDown(t *testing.T) {
 	if elapsed := time.Since(start); elapsed > 2*time.Second {
 		t.Errorf("Close while the server is down took %s", elapsed)
 	}
-	if !conn.NC.IsClosed() {
+	if !conn.NATS().IsClosed() {
 		t.Fatal("connection not closed after Close")
 	}
 	// It could not drain, and says so.
@@ -341,7 +341,7 @@ func TestConnLost(t *testing.T) {
 	}
 	// The server answers -ERR 'maximum control line exceeded' and closes;
 	// nats.go treats that answer as final.
-	_ = conn.NC.Publish(strings.Repeat("x", 5000), nil)
+	_ = conn.NATS().Publish(strings.Repeat("x", 5000), nil)
 	select {
 	case <-conn.Lost():
 	case <-time.After(10 * time.Second):
@@ -398,7 +398,7 @@ func TestStoredAt(t *testing.T) {
 			t.Fatal(err)
 		}
 		rec.ID = fmt.Sprint("r", i)
-		ack, err := conn.JS.PublishMsg(ctx, rec.Msg(subject))
+		ack, err := conn.JetStream().PublishMsg(ctx, rec.Msg(subject))
 		if err != nil {
 			t.Fatal(err)
 		}

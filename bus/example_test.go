@@ -88,7 +88,7 @@ func ExampleRetention() {
 		log.Fatal(err)
 	}
 	for _, name := range []string{"EA_MBOX", "EA_OUT", "EA_DEAD"} {
-		s, err := conn.JS.Stream(ctx, name)
+		s, err := conn.JetStream().Stream(ctx, name)
 		if err != nil {
 			log.Fatal(err)
 		}

@@ -34,7 +34,7 @@ var ErrTooLarge = errors.New("message too large for the server")
 
 // MaxPayload returns the largest message the server accepts from this
 // connection, headers included (the server's max_payload, 1 MiB by default).
-func (c *Conn) MaxPayload() int64 { return c.NC.MaxPayload() }
+func (c *Conn) MaxPayload() int64 { return c.NATS().MaxPayload() }
 
 // HeaderSize returns the size of h on the wire, as nats.go writes it and
 // nats-server counts it against [MaxHeaderBytes] and max_payload: 0 for no

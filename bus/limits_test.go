@@ -27,7 +27,7 @@ func TestLimits(t *testing.T) {
 	}
 	subject := conn.Names().Mailbox(records.Ref{Kind: "limits", ID: "x"})
 	publish := func(h nats.Header, data []byte) error {
-		_, err := conn.JS.PublishMsg(ctx, &nats.Msg{Subject: subject, Header: h, Data: data})
+		_, err := conn.JetStream().PublishMsg(ctx, &nats.Msg{Subject: subject, Header: h, Data: data})
 		return err
 	}
 

@@ -26,7 +26,7 @@ import (
 // deployment that has no EA_RECORDS stream is a no-op.
 func (c *Conn) Migrate(ctx context.Context) error {
 	name := c.names.LegacyRecordsStream()
-	s, err := c.JS.Stream(ctx, name)
+	s, err := c.JetStream().Stream(ctx, name)
 	if errors.Is(err, jetstream.ErrStreamNotFound) {
 		return nil
 	}
@@ -43,11 +43,11 @@ func (c *Conn) Migrate(ctx context.Context) error {
 			}
 		}
 		cfg.Subjects = []string{legacy}
-		if _, err := c.JS.UpdateStream(ctx, cfg); err != nil {
+		if _, err := c.JetStream().UpdateStream(ctx, cfg); err != nil {
 			return fmt.Errorf("migrate: retire stream %s: %w", name, err)
 		}
 	}
-	mbox, err := c.JS.Stream(ctx, c.names.MailboxStream())
+	mbox, err := c.JetStream().Stream(ctx, c.names.MailboxStream())
 	switch {
 	case err == nil:
 		if mbox.CachedInfo().State.FirstSeq <= last && mbox.CachedInfo().State.Msgs > 0 {
@@ -56,7 +56,7 @@ func (c *Conn) Migrate(ctx context.Context) error {
 		if mbox.CachedInfo().State.LastSeq >= last {
 			return nil
 		}
-		if err := c.JS.DeleteStream(ctx, c.names.MailboxStream()); err != nil {
+		if err := c.JetStream().DeleteStream(ctx, c.names.MailboxStream()); err != nil {
 			return fmt.Errorf("migrate: recreate stream %s: %w", c.names.MailboxStream(), err)
 		}
 	case !errors.Is(err, jetstream.ErrStreamNotFound):
@@ -65,7 +65,7 @@ func (c *Conn) Migrate(ctx context.Context) error {
 	sc := c.mailboxConfig()
 	c.retain(&sc, nil)
 	sc.FirstSeq = last + 1
-	if _, err := c.JS.CreateStream(ctx, sc); err != nil {
+	if _, err := c.JetStream().CreateStream(ctx, sc); err != nil {
 		return fmt.Errorf("migrate: create stream %s after sequence %d: %w", sc.Name, last, c.explain(err))
 	}
 	c.log.Info("migrated to partitioned mailboxes", "legacy", name, "legacy_subjects", legacy, "mailbox_first_seq", last+1)

@@ -60,14 +60,14 @@ func transient(err error) bool {
 // outputKey is one attempt of OutputKey.
 func (c *Conn) outputKey(ctx context.Context) ([]byte, error) {
 	name := c.names.KeyBucket()
-	bucket, err := c.JS.KeyValue(ctx, name)
+	bucket, err := c.JetStream().KeyValue(ctx, name)
 	if errors.Is(err, jetstream.ErrBucketNotFound) {
-		bucket, err = c.JS.CreateKeyValue(ctx, jetstream.KeyValueConfig{
+		bucket, err = c.JetStream().CreateKeyValue(ctx, jetstream.KeyValueConfig{
 			Bucket: name, Description: "runtime secrets: the key of output record ids (nodes only)",
 			History: 1, Storage: jetstream.FileStorage, Replicas: c.cfg.Replicas,
 		})
 		if errors.Is(err, jetstream.ErrBucketExists) {
-			bucket, err = c.JS.KeyValue(ctx, name) // another node was first
+			bucket, err = c.JetStream().KeyValue(ctx, name) // another node was first
 		}
 	}
 	if err != nil {

@@ -26,7 +26,7 @@ func TestPartitionTransform(t *testing.T) {
 		t.Fatal(err)
 	}
 	names := conn.Names()
-	sub, err := conn.NC.SubscribeSync(names.Prefix() + ".mbox.>")
+	sub, err := conn.NATS().SubscribeSync(names.Prefix() + ".mbox.>")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -37,7 +37,7 @@ func TestPartitionTransform(t *testing.T) {
 	parts := map[int]bool{}
 	for i := range 200 {
 		r := records.Ref{Kind: "counter", ID: fmt.Sprint("c", i)}
-		ack, err := conn.JS.Publish(t.Context(), names.Mailbox(r), []byte("x"))
+		ack, err := conn.JetStream().Publish(t.Context(), names.Mailbox(r), []byte("x"))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -83,7 +83,7 @@ func TestMailboxSubjectsOutsideTheContract(t *testing.T) {
 	for _, subject := range []string{"ea.mbox.counter", "ea.mbox.counter.c1.extra", "ea.mbox.3.counter.c1"} {
 		msg := nats.NewMsg(subject)
 		msg.Data = []byte("x")
-		reply, err := conn.NC.RequestMsg(msg, 2*time.Second)
+		reply, err := conn.NATS().RequestMsg(msg, 2*time.Second)
 		if err == nil {
 			t.Fatalf("publish to %s: stored (%s); want no stream to take it", subject, reply.Data)
 		}
@@ -137,17 +137,17 @@ func TestLegacyLayoutRefusedThenMigrated(t *testing.T) {
 	srv := bustest.NewServer(t)
 	conn := connect(t, srv, bus.Config{})
 	ctx := t.Context()
-	if _, err := conn.JS.CreateStream(ctx, jetstream.StreamConfig{
+	if _, err := conn.JetStream().CreateStream(ctx, jetstream.StreamConfig{
 		Name: "EA_RECORDS", Subjects: []string{"ea.mbox.>", "ea.out.>"}, Storage: jetstream.FileStorage,
 	}); err != nil {
 		t.Fatal(err)
 	}
 	for i := range 5 {
-		if _, err := conn.JS.Publish(ctx, fmt.Sprint("ea.mbox.counter.c", i), []byte("old")); err != nil {
+		if _, err := conn.JetStream().Publish(ctx, fmt.Sprint("ea.mbox.counter.c", i), []byte("old")); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if _, err := conn.JS.CreateConsumer(ctx, "EA_RECORDS", jetstream.ConsumerConfig{Durable: "counter~c1~n1", FilterSubject: "ea.mbox.counter.c1"}); err != nil {
+	if _, err := conn.JetStream().CreateConsumer(ctx, "EA_RECORDS", jetstream.ConsumerConfig{Durable: "counter~c1~n1", FilterSubject: "ea.mbox.counter.c1"}); err != nil {
 		t.Fatal(err)
 	}
 	err := conn.Provision(ctx)
@@ -167,7 +167,7 @@ func TestLegacyLayoutRefusedThenMigrated(t *testing.T) {
 	if err := conn.Provision(ctx); err != nil {
 		t.Fatalf("Provision after Migrate: %v", err)
 	}
-	legacy, err := conn.JS.Stream(ctx, "EA_RECORDS")
+	legacy, err := conn.JetStream().Stream(ctx, "EA_RECORDS")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -178,7 +178,7 @@ func TestLegacyLayoutRefusedThenMigrated(t *testing.T) {
 	if info.State.Msgs != 5 || !slices.Equal(info.Config.Subjects, []string{"ea.legacy.>"}) || info.State.Consumers != 0 {
 		t.Fatalf("EA_RECORDS after Migrate: %d records, subjects %q, %d consumers; want 5, [ea.legacy.>], 0", info.State.Msgs, info.Config.Subjects, info.State.Consumers)
 	}
-	ack, err := conn.JS.Publish(ctx, "ea.mbox.counter.c0", []byte("new"))
+	ack, err := conn.JetStream().Publish(ctx, "ea.mbox.counter.c0", []byte("new"))
 	if err != nil {
 		t.Fatal(err)
 	}

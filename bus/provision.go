@@ -20,7 +20,7 @@ import (
 // stream (see [Config.Replicas], [Config.Partitions]): call Provision before
 // using the connection's names and configuration, as the binaries do.
 func (c *Conn) Provision(ctx context.Context) error {
-	if err := checkServerVersion(c.NC.ConnectedServerVersion()); err != nil {
+	if err := checkServerVersion(c.NATS().ConnectedServerVersion()); err != nil {
 		return err
 	}
 	c.adopt(ctx)
@@ -40,7 +40,7 @@ func (c *Conn) Provision(ctx context.Context) error {
 			return err
 		}
 		var have *jetstream.StreamConfig
-		if s, err := c.JS.Stream(ctx, sc.Name); err == nil {
+		if s, err := c.JetStream().Stream(ctx, sc.Name); err == nil {
 			have = &s.CachedInfo().Config
 		}
 		c.retain(&streams[i], have)
@@ -53,7 +53,7 @@ func (c *Conn) Provision(ctx context.Context) error {
 			continue
 		}
 		if err := retry(ctx, func() error {
-			_, err := c.JS.CreateOrUpdateStream(ctx, sc)
+			_, err := c.JetStream().CreateOrUpdateStream(ctx, sc)
 			return err
 		}); err != nil {
 			return fmt.Errorf("provision stream %s: %w", sc.Name, c.explain(err))
@@ -69,7 +69,7 @@ func (c *Conn) Provision(ctx context.Context) error {
 			continue
 		}
 		if err := retry(ctx, func() error {
-			_, err := c.JS.CreateOrUpdateKeyValue(ctx, kc)
+			_, err := c.JetStream().CreateOrUpdateKeyValue(ctx, kc)
 			return err
 		}); err != nil {
 			return fmt.Errorf("provision bucket %s: %w", kc.Bucket, c.explain(err))
@@ -83,7 +83,7 @@ func (c *Conn) Provision(ctx context.Context) error {
 // still rewrites the stream's configuration on the server, which every node
 // start would otherwise do while other nodes create consumers.
 func (c *Conn) streamInPlace(ctx context.Context, sc jetstream.StreamConfig) bool {
-	s, err := c.JS.Stream(ctx, sc.Name)
+	s, err := c.JetStream().Stream(ctx, sc.Name)
 	if err != nil {
 		return false
 	}
@@ -99,7 +99,7 @@ func (c *Conn) streamInPlace(ctx context.Context, sc jetstream.StreamConfig) boo
 // bucketInPlace reports whether bucket kc exists with the settings
 // provisioning sets (see streamInPlace).
 func (c *Conn) bucketInPlace(ctx context.Context, kc jetstream.KeyValueConfig) bool {
-	kv, err := c.JS.KeyValue(ctx, kc.Bucket)
+	kv, err := c.JetStream().KeyValue(ctx, kc.Bucket)
 	if err != nil {
 		return false
 	}
@@ -162,7 +162,7 @@ func (c *Conn) explain(err error) error {
 // "EA", "a-b" and "a_b") share stream names, and updating the stream to our
 // subjects would silently take it away from the other deployment.
 func (c *Conn) checkStreamPrefix(ctx context.Context, stream string) error {
-	s, err := c.JS.Stream(ctx, stream)
+	s, err := c.JetStream().Stream(ctx, stream)
 	if err != nil {
 		return nil // not there yet, or CreateOrUpdateStream reports the problem
 	}
@@ -197,7 +197,7 @@ func retry(ctx context.Context, op func() error) error {
 // MailboxStream returns the mailbox stream, checking that its partition
 // count is this connection's (see [Config.Partitions]).
 func (c *Conn) MailboxStream(ctx context.Context) (jetstream.Stream, error) {
-	s, err := c.JS.Stream(ctx, c.names.MailboxStream())
+	s, err := c.JetStream().Stream(ctx, c.names.MailboxStream())
 	if err != nil {
 		if lerr := c.checkLegacy(ctx); lerr != nil {
 			return nil, lerr
@@ -212,7 +212,7 @@ func (c *Conn) MailboxStream(ctx context.Context) (jetstream.Stream, error) {
 
 // OutboxStream returns the outbox stream.
 func (c *Conn) OutboxStream(ctx context.Context) (jetstream.Stream, error) {
-	s, err := c.JS.Stream(ctx, c.names.OutboxStream())
+	s, err := c.JetStream().Stream(ctx, c.names.OutboxStream())
 	if err != nil {
 		return nil, fmt.Errorf("stream %s: %w (was it provisioned?)", c.names.OutboxStream(), err)
 	}
@@ -222,7 +222,7 @@ func (c *Conn) OutboxStream(ctx context.Context) (jetstream.Stream, error) {
 // checkPartitions fails when the mailbox stream exists with another
 // partition count than this connection's.
 func (c *Conn) checkPartitions(ctx context.Context) error {
-	s, err := c.JS.Stream(ctx, c.names.MailboxStream())
+	s, err := c.JetStream().Stream(ctx, c.names.MailboxStream())
 	if err != nil {
 		return nil // not there yet, or creating it reports the problem
 	}
@@ -251,7 +251,7 @@ var ErrLegacyLayout = errors.New("store written by the previous layout")
 // records stream: its state documents count sequences of that stream, which
 // the partitioned mailbox stream does not continue.
 func (c *Conn) checkLegacy(ctx context.Context) error {
-	s, err := c.JS.Stream(ctx, c.names.LegacyRecordsStream())
+	s, err := c.JetStream().Stream(ctx, c.names.LegacyRecordsStream())
 	if err != nil {
 		return nil
 	}
@@ -266,7 +266,7 @@ func (c *Conn) checkLegacy(ctx context.Context) error {
 
 // StateBucket returns the KV bucket of state documents.
 func (c *Conn) StateBucket(ctx context.Context) (jetstream.KeyValue, error) {
-	kv, err := c.JS.KeyValue(ctx, c.names.StateBucket())
+	kv, err := c.JetStream().KeyValue(ctx, c.names.StateBucket())
 	if err != nil {
 		return nil, fmt.Errorf("bucket %s: %w (was it provisioned?)", c.names.StateBucket(), err)
 	}

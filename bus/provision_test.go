@@ -149,8 +149,8 @@ func TestProvisionDefaults(t *testing.T) {
 	if err := conn.Provision(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	checkProvisioned(t, conn.JS, want{prefix: "ea", duplicateWindow: 2 * time.Minute, maxConsumers: 1_000_000, stateHistory: 5})
-	if got, want := streamNames(t, conn.JS), []string{"EA_DEAD", "EA_MBOX", "EA_OUT", "KV_ea_orch", "KV_ea_place", "KV_ea_state"}; !slices.Equal(got, want) {
+	checkProvisioned(t, conn.JetStream(), want{prefix: "ea", duplicateWindow: 2 * time.Minute, maxConsumers: 1_000_000, stateHistory: 5})
+	if got, want := streamNames(t, conn.JetStream()), []string{"EA_DEAD", "EA_MBOX", "EA_OUT", "KV_ea_orch", "KV_ea_place", "KV_ea_state"}; !slices.Equal(got, want) {
 		t.Errorf("streams = %q; want %q", got, want)
 	}
 
@@ -188,12 +188,12 @@ func TestProvisionConfigured(t *testing.T) {
 		if err := conn.Provision(t.Context()); err != nil {
 			t.Fatalf("Provision #%d: %v", i+1, err)
 		}
-		checkProvisioned(t, conn.JS, w)
+		checkProvisioned(t, conn.JetStream(), w)
 	}
 
 	// A later deployment with another configuration updates the streams and
 	// buckets in place, keeping what they hold.
-	if _, err := conn.JS.Publish(t.Context(), "ea.mbox.echo.1", []byte("kept")); err != nil {
+	if _, err := conn.JetStream().Publish(t.Context(), "ea.mbox.echo.1", []byte("kept")); err != nil {
 		t.Fatal(err)
 	}
 	cfg2 := bus.Config{DuplicateWindow: time.Minute, MaxConsumers: 7000, StateHistory: 3}
@@ -202,7 +202,7 @@ func TestProvisionConfigured(t *testing.T) {
 		t.Fatal(err)
 	}
 	// No age given: the streams keep theirs (bus.Retention).
-	checkProvisioned(t, conn.JS, want{prefix: "ea", duplicateWindow: time.Minute, maxAge: time.Hour, maxConsumers: 7000, stateHistory: 3})
+	checkProvisioned(t, conn.JetStream(), want{prefix: "ea", duplicateWindow: time.Minute, maxAge: time.Hour, maxConsumers: 7000, stateHistory: 3})
 	s, err := conn.MailboxStream(t.Context())
 	if err != nil {
 		t.Fatal(err)
@@ -243,8 +243,8 @@ func TestProvisionConcurrent(t *testing.T) {
 			t.Errorf("node %d: Provision: %v", i, err)
 		}
 	}
-	checkProvisioned(t, conns[0].JS, want{prefix: "ea", duplicateWindow: 3 * time.Minute, maxConsumers: 20_000, stateHistory: 9})
-	if got, want := streamNames(t, conns[0].JS), []string{"EA_DEAD", "EA_MBOX", "EA_OUT", "KV_ea_orch", "KV_ea_place", "KV_ea_state"}; !slices.Equal(got, want) {
+	checkProvisioned(t, conns[0].JetStream(), want{prefix: "ea", duplicateWindow: 3 * time.Minute, maxConsumers: 20_000, stateHistory: 9})
+	if got, want := streamNames(t, conns[0].JetStream()), []string{"EA_DEAD", "EA_MBOX", "EA_OUT", "KV_ea_orch", "KV_ea_place", "KV_ea_state"}; !slices.Equal(got, want) {
 		t.Errorf("streams = %q; want %q", got, want)
 	}
 }
@@ -260,10 +260,10 @@ func TestProvisionCustomPrefix(t *testing.T) {
 		}
 	}
 	// Two deployments share the server without touching each other.
-	checkProvisioned(t, ea.JS, want{prefix: "ea", duplicateWindow: 2 * time.Minute, maxConsumers: 1_000_000, stateHistory: 5})
-	checkProvisioned(t, acme.JS, want{prefix: "acme", duplicateWindow: 2 * time.Minute, maxConsumers: 1_000_000, stateHistory: 2})
+	checkProvisioned(t, ea.JetStream(), want{prefix: "ea", duplicateWindow: 2 * time.Minute, maxConsumers: 1_000_000, stateHistory: 5})
+	checkProvisioned(t, acme.JetStream(), want{prefix: "acme", duplicateWindow: 2 * time.Minute, maxConsumers: 1_000_000, stateHistory: 2})
 	want := []string{"ACME_DEAD", "ACME_MBOX", "ACME_OUT", "EA_DEAD", "EA_MBOX", "EA_OUT", "KV_acme_orch", "KV_acme_place", "KV_acme_state", "KV_ea_orch", "KV_ea_place", "KV_ea_state"}
-	if got := streamNames(t, ea.JS); !slices.Equal(got, want) {
+	if got := streamNames(t, ea.JetStream()); !slices.Equal(got, want) {
 		t.Errorf("streams = %q; want %q", got, want)
 	}
 	if acme.Names().MailboxStream() != "ACME_MBOX" || acme.Names().StateBucket() != "acme_state" {
@@ -291,10 +291,10 @@ func TestProvisionRefusesCollidingPrefix(t *testing.T) {
 		})
 	}
 	// The first deployment still owns its streams.
-	if _, err := first.JS.Publish(t.Context(), "a-b.mbox.echo.1", nil); err != nil {
+	if _, err := first.JetStream().Publish(t.Context(), "a-b.mbox.echo.1", nil); err != nil {
 		t.Fatalf("publish to a-b after the refused provisioning: %v", err)
 	}
-	checkProvisioned(t, first.JS, want{prefix: "a-b", duplicateWindow: 2 * time.Minute, maxConsumers: 1_000_000, stateHistory: 5})
+	checkProvisioned(t, first.JetStream(), want{prefix: "a-b", duplicateWindow: 2 * time.Minute, maxConsumers: 1_000_000, stateHistory: 5})
 }
 
 func TestProvisionReplicasOnSingleServer(t *testing.T) {
@@ -317,7 +317,7 @@ func TestProvisionReplicasOnSingleServer(t *testing.T) {
 	if !errors.Is(err, bus.ErrInvalidConfig) {
 		t.Errorf("error %v does not match bus.ErrInvalidConfig", err)
 	}
-	if got := streamNames(t, conn.JS); len(got) != 0 {
+	if got := streamNames(t, conn.JetStream()); len(got) != 0 {
 		t.Errorf("streams after the failed Provision = %q; want none", got)
 	}
 }
@@ -375,7 +375,7 @@ func TestProvisionLiftsConsumerLimit(t *testing.T) {
 	defer cancel()
 
 	// A stream without MaxConsumers takes 1,000 and refuses the 1,001st.
-	plain, err := conn.JS.CreateStream(ctx, jetstream.StreamConfig{Name: "PLAIN", Subjects: []string{"plain.>"}})
+	plain, err := conn.JetStream().CreateStream(ctx, jetstream.StreamConfig{Name: "PLAIN", Subjects: []string{"plain.>"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -387,7 +387,7 @@ func TestProvisionLiftsConsumerLimit(t *testing.T) {
 		t.Fatalf("consumer 1,001 on a stream without MaxConsumers: %v; want ErrMaximumConsumersLimit", errs[1000])
 	}
 	// Free the server (and the race detector's goroutine budget) first.
-	if err := conn.JS.DeleteStream(ctx, "PLAIN"); err != nil {
+	if err := conn.JetStream().DeleteStream(ctx, "PLAIN"); err != nil {
 		t.Fatal(err)
 	}
 

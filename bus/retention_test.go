@@ -13,7 +13,7 @@ import (
 // limitsOf returns the age and size limits of stream name.
 func limitsOf(t *testing.T, conn *bus.Conn, name string) (time.Duration, int64) {
 	t.Helper()
-	s, err := conn.JS.Stream(t.Context(), name)
+	s, err := conn.JetStream().Stream(t.Context(), name)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -72,11 +72,11 @@ func TestRetentionDrops(t *testing.T) {
 	}
 	payload := make([]byte, 100<<10)
 	for range 120 { // 12 MB into an 8 MiB stream
-		if _, err := conn.JS.Publish(ctx, "ea.out.k.a", payload); err != nil {
+		if _, err := conn.JetStream().Publish(ctx, "ea.out.k.a", payload); err != nil {
 			t.Fatal(err)
 		}
 	}
-	s, err := conn.JS.Stream(ctx, conn.Names().OutboxStream())
+	s, err := conn.JetStream().Stream(ctx, conn.Names().OutboxStream())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -41,7 +41,7 @@ func (c *Conn) StoredAt(ctx context.Context, stream string, seq uint64, subject 
 	if err != nil {
 		return StoredMsg{}, err
 	}
-	reply, err := c.NC.RequestWithContext(ctx, "$JS.API.STREAM.MSG.GET."+stream, body)
+	reply, err := c.NATS().RequestWithContext(ctx, "$JS.API.STREAM.MSG.GET."+stream, body)
 	if err != nil {
 		return StoredMsg{}, fmt.Errorf("read %s seq %d: %w", stream, seq, err)
 	}

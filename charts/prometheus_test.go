@@ -230,7 +230,7 @@ func TestPrometheusAnswersEveryDashboardQuery(t *testing.T) {
 	actortest.Eventually(t, 10*time.Second, "node B drives slow effectors", func() bool {
 		return gauge(t, nodeB.reg, "ea_effectors_active", "kind", "slow") > 0
 	})
-	connB.NC.Close()
+	connB.NATS().Close()
 	actortest.Eventually(t, 30*time.Second, "node A takes node B's partitions over", func() bool {
 		return gauge(t, nodeA.reg, "ea_handovers_total") > 0
 	})

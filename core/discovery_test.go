@@ -35,17 +35,17 @@ func TestServePipelines(t *testing.T) {
 		}
 		return ps
 	}
-	if _, err := core.ServePipelines(ctx, conn.NC, "ea", "node-a", reg("upper", "shout")); err != nil {
+	if _, err := core.ServePipelines(ctx, conn.NATS(), "ea", "node-a", reg("upper", "shout")); err != nil {
 		t.Fatal(err)
 	}
-	svcB, err := core.ServePipelines(ctx, srv.Connect(t).NC, "ea", "node-b", reg("upper"))
+	svcB, err := core.ServePipelines(ctx, srv.Connect(t).NATS(), "ea", "node-b", reg("upper"))
 	if err != nil {
 		t.Fatal(err)
 	}
 
 	lctx, lcancel := context.WithTimeout(ctx, 300*time.Millisecond)
 	defer lcancel()
-	nodes, err := core.ListPipelines(lctx, conn.NC, "ea")
+	nodes, err := core.ListPipelines(lctx, conn.NATS(), "ea")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -55,19 +55,19 @@ func TestServePipelines(t *testing.T) {
 	}
 
 	var out string
-	if err := core.CallPipeline(ctx, conn.NC, "ea", "shout", "hi", &out); err != nil || out != "HI@shout" {
+	if err := core.CallPipeline(ctx, conn.NATS(), "ea", "shout", "hi", &out); err != nil || out != "HI@shout" {
 		t.Fatalf("out %q err %v", out, err)
 	}
-	if err := core.CallPipeline(ctx, conn.NC, "ea", "shout", "", &out); !errors.Is(err, core.ErrFailed) || !strings.Contains(err.Error(), "empty input") {
+	if err := core.CallPipeline(ctx, conn.NATS(), "ea", "shout", "", &out); !errors.Is(err, core.ErrFailed) || !strings.Contains(err.Error(), "empty input") {
 		t.Fatalf("remote failure: %v", err)
 	}
-	if err := core.CallPipeline(ctx, conn.NC, "ea", "shout", 5, &out); !errors.Is(err, core.ErrInvalid) {
+	if err := core.CallPipeline(ctx, conn.NATS(), "ea", "shout", 5, &out); !errors.Is(err, core.ErrInvalid) {
 		t.Fatalf("bad input: %v", err)
 	}
-	if err := core.CallPipeline(ctx, conn.NC, "ea", "missing", "x", &out); !errors.Is(err, core.ErrNotFound) {
+	if err := core.CallPipeline(ctx, conn.NATS(), "ea", "missing", "x", &out); !errors.Is(err, core.ErrNotFound) {
 		t.Fatalf("missing: %v", err)
 	}
-	if _, err := core.ServePipelines(ctx, conn.NC, "ea", "bad node", core.NewPipelines()); !errors.Is(err, core.ErrInvalid) {
+	if _, err := core.ServePipelines(ctx, conn.NATS(), "ea", "bad node", core.NewPipelines()); !errors.Is(err, core.ErrInvalid) {
 		t.Fatalf("bad node name: %v", err)
 	}
 	if err := svcB.Stop(); err != nil {

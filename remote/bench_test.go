@@ -79,7 +79,7 @@ func BenchmarkHop(b *testing.B) {
 	latency := func(b *testing.B, kind string) {
 		ref := create(b, kind, 1)[0]
 		outs := make(chan *nats.Msg, 1)
-		sub, err := conn.NC.ChanSubscribe(names.Outbox(ref), outs)
+		sub, err := conn.NATS().ChanSubscribe(names.Outbox(ref), outs)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -87,7 +87,7 @@ func BenchmarkHop(b *testing.B) {
 		ctx := ctxT(b)
 		b.ResetTimer()
 		for range b.N {
-			if _, err := conn.JS.PublishMsg(ctx, inc(b, ref)); err != nil {
+			if _, err := conn.JetStream().PublishMsg(ctx, inc(b, ref)); err != nil {
 				b.Fatal(err)
 			}
 			select {
@@ -105,7 +105,7 @@ func BenchmarkHop(b *testing.B) {
 		refs := create(b, kind, effectors)
 		var got atomic.Int64
 		done := make(chan struct{})
-		sub, err := conn.NC.Subscribe(names.KindOutboxes(kind), func(m *nats.Msg) {
+		sub, err := conn.NATS().Subscribe(names.KindOutboxes(kind), func(m *nats.Msg) {
 			if got.Add(1) == int64(b.N) {
 				close(done)
 			}
@@ -121,7 +121,7 @@ func BenchmarkHop(b *testing.B) {
 		b.ResetTimer()
 		futures := make([]jetstream.PubAckFuture, 0, b.N)
 		for _, m := range msgs {
-			f, err := conn.JS.PublishMsgAsync(m)
+			f, err := conn.JetStream().PublishMsgAsync(m)
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -210,7 +210,7 @@ func waitCount(t testing.TB, c *actor.Client, ref records.Ref, want int64, timeo
 func stored(t testing.TB, conn *bus.Conn, stream, subject string) []records.Record {
 	t.Helper()
 	ctx := ctxT(t)
-	s, err := conn.JS.Stream(ctx, stream)
+	s, err := conn.JetStream().Stream(ctx, stream)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -222,7 +222,7 @@ func stored(t testing.TB, conn *bus.Conn, stream, subject string) []records.Reco
 	if total == 0 {
 		return nil
 	}
-	cons, err := conn.JS.OrderedConsumer(ctx, stream, jetstream.OrderedConsumerConfig{FilterSubjects: []string{subject}})
+	cons, err := conn.JetStream().OrderedConsumer(ctx, stream, jetstream.OrderedConsumerConfig{FilterSubjects: []string{subject}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -98,7 +98,7 @@ type Options struct {
 // conn is used for requests only; it may be the node's own connection.
 // Errors match [ErrInvalid].
 func New(conn *bus.Conn, name string, opts Options) (actor.Kind[State], error) {
-	if conn == nil || conn.NC == nil {
+	if conn == nil || conn.NATS() == nil {
 		return actor.Kind[State]{}, fmt.Errorf("%w: kind %s: conn must be a connected *bus.Conn", ErrInvalid, name)
 	}
 	if err := records.ValidateKind(name); err != nil {
@@ -106,7 +106,7 @@ func New(conn *bus.Conn, name string, opts Options) (actor.Kind[State], error) {
 	}
 	l := &logic{
 		name:       name,
-		nc:         conn.NC,
+		nc:         conn.NATS(),
 		subject:    conn.Names().Logic(name),
 		enc:        opts.Encoding,
 		timeout:    opts.Timeout,

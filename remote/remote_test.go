@@ -49,7 +49,7 @@ func TestCounter(t *testing.T) {
 			}
 
 			inbox := nats.NewInbox()
-			replies, err := conn.NC.SubscribeSync(inbox)
+			replies, err := conn.NATS().SubscribeSync(inbox)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -123,7 +123,7 @@ func TestReferenceWorkers(t *testing.T) {
 					}
 				}
 				inbox := nats.NewInbox()
-				replies, err := conn.NC.SubscribeSync(inbox)
+				replies, err := conn.NATS().SubscribeSync(inbox)
 				if err != nil {
 					t.Fatal(err)
 				}

@@ -42,7 +42,7 @@ func benchSizes() []int {
 func fill(b *testing.B, e *env, n int) {
 	b.Helper()
 	ctx := context.Background()
-	js, err := jetstream.New(e.conn.NC, jetstream.WithPublishAsyncMaxPending(4096))
+	js, err := jetstream.New(e.conn.NATS(), jetstream.WithPublishAsyncMaxPending(4096))
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -172,7 +172,7 @@ func naiveScan(b *testing.B, e *env, process string) int {
 	ctx := context.Background()
 	found := 0
 	for _, stream := range []string{"EA_MBOX", "EA_OUT"} {
-		cons, err := e.conn.JS.OrderedConsumer(ctx, stream, jetstream.OrderedConsumerConfig{HeadersOnly: true})
+		cons, err := e.conn.JetStream().OrderedConsumer(ctx, stream, jetstream.OrderedConsumerConfig{HeadersOnly: true})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -207,7 +207,7 @@ func BenchmarkEffectors(b *testing.B) {
 	const n = 100_000
 	e := newEnv(b)
 	ctx := context.Background()
-	js, err := jetstream.New(e.conn.NC, jetstream.WithPublishAsyncMaxPending(4096))
+	js, err := jetstream.New(e.conn.NATS(), jetstream.WithPublishAsyncMaxPending(4096))
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -34,7 +34,7 @@ func NewClient(ctx context.Context, conn *bus.Conn) (*Client, error) {
 	if err := ensureIndex(ctx, conn, n); err != nil {
 		return nil, err
 	}
-	return &Client{conn: conn, n: n, direct: direct{nc: conn.NC}}, nil
+	return &Client{conn: conn, n: n, direct: direct{nc: conn.NATS()}}, nil
 }
 
 func unavailable(what string, err error) error {
@@ -394,9 +394,9 @@ func decodeEntry(b []byte, e *entry) bool {
 func (c *Client) IndexLag(ctx context.Context) (uint64, error) {
 	var lag uint64
 	for _, stream := range []string{c.n.MailboxStream(), c.n.OutboxStream()} {
-		cons, err := c.conn.JS.Consumer(ctx, stream, IndexerName)
+		cons, err := c.conn.JetStream().Consumer(ctx, stream, IndexerName)
 		if errors.Is(err, jetstream.ErrConsumerNotFound) {
-			st, serr := c.conn.JS.Stream(ctx, stream)
+			st, serr := c.conn.JetStream().Stream(ctx, stream)
 			if serr != nil {
 				return 0, unavailable(stream, serr)
 			}

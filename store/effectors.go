@@ -39,7 +39,7 @@ type memberDoc struct {
 // node.<id> in the placement bucket), with the nodes hosting each, sorted
 // by kind.
 func (c *Client) Kinds(ctx context.Context) ([]Kind, error) {
-	bucket, err := c.conn.JS.KeyValue(ctx, c.n.PlaceBucket())
+	bucket, err := c.conn.JetStream().KeyValue(ctx, c.n.PlaceBucket())
 	if err != nil {
 		return nil, unavailable(c.n.PlaceBucket(), err)
 	}

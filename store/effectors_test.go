@@ -119,7 +119,7 @@ func TestKinds(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	ctx := context.Background()
-	place, err := e.conn.JS.KeyValue(ctx, e.conn.Names().PlaceBucket())
+	place, err := e.conn.JetStream().KeyValue(ctx, e.conn.Names().PlaceBucket())
 	if err != nil {
 		t.Fatal(err)
 	}

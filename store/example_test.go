@@ -111,7 +111,7 @@ func Example() {
 	}
 
 	// The same over NATS, as any language would ask.
-	reply, _ := conn.NC.RequestWithContext(ctx, "ea.store.count", []byte(`{"process":"welcome","box":"mailbox"}`))
+	reply, _ := conn.NATS().RequestWithContext(ctx, "ea.store.count", []byte(`{"process":"welcome","box":"mailbox"}`))
 	var count store.CountJSON
 	_ = json.Unmarshal(reply.Data, &count)
 	fmt.Println("mailbox records over NATS:", count.Count)

@@ -43,7 +43,7 @@ func newEnv(t testing.TB) *env {
 func waitService(t testing.TB, conn *bus.Conn) {
 	t.Helper()
 	eventually(t, func() error {
-		_, err := conn.NC.Request(conn.Names().Prefix()+".store.kinds", nil, time.Second)
+		_, err := conn.NATS().Request(conn.Names().Prefix()+".store.kinds", nil, time.Second)
 		return err
 	})
 }
@@ -82,7 +82,7 @@ func publish(t testing.TB, conn *bus.Conn, rs ...rec) {
 			t.Fatal(err)
 		}
 		x.ID, x.Process = r.id, r.process
-		if _, err := conn.JS.PublishMsg(ctx, x.Msg(r.subject)); err != nil {
+		if _, err := conn.JetStream().PublishMsg(ctx, x.Msg(r.subject)); err != nil {
 			t.Fatalf("publish %s: %v", r.id, err)
 		}
 	}

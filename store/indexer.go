@@ -75,7 +75,7 @@ func ensureIndex(ctx context.Context, conn *bus.Conn, n names) error {
 		indexes = append(indexes, index{n.ownerStream(shard), n.ownerFilter(shard), fmt.Sprintf("owner (shard %d of %d)", shard, ownerShards)})
 	}
 	for _, ix := range indexes {
-		_, err = conn.JS.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
+		_, err = conn.JetStream().CreateOrUpdateStream(ctx, jetstream.StreamConfig{
 			Name:        ix.stream,
 			Description: "record store index by " + ix.what + ": entries pointing at mailbox and outbox records",
 			Subjects:    []string{ix.filter},

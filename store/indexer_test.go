@@ -76,7 +76,7 @@ func TestIndexerSurvivesRestart(t *testing.T) {
 		if !e.conn.Connected() {
 			return fmt.Errorf("not reconnected")
 		}
-		_, err := e.conn.JS.Publish(context.Background(), "ea.out.w.1", nil)
+		_, err := e.conn.JetStream().Publish(context.Background(), "ea.out.w.1", nil)
 		return err
 	})
 	publish(t, e.conn, rec{subject: "ea.mbox.w.1", id: "after", process: "p"})
@@ -99,7 +99,7 @@ func TestDuplicateEntryOnce(t *testing.T) {
 	e.indexed(t)
 	copied := false
 	for shard := range 16 {
-		s, err := e.conn.JS.Stream(ctx, fmt.Sprintf("EA_IDX_PROC_%d", shard))
+		s, err := e.conn.JetStream().Stream(ctx, fmt.Sprintf("EA_IDX_PROC_%d", shard))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -108,7 +108,7 @@ func TestDuplicateEntryOnce(t *testing.T) {
 		if err != nil {
 			continue
 		}
-		if _, err := e.conn.JS.Publish(ctx, subject, m.Data); err != nil {
+		if _, err := e.conn.JetStream().Publish(ctx, subject, m.Data); err != nil {
 			t.Fatal(err)
 		}
 		copied = true

@@ -209,7 +209,7 @@ func TestGet(t *testing.T) {
 	// A record without Nats-Msg-Id gets the id the runtime derives.
 	m := records.Record{Type: "raw"}.Msg("ea.out.w.5")
 	m.Header.Del(records.HeaderID)
-	ack, err := e.conn.JS.PublishMsg(ctx, m)
+	ack, err := e.conn.JetStream().PublishMsg(ctx, m)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -369,7 +369,7 @@ func TestQueryScanBudget(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	ctx := context.Background()
-	js := e.conn.JS
+	js := e.conn.JetStream()
 	rare := map[int]bool{10: true, 24_990: true}
 	for i := range 25_000 {
 		typ := "noise"

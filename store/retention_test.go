@@ -49,7 +49,7 @@ func TestRetentionQueries(t *testing.T) {
 			t.Fatal(err)
 		}
 		rec.ID, rec.Process = fmt.Sprint("r", i), "p"
-		if _, err := conn.JS.PublishMsg(context.Background(), rec.Msg("ea.out.k.a")); err != nil {
+		if _, err := conn.JetStream().PublishMsg(context.Background(), rec.Msg("ea.out.k.a")); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -81,7 +81,7 @@ func TestRetentionQueries(t *testing.T) {
 		t.Fatalf("effector query: %d records, process query %d", len(eff), len(ids))
 	}
 	for _, name := range []string{"EA_IDX_TYPE", "EA_IDX_ID", "EA_IDX_PROC_0"} {
-		st, err := conn.JS.Stream(context.Background(), name)
+		st, err := conn.JetStream().Stream(context.Background(), name)
 		if err != nil {
 			t.Fatal(err)
 		}

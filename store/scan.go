@@ -98,7 +98,7 @@ func (c *Client) forward(ctx context.Context, src int, s source, pos uint64, lim
 // until enough match: every window is read whole, so what lies between the
 // returned edge and hi has been examined.
 func (c *Client) backward(ctx context.Context, src int, s source, hi uint64, limit, budget int, since time.Time) (scanResult, error) {
-	st, err := c.conn.JS.Stream(ctx, s.stream)
+	st, err := c.conn.JetStream().Stream(ctx, s.stream)
 	if err != nil {
 		return scanResult{}, unavailable(s.stream, err)
 	}

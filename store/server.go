@@ -65,7 +65,7 @@ func NewServer(ctx context.Context, conn *bus.Conn, opts ServerOptions) (*Server
 	}
 	// The indexer's own JetStream context: its asynchronous publishes do not
 	// share a pending window with the caller's.
-	js, err := jetstream.New(conn.NC, jetstream.WithPublishAsyncMaxPending(4096))
+	js, err := jetstream.New(conn.NATS(), jetstream.WithPublishAsyncMaxPending(4096))
 	if err != nil {
 		return nil, fmt.Errorf("jetstream: %w", err)
 	}
@@ -90,7 +90,7 @@ func (s *Server) Run(ctx context.Context) error {
 		})
 	}
 	n := s.client.n
-	svc, err := micro.AddService(s.client.conn.NC, micro.Config{
+	svc, err := micro.AddService(s.client.conn.NATS(), micro.Config{
 		Name:        n.service(),
 		Version:     "0.1.0",
 		Description: "effectors record store: get, query and count records; list kinds, effectors and orchestrations",
@@ -298,5 +298,5 @@ func (s *Server) answer(reply string, body []byte, err error) {
 	} else {
 		msg.Data = body
 	}
-	_ = s.client.conn.NC.PublishMsg(msg)
+	_ = s.client.conn.NATS().PublishMsg(msg)
 }

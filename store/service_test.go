@@ -11,7 +11,7 @@ import (
 
 func request(t *testing.T, e *env, op, body string) (data []byte, code, kind string) {
 	t.Helper()
-	msg, err := e.conn.NC.Request("ea.store."+op, []byte(body), 10*time.Second)
+	msg, err := e.conn.NATS().Request("ea.store."+op, []byte(body), 10*time.Second)
 	if err != nil {
 		t.Fatalf("%s: %v", op, err)
 	}

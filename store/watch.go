@@ -40,7 +40,7 @@ func (f *feed[E]) Err() error {
 // from (0: the current values, then changes). event turns an entry into an
 // event; an error from it ends the feed with that error.
 func watchBucket[E any](ctx context.Context, c *Client, bucket, key string, from uint64, event func(jetstream.KeyValueEntry) (E, error)) (*feed[E], error) {
-	kv, err := c.conn.JS.KeyValue(ctx, bucket)
+	kv, err := c.conn.JetStream().KeyValue(ctx, bucket)
 	if err != nil {
 		return nil, unavailable(bucket, err)
 	}

@@ -136,7 +136,7 @@ func (s *Supervisor) advance(ctx context.Context, id string, ev event) (orchReco
 
 // recordSize returns the encoded size of r and the most a record may take.
 func (s *Supervisor) recordSize(r orchRecord) (int, int) {
-	limit := int(s.conn.NC.MaxPayload()) - 4096 // headers and KV framing
+	limit := int(s.conn.NATS().MaxPayload()) - 4096 // headers and KV framing
 	b, err := codec.Marshal(r)
 	if err != nil {
 		return 0, limit // the store reports it
@@ -447,7 +447,7 @@ func (s *Supervisor) publish(ctx context.Context, ef effect) error {
 	if _, err := s.routes.Check(records.Ref{}, ef.subject); err != nil {
 		return fmt.Errorf("publish %s: %w", ef.rec.Type, err)
 	}
-	if _, err := s.conn.JS.PublishMsg(ctx, ef.rec.Msg(ef.subject), jetstream.WithMsgID(ef.rec.ID)); err != nil {
+	if _, err := s.conn.JetStream().PublishMsg(ctx, ef.rec.Msg(ef.subject), jetstream.WithMsgID(ef.rec.ID)); err != nil {
 		return fmt.Errorf("publish %s to %s: %w", ef.rec.Type, ef.subject, err)
 	}
 	if ef.name != "" {

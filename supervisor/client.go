@@ -21,10 +21,10 @@ type Client struct {
 
 // NewClient returns a client using conn's NATS connection and prefix.
 func NewClient(conn *bus.Conn) (*Client, error) {
-	if conn == nil || conn.NC == nil {
+	if conn == nil || conn.NATS() == nil {
 		return nil, invalidf("new client: conn is nil: pass a connected *bus.Conn")
 	}
-	return &Client{nc: conn.NC, names: conn.Names()}, nil
+	return &Client{nc: conn.NATS(), names: conn.Names()}, nil
 }
 
 // Subject returns the subject of operation op: <prefix>.orch.<op>

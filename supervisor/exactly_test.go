@@ -52,7 +52,7 @@ func TestRedeliveredResult(t *testing.T) {
 		rec     records.Record
 		subject string
 	}{{again, s.Mailbox(id)}, {orphan, s.Mailbox(id)}, {unknown, s.Mailbox("unknown-orch")}, {wrongType, s.Mailbox(id)}} {
-		if _, err := conn.JS.PublishMsg(ctx, p.rec.Msg(p.subject)); err != nil {
+		if _, err := conn.JetStream().PublishMsg(ctx, p.rec.Msg(p.subject)); err != nil {
 			t.Fatal(err)
 		}
 	}

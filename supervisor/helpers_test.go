@@ -192,7 +192,7 @@ func mailboxRecords(t testing.TB, conn *bus.Conn, subject string) []records.Reco
 	if !ok {
 		t.Fatalf("%s is not a mailbox, outbox or dead-letter subject", subject)
 	}
-	stream, err := conn.JS.Stream(ctx, name)
+	stream, err := conn.JetStream().Stream(ctx, name)
 	if err != nil {
 		t.Fatal(err)
 	}

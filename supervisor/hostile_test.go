@@ -133,7 +133,7 @@ func TestHostileAPI(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			msg, err := conn.NC.Request(conn.Names().Orch(tc.op), []byte(tc.body), 10*time.Second)
+			msg, err := conn.NATS().Request(conn.Names().Orch(tc.op), []byte(tc.body), 10*time.Second)
 			if err != nil {
 				t.Fatalf("no reply: %v", err)
 			}
@@ -159,7 +159,7 @@ func TestHostileAPI(t *testing.T) {
 	}
 
 	// An operation nobody serves: no responders, not a hang.
-	if _, err := conn.NC.Request(conn.Names().Orch("delete"), []byte(`{"id":"x"}`), 10*time.Second); !errors.Is(err, nats.ErrNoResponders) {
+	if _, err := conn.NATS().Request(conn.Names().Orch("delete"), []byte(`{"id":"x"}`), 10*time.Second); !errors.Is(err, nats.ErrNoResponders) {
 		t.Errorf("ea.orch.delete: %v, want no responders", err)
 	}
 
@@ -207,7 +207,7 @@ func TestHostileAPI(t *testing.T) {
 // orchKeys counts the orchestrations stored.
 func orchKeys(t *testing.T, conn *bus.Conn) int {
 	t.Helper()
-	kv, err := conn.JS.KeyValue(ctxT(t), conn.Names().OrchBucket())
+	kv, err := conn.JetStream().KeyValue(ctxT(t), conn.Names().OrchBucket())
 	if err != nil {
 		t.Fatal(err)
 	}

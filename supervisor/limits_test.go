@@ -17,7 +17,7 @@ func TestAPILimits(t *testing.T) {
 	srv := bustest.NewServer(t)
 	conn := srv.Connect(t)
 	startSupervisor(t, conn)
-	nearMax := int(conn.NC.MaxPayload()) - 64 // the largest body the server takes, about
+	nearMax := int(conn.NATS().MaxPayload()) - 64 // the largest body the server takes, about
 	long := func(n int) string { return strings.Repeat("x", n) }
 	for _, tc := range []struct {
 		name, op, body string
@@ -33,7 +33,7 @@ func TestAPILimits(t *testing.T) {
 		{"long unknown field", supervisor.OpStatus, `{"` + long(500_000) + `":1}`, []string{"bad request body", "…"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			msg, err := conn.NC.Request(supervisor.Subject("ea", tc.op), []byte(tc.body), 10*time.Second)
+			msg, err := conn.NATS().Request(supervisor.Subject("ea", tc.op), []byte(tc.body), 10*time.Second)
 			if err != nil {
 				t.Fatalf("no reply: %v", err)
 			}

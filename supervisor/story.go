@@ -105,7 +105,7 @@ func (s *Supervisor) tell(ctx context.Context, r orchRecord, ev *event) {
 	}
 	rec, err := statusRecord(r, ev)
 	if err == nil {
-		_, err = s.conn.JS.PublishMsg(ctx, rec.Msg(s.outbox(r.ID)), jetstream.WithMsgID(rec.ID))
+		_, err = s.conn.JetStream().PublishMsg(ctx, rec.Msg(s.outbox(r.ID)), jetstream.WithMsgID(rec.ID))
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -107,7 +107,7 @@ type idLock struct {
 
 // New returns a supervisor on conn. Register definitions, then Run it.
 func New(conn *bus.Conn, opts Options) (*Supervisor, error) {
-	if conn == nil || conn.NC == nil {
+	if conn == nil || conn.NATS() == nil {
 		return nil, invalidf("new supervisor: conn is nil: pass a connected *bus.Conn")
 	}
 	if opts.Logger == nil {
@@ -200,7 +200,7 @@ func (s *Supervisor) Run(ctx context.Context) error {
 	s.running = true
 	s.mu.Unlock()
 
-	store, err := kv.Open[orchRecord](ctx, s.conn.JS, s.names.OrchBucket())
+	store, err := kv.Open[orchRecord](ctx, s.conn.JetStream(), s.names.OrchBucket())
 	if err != nil {
 		return fmt.Errorf("supervisor: %w (provision the connection first)", err)
 	}
@@ -265,7 +265,7 @@ func (s *Supervisor) Run(ctx context.Context) error {
 		<-dc.Closed()
 	}()
 
-	svc, err := micro.AddService(s.conn.NC, micro.Config{
+	svc, err := micro.AddService(s.conn.NATS(), micro.Config{
 		Name:        s.names.OrchService(),
 		Version:     "0.1.0",
 		Description: "effectors orchestrations: start, status, input, cancel",
@@ -282,7 +282,7 @@ func (s *Supervisor) Run(ctx context.Context) error {
 			return fmt.Errorf("supervisor: add endpoint %s: %w", s.names.Orch(op), err)
 		}
 	}
-	if err := s.conn.NC.Flush(); err != nil {
+	if err := s.conn.NATS().Flush(); err != nil {
 		return fmt.Errorf("supervisor: flush subscriptions: %w", err)
 	}
 	s.ready.Store(true)
@@ -505,7 +505,7 @@ func (s *Supervisor) handleRecord(m jetstream.Msg) {
 // logic failing for good, a panic) does not leave its orchestration
 // waiting forever.
 func (s *Supervisor) consumeDead(ctx context.Context) (jetstream.ConsumeContext, error) {
-	stream, err := s.conn.JS.Stream(ctx, s.names.DeadStream())
+	stream, err := s.conn.JetStream().Stream(ctx, s.names.DeadStream())
 	if err != nil {
 		return nil, fmt.Errorf("supervisor: stream %s: %w (was it provisioned?)", s.names.DeadStream(), err)
 	}

@@ -43,7 +43,7 @@ func TestDemo(t *testing.T) {
 		t.Fatalf("results while waiting: %+v", r)
 	}
 	// The bucket's record, decoded, is what status answers.
-	bucket, err := conn.JS.KeyValue(ctx, conn.Names().OrchBucket())
+	bucket, err := conn.JetStream().KeyValue(ctx, conn.Names().OrchBucket())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -192,10 +192,10 @@ func TestAPIErrors(t *testing.T) {
 			t.Errorf("%s: %v, want %v (%d)", tc.name, err, tc.want, tc.code)
 		}
 	}
-	if err := conn.NC.Flush(); err != nil {
+	if err := conn.NATS().Flush(); err != nil {
 		t.Fatal(err)
 	}
-	raw, err := conn.NC.Request("ea.orch.status", []byte(`{"id": 5}`), 5e9)
+	raw, err := conn.NATS().Request("ea.orch.status", []byte(`{"id": 5}`), 5e9)
 	if err != nil || raw.Header.Get("Nats-Service-Error-Code") != "400" {
 		t.Fatalf("malformed body: %v %v", raw, err)
 	}

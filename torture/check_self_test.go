@@ -56,9 +56,9 @@ func TestCheckerCatches(t *testing.T) {
 			conn := srv.Connect(t)
 			l := &fakeLog{}
 			tc.mut(l)
-			pub := l.write(t, ctx, conn.JS)
+			pub := l.write(t, ctx, conn.JetStream())
 			r := &recorder{TB: t}
-			checkLog(r, ctx, conn.JS, pub)
+			checkLog(r, ctx, conn.JetStream(), pub)
 			switch {
 			case tc.want == "" && len(r.errs) > 0:
 				t.Fatalf("errors for a correct log:\n%s", strings.Join(r.errs, "\n"))

@@ -97,7 +97,7 @@ func (s *session) ownOrchestration(ctx context.Context, id string) (string, erro
 	if err := records.ValidateID(id); err != nil {
 		return CodeBadRequest, fmt.Errorf("id: %w", err)
 	}
-	bucket, err := s.g.conn.JS.KeyValue(ctx, s.g.names.OrchBucket())
+	bucket, err := s.g.conn.JetStream().KeyValue(ctx, s.g.names.OrchBucket())
 	if err != nil {
 		if errors.Is(err, jetstream.ErrBucketNotFound) {
 			return CodeNotFound, fmt.Errorf("orchestration %s: %w", id, supervisor.ErrUnknownOrchestration)

@@ -192,7 +192,7 @@ func (s *session) replayDead(ctx context.Context, m bus.StoredMsg) (any, string,
 // discardDead deletes dead letter m from the dead-letter stream.
 func (s *session) discardDead(ctx context.Context, m bus.StoredMsg) (any, string, error) {
 	stream := s.g.names.DeadStream()
-	st, err := s.g.conn.JS.Stream(ctx, stream)
+	st, err := s.g.conn.JetStream().Stream(ctx, stream)
 	if err != nil {
 		return nil, CodeUnavailable, fmt.Errorf("discard dead letter #%d: %w", m.Seq, err)
 	}
@@ -210,7 +210,7 @@ func (s *session) discardDead(ctx context.Context, m bus.StoredMsg) (any, string
 // consumer list of the mailbox stream) and the indexer's lag.
 func (g *Gateway) nodes(ctx context.Context) (NodesResult, error) {
 	res := NodesResult{Time: time.Now().UTC(), Nodes: []NodeInfo{}, Unheld: []PartitionInfo{}, Partitions: g.names.Partitions()}
-	bucket, err := g.conn.JS.KeyValue(ctx, g.names.PlaceBucket())
+	bucket, err := g.conn.JetStream().KeyValue(ctx, g.names.PlaceBucket())
 	if err != nil {
 		return res, fmt.Errorf("nodes: placement bucket %s: %w", g.names.PlaceBucket(), err)
 	}
@@ -296,7 +296,7 @@ func (g *Gateway) nodes(ctx context.Context) (NodesResult, error) {
 // stream (the partition consumers), by name, through the paged consumer
 // list: a few requests, whatever the number of partitions.
 func (g *Gateway) partitionCounts(ctx context.Context) (map[string]PartitionInfo, error) {
-	st, err := g.conn.JS.Stream(ctx, g.names.MailboxStream())
+	st, err := g.conn.JetStream().Stream(ctx, g.names.MailboxStream())
 	if err != nil {
 		return nil, fmt.Errorf("mailbox stream %s: %w", g.names.MailboxStream(), err)
 	}

@@ -89,7 +89,7 @@ func TestConsoleRequests(t *testing.T) {
 	refused(t, "replay a discarded dead letter", alice.call(map[string]any{"type": "dead.replay", "req": "x3", "seq": seq}), web.CodeNotFound)
 
 	// A lease that names a node gone from placement: unheld.
-	place, err := e.conn.JS.KeyValue(ctx, e.conn.Names().PlaceBucket())
+	place, err := e.conn.JetStream().KeyValue(ctx, e.conn.Names().PlaceBucket())
 	if err != nil {
 		t.Fatal(err)
 	}

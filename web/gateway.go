@@ -48,7 +48,7 @@ type Gateway struct {
 // New returns a gateway on conn, which must be connected and provisioned.
 // cfg is validated ([Config.Validate]); zero fields take their defaults.
 func New(ctx context.Context, conn *bus.Conn, cfg Config) (*Gateway, error) {
-	if conn == nil || conn.NC == nil {
+	if conn == nil || conn.NATS() == nil {
 		return nil, invalidf("conn is nil: pass a connected, provisioned *bus.Conn")
 	}
 	if err := cfg.Validate(); err != nil {

@@ -112,7 +112,7 @@ func TestGateway(t *testing.T) {
 		if ack["type"] != "ack" || ack["id"] != "rec-1" || num(ack["seq"]) == 0 || ack["duplicate"] == true || ack["stream"] != "EA_MBOX" {
 			t.Fatalf("ack: %v", ack)
 		}
-		stream, err := e.conn.JS.Stream(ctx, e.conn.Names().MailboxStream())
+		stream, err := e.conn.JetStream().Stream(ctx, e.conn.Names().MailboxStream())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -161,7 +161,7 @@ func TestGateway(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		first, err := e.conn.JS.PublishMsg(ctx, control.Msg(e.conn.Names().Mailbox(ref)))
+		first, err := e.conn.JetStream().PublishMsg(ctx, control.Msg(e.conn.Names().Mailbox(ref)))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -172,11 +172,11 @@ func TestGateway(t *testing.T) {
 		})
 		time.Sleep(dupWindow + 500*time.Millisecond) // the window passes
 		// The premise: JetStream alone now stores the same id again.
-		again, err := e.conn.JS.PublishMsg(ctx, control.Msg(e.conn.Names().Mailbox(ref)))
+		again, err := e.conn.JetStream().PublishMsg(ctx, control.Msg(e.conn.Names().Mailbox(ref)))
 		if err != nil || again.Duplicate || again.Sequence == first.Sequence {
 			t.Fatalf("re-publish past the window: %+v %v, want stored anew (first at %d)", again, err, first.Sequence)
 		}
-		stream, err := e.conn.JS.Stream(ctx, e.conn.Names().MailboxStream())
+		stream, err := e.conn.JetStream().Stream(ctx, e.conn.Names().MailboxStream())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -705,7 +705,7 @@ func testSlowReader(t *testing.T, e *env) {
 		t.Fatalf("send buffer peaked at %v bytes, limit %d", peak, buffer)
 	}
 	// Nothing was lost: the records are all in the mailbox for a resume.
-	stream, err := e.conn.JS.Stream(ctx, e.conn.Names().MailboxStream())
+	stream, err := e.conn.JetStream().Stream(ctx, e.conn.Names().MailboxStream())
 	if err != nil {
 		t.Fatal(err)
 	}

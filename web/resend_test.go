@@ -28,7 +28,7 @@ func checkAck(t *testing.T, e *env, ref records.Ref, id string, ack map[string]a
 	if ack["type"] != "ack" || ack["id"] != id || ack["stream"] != n.MailboxStream() || num(ack["seq"]) == 0 {
 		t.Fatalf("send of %s to %s: %v, want an ack", id, ref, ack)
 	}
-	stream, err := e.conn.JS.Stream(ctx, n.MailboxStream())
+	stream, err := e.conn.JetStream().Stream(ctx, n.MailboxStream())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -47,7 +47,7 @@ func (e *env) stored(t *testing.T, ref records.Ref) uint64 {
 	t.Helper()
 	ctx := context.Background()
 	n := e.conn.Names()
-	stream, err := e.conn.JS.Stream(ctx, n.MailboxStream())
+	stream, err := e.conn.JetStream().Stream(ctx, n.MailboxStream())
 	if err != nil {
 		t.Fatal(err)
 	}

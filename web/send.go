@@ -108,7 +108,7 @@ func (s *session) handleSend(h head, f SendFrame) {
 			s.log.Warn("gateway: record store unavailable, relying on the duplicate window", "id", rec.ID, "err", err)
 		}
 	}
-	pa, err := s.g.conn.JS.PublishMsg(ctx, rec.Msg(s.g.names.Mailbox(ref)))
+	pa, err := s.g.conn.JetStream().PublishMsg(ctx, rec.Msg(s.g.names.Mailbox(ref)))
 	if err != nil {
 		s.g.metrics.sends.WithLabelValues("failed").Inc()
 		s.errorFrame(h, CodeUnavailable, fmt.Sprintf("send to %s: not stored: %v (send it again with the same id)", ref, err))

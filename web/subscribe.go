@@ -296,7 +296,7 @@ func (st *start) resolve(ctx context.Context) (string, error) {
 	if st.seq != 0 {
 		return "", nil
 	}
-	str, err := st.s.g.conn.JS.Stream(ctx, st.stream)
+	str, err := st.s.g.conn.JetStream().Stream(ctx, st.stream)
 	if err != nil {
 		return CodeUnavailable, fmt.Errorf("stream %s: %w", st.stream, err)
 	}
@@ -329,7 +329,7 @@ func (g *Gateway) consume(ctx context.Context, stream, filter string, from uint6
 	if from > 0 {
 		cfg.DeliverPolicy, cfg.OptStartSeq = jetstream.DeliverByStartSequencePolicy, from
 	}
-	cons, err := g.conn.JS.OrderedConsumer(ctx, stream, cfg)
+	cons, err := g.conn.JetStream().OrderedConsumer(ctx, stream, cfg)
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil
@@ -518,7 +518,7 @@ func (s *session) pollRecords(sub string, q store.Query) topicRun {
 
 func (s *session) watchOrch(sub, key string, from uint64) topicRun {
 	return func(ctx context.Context, out emit) error {
-		bucket, err := s.g.conn.JS.KeyValue(ctx, s.g.names.OrchBucket())
+		bucket, err := s.g.conn.JetStream().KeyValue(ctx, s.g.names.OrchBucket())
 		if err != nil {
 			return fmt.Errorf("%s: %w", s.g.names.OrchBucket(), err)
 		}

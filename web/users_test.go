@@ -105,7 +105,7 @@ func TestUsers(t *testing.T) {
 	if ack["type"] != "ack" {
 		t.Fatalf("alice's send: %v", ack)
 	}
-	stream, err := e.conn.JS.Stream(ctx, e.conn.Names().MailboxStream())
+	stream, err := e.conn.JetStream().Stream(ctx, e.conn.Names().MailboxStream())
 	if err != nil {
 		t.Fatal(err)
 	}

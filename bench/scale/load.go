@@ -29,7 +29,7 @@ func Counters(prefix string, n int) []records.Ref {
 // asyncJS returns a JetStream context allowing window asynchronous publishes
 // in flight, counting failed ones in failed.
 func asyncJS(conn *bus.Conn, window int, failed *atomic.Int64, firstErr *atomic.Value) (jetstream.JetStream, error) {
-	js, err := jetstream.New(conn.NC,
+	js, err := jetstream.New(conn.NATS(),
 		jetstream.WithPublishAsyncMaxPending(window),
 		jetstream.WithPublishAsyncErrHandler(func(_ jetstream.JetStream, _ *nats.Msg, err error) {
 			failed.Add(1)
@@ -147,7 +147,7 @@ type Outputs struct {
 func WatchOutputs(conn *bus.Conn) (*Outputs, error) {
 	prefix := conn.Names().Prefix() + ".out."
 	o := &Outputs{prefix: prefix, per: map[string]int{}, last: map[string]time.Time{}, ids: map[string]struct{}{}}
-	sub, err := conn.NC.Subscribe(prefix+">", func(m *nats.Msg) {
+	sub, err := conn.NATS().Subscribe(prefix+">", func(m *nats.Msg) {
 		now := time.Now()
 		id := m.Header.Get(nats.MsgIdHdr)
 		o.mu.Lock()
@@ -176,7 +176,7 @@ func WatchOutputs(conn *bus.Conn) (*Outputs, error) {
 	if err := sub.SetPendingLimits(-1, -1); err != nil {
 		return nil, err
 	}
-	if err := conn.NC.Flush(); err != nil {
+	if err := conn.NATS().Flush(); err != nil {
 		return nil, err
 	}
 	o.sub = sub

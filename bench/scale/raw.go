@@ -55,7 +55,7 @@ func Raw(ctx context.Context, env Env, cfg RawConfig) error {
 	if cfg.Streams > 0 {
 		streams = streams[:0]
 		for i := range cfg.Streams {
-			st, err := conn.JS.CreateStream(ctx, jetstream.StreamConfig{
+			st, err := conn.JetStream().CreateStream(ctx, jetstream.StreamConfig{
 				Name: fmt.Sprint("SCALE_RAW_", i), Subjects: []string{fmt.Sprintf("scaleraw.%d.>", i)},
 				Storage: jetstream.FileStorage, Replicas: 1,
 			})

@@ -195,7 +195,7 @@ func TestOutputsCountsEachIDOnce(t *testing.T) {
 		if id != "" {
 			m.Header.Set(nats.MsgIdHdr, id)
 		}
-		if err := conn.NC.PublishMsg(m); err != nil {
+		if err := conn.NATS().PublishMsg(m); err != nil {
 			t.Fatal(err)
 		}
 	}

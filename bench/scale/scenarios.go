@@ -279,7 +279,7 @@ func Latency(ctx context.Context, env Env, conn *bus.Conn, refs []records.Ref) e
 		return fmt.Errorf("%w: Latency: no effectors", ErrInvalid)
 	}
 	ch := make(chan string, 1024)
-	sub, err := conn.NC.Subscribe(conn.Names().Outboxes(), func(m *nats.Msg) {
+	sub, err := conn.NATS().Subscribe(conn.Names().Outboxes(), func(m *nats.Msg) {
 		select {
 		case ch <- m.Subject:
 		default:
@@ -289,7 +289,7 @@ func Latency(ctx context.Context, env Env, conn *bus.Conn, refs []records.Ref) e
 		return fmt.Errorf("subscribe to outputs: %w", err)
 	}
 	defer func() { _ = sub.Unsubscribe() }()
-	if err := conn.NC.Flush(); err != nil {
+	if err := conn.NATS().Flush(); err != nil {
 		return err
 	}
 	names := conn.Names()
@@ -301,7 +301,7 @@ func Latency(ctx context.Context, env Env, conn *bus.Conn, refs []records.Ref) e
 		}
 		want := names.Outbox(r)
 		t0 := time.Now()
-		if _, err := conn.JS.PublishMsg(ctx, rec.Msg(names.Mailbox(r))); err != nil {
+		if _, err := conn.JetStream().PublishMsg(ctx, rec.Msg(names.Mailbox(r))); err != nil {
 			return fmt.Errorf("publish to %s: %w", r, err)
 		}
 		wait := time.NewTimer(10 * time.Second)
@@ -599,7 +599,7 @@ func markers(ctx context.Context, conn *bus.Conn, refs []records.Ref) (map[strin
 
 // readLeases reads the partition leases: lease key → node.
 func readLeases(ctx context.Context, conn *bus.Conn) (map[string]string, error) {
-	kv, err := conn.JS.KeyValue(ctx, conn.Names().PlaceBucket())
+	kv, err := conn.JetStream().KeyValue(ctx, conn.Names().PlaceBucket())
 	if err != nil {
 		return nil, err
 	}

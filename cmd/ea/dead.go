@@ -154,7 +154,7 @@ func findDead(ctx context.Context, conn *bus.Conn, filter, id string) (deadMsg, 
 		want = records.DeadID(id)
 	}
 	notFound := withCode(exitNotFound, fmt.Errorf("no dead letter of record %s in %s (ea tail dead lists them, with their ids)", id, n.DeadStream()))
-	cons, err := conn.JS.OrderedConsumer(ctx, n.DeadStream(), jetstream.OrderedConsumerConfig{FilterSubjects: []string{filter}})
+	cons, err := conn.JetStream().OrderedConsumer(ctx, n.DeadStream(), jetstream.OrderedConsumerConfig{FilterSubjects: []string{filter}})
 	if err != nil {
 		return deadMsg{}, fmt.Errorf("dead letters (stream %s): %w", n.DeadStream(), err)
 	}

@@ -53,7 +53,7 @@ func (a *app) deadCheckFor(ctx context.Context, c *actor.Client, ref records.Ref
 		d.cursor = doc
 	}
 	sctx, end := a.denials.scope(ctx)
-	s, err := conn.JS.Stream(sctx, d.stream)
+	s, err := conn.JetStream().Stream(sctx, d.stream)
 	if denied := end(); denied != nil {
 		d.denied = denied
 		return d, nil

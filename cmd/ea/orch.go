@@ -297,7 +297,7 @@ the output with --limit.`,
 			}
 			cctx, cancel := context.WithTimeout(ctx, 6*a.g.timeout)
 			defer cancel()
-			bucket, err := conn.JS.KeyValue(cctx, conn.Names().OrchBucket())
+			bucket, err := conn.JetStream().KeyValue(cctx, conn.Names().OrchBucket())
 			if err != nil {
 				return withCode(exitUnavailable, fmt.Errorf("orchestration bucket %s: %w (was the deployment provisioned?)", conn.Names().OrchBucket(), err))
 			}

@@ -334,7 +334,7 @@ func (a *app) tailDead(ctx context.Context, args []string, o tailOpts, since tim
 		ring = o.last
 	}
 	cctx, cancel := a.call(ctx)
-	cons, err := conn.JS.OrderedConsumer(cctx, n.DeadStream(), cfg)
+	cons, err := conn.JetStream().OrderedConsumer(cctx, n.DeadStream(), cfg)
 	cancel()
 	if err != nil {
 		return withCode(exitUnavailable, fmt.Errorf("dead letters (stream %s): %w", n.DeadStream(), err))

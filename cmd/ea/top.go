@@ -215,7 +215,7 @@ type logs struct {
 // openLogs looks the streams up.
 func openLogs(ctx context.Context, conn *bus.Conn) (logs, error) {
 	n := conn.Names()
-	mbox, err := conn.JS.Stream(ctx, n.MailboxStream())
+	mbox, err := conn.JetStream().Stream(ctx, n.MailboxStream())
 	if err != nil {
 		return logs{}, withCode(exitUnavailable, fmt.Errorf("stream %s: %w (was the deployment provisioned?)", n.MailboxStream(), err))
 	}
@@ -227,7 +227,7 @@ func openLogs(ctx context.Context, conn *bus.Conn) (logs, error) {
 			}
 		}
 	}
-	dead, err := conn.JS.Stream(ctx, n.DeadStream())
+	dead, err := conn.JetStream().Stream(ctx, n.DeadStream())
 	if err != nil {
 		return logs{}, withCode(exitUnavailable, fmt.Errorf("stream %s: %w", n.DeadStream(), err))
 	}

@@ -60,7 +60,7 @@ func TestOversizeHeadersKeepNodeConnected(t *testing.T) {
 	node := startNode(t, "node", metrics, "--nats", srv.URL, "--metrics", metrics, "--store", t.TempDir())
 	node.waitReady(t, 30*time.Second)
 
-	maxPayload := int(conn.NC.MaxPayload())
+	maxPayload := int(conn.NATS().MaxPayload())
 	// JetStream stores headers of up to 64 KiB (with their names): the
 	// largest header value it stores is a little less.
 	const maxHeaders = 64 << 10
@@ -91,7 +91,7 @@ func TestOversizeHeadersKeepNodeConnected(t *testing.T) {
 
 	for _, c := range cases {
 		if c.valid == nil || *c.valid {
-			createEffector(t, conn.NC, "ea", "counter", c.id)
+			createEffector(t, conn.NATS(), "ea", "counter", c.id)
 		}
 	}
 	var stored []*sizeCase
@@ -104,7 +104,7 @@ func TestOversizeHeadersKeepNodeConnected(t *testing.T) {
 		if c.header != "" {
 			msg.Header.Set(c.header, strings.Repeat("a", c.size))
 		}
-		ack, err := conn.JS.PublishMsg(ctx, msg)
+		ack, err := conn.JetStream().PublishMsg(ctx, msg)
 		var api *jetstream.APIError
 		switch {
 		case c.size >= maxHeaders && c.header != "":
@@ -120,22 +120,22 @@ func TestOversizeHeadersKeepNodeConnected(t *testing.T) {
 		stored = append(stored, c)
 	}
 	// A record just under the maximum payload, in its body.
-	createEffector(t, conn.NC, "ea", "counter", "big")
+	createEffector(t, conn.NATS(), "ea", "counter", "big")
 	big := nats.NewMsg("ea.mbox.counter.big")
 	big.Data = []byte(`{"by":1,"pad":"` + strings.Repeat("a", maxPayload-1024) + `"}`)
 	big.Header.Set(records.HeaderType, "inc")
 	big.Header.Set(records.HeaderContentType, records.ContentJSON)
-	bigAck, err := conn.JS.PublishMsg(ctx, big)
+	bigAck, err := conn.JetStream().PublishMsg(ctx, big)
 	if err != nil {
 		t.Fatalf("publish a record of %d bytes: %v", len(big.Data), err)
 	}
 	stored = append(stored, &sizeCase{header: records.HeaderContentType, size: len(big.Data), id: "big", seq: bigAck.Sequence})
-	createEffector(t, conn.NC, "ea", "counter", "after")
+	createEffector(t, conn.NATS(), "ea", "counter", "after")
 	after := nats.NewMsg("ea.mbox.counter.after")
 	after.Data = []byte(`{"by":1}`)
 	after.Header.Set(records.HeaderType, "inc")
 	after.Header.Set(records.HeaderContentType, records.ContentJSON)
-	afterAck, err := conn.JS.PublishMsg(ctx, after)
+	afterAck, err := conn.JetStream().PublishMsg(ctx, after)
 	if err != nil {
 		t.Fatalf("publish the record after them: %v", err)
 	}
@@ -144,7 +144,7 @@ func TestOversizeHeadersKeepNodeConnected(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	dead, err := conn.JS.Stream(ctx, "EA_DEAD")
+	dead, err := conn.JetStream().Stream(ctx, "EA_DEAD")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -186,7 +186,7 @@ func TestOversizeHeadersKeepNodeConnected(t *testing.T) {
 	}
 
 	// The record store indexed every record, and still answers.
-	indexer, err := conn.JS.Consumer(ctx, "EA_MBOX", store.IndexerName)
+	indexer, err := conn.JetStream().Consumer(ctx, "EA_MBOX", store.IndexerName)
 	if err != nil {
 		t.Fatal(err)
 	}

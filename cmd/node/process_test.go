@@ -71,7 +71,7 @@ func restartUnderLoad(t *testing.T, sig syscall.Signal) {
 	ids := make([]string, loadCounters)
 	for i := range ids {
 		ids[i] = fmt.Sprint("c", i)
-		createEffector(t, conn.NC, "ea", "counter", ids[i])
+		createEffector(t, conn.NATS(), "ea", "counter", ids[i])
 	}
 	want := make(map[string]int64, len(ids))
 	for i := range loadRecords {
@@ -80,7 +80,7 @@ func restartUnderLoad(t *testing.T, sig syscall.Signal) {
 
 	var published atomic.Int64
 	pubErr := make(chan error, 1)
-	go func() { pubErr <- publishIncs(ctx, conn.JS, ids, loadRecords, &published) }()
+	go func() { pubErr <- publishIncs(ctx, conn.JetStream(), ids, loadRecords, &published) }()
 
 	var seen int
 	eventually(t, 60*time.Second, fmt.Sprintf("%d outputs from the first node", stopAfter), func() bool {
@@ -147,8 +147,8 @@ func restartUnderLoad(t *testing.T, sig syscall.Signal) {
 			t.Errorf("counter/%s: status %s error %q, want IDLE and no error", id, d.Status, d.Error)
 		}
 	}
-	checkOutboxes(t, ctx, conn.JS, stream, ids, want)
-	checkNoDeadLetters(t, ctx, conn.JS)
+	checkOutboxes(t, ctx, conn.JetStream(), stream, ids, want)
+	checkNoDeadLetters(t, ctx, conn.JetStream())
 	logRuntimeMetrics(t, second)
 
 	if err := second.Signal(syscall.SIGTERM); err != nil {

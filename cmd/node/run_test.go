@@ -62,7 +62,7 @@ func TestRunInProcess(t *testing.T) {
 	}
 	// --node-id reaches placement: the node heartbeats under its name.
 	conn := srv.Connect(t)
-	place, err := conn.JS.KeyValue(ctx, "t1_place")
+	place, err := conn.JetStream().KeyValue(ctx, "t1_place")
 	if err != nil {
 		t.Fatal(err)
 	}

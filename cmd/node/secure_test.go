@@ -70,11 +70,11 @@ func TestSecuredEmbeddedServer(t *testing.T) {
 		t.Fatalf("state of c1 = %+v, %v; want count 1", s, err)
 	}
 	// The client role may not write state.
-	if err := conn.NC.Publish("$KV.ea_state.counter.c1", []byte("junk")); err != nil {
+	if err := conn.NATS().Publish("$KV.ea_state.counter.c1", []byte("junk")); err != nil {
 		t.Fatal(err)
 	}
-	if err := conn.NC.Flush(); err != nil || conn.NC.LastError() == nil || !strings.Contains(strings.ToLower(conn.NC.LastError().Error()), "permissions violation") {
-		t.Errorf("a client's write to the state bucket: flush %v, last error %v; want a permissions violation", err, conn.NC.LastError())
+	if err := conn.NATS().Flush(); err != nil || conn.NATS().LastError() == nil || !strings.Contains(strings.ToLower(conn.NATS().LastError().Error()), "permissions violation") {
+		t.Errorf("a client's write to the state bucket: flush %v, last error %v; want a permissions violation", err, conn.NATS().LastError())
 	}
 
 	// Without a password, or with a wrong one, ea-node fails at once.

@@ -137,7 +137,7 @@ func countRecords(t testing.TB, ctx context.Context, conn *bus.Conn, subject str
 	if !ok {
 		t.Fatalf("%s is not a mailbox, outbox or dead-letter subject", subject)
 	}
-	stream, err := conn.JS.Stream(ctx, name)
+	stream, err := conn.JetStream().Stream(ctx, name)
 	if err != nil {
 		t.Fatal(err)
 	}

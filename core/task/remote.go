@@ -139,11 +139,11 @@ func mailboxAsker(c *actor.Context, conn *bus.Conn) core.Asker {
 	rec, self := c.Record(), c.Self()
 	return func(ctx context.Context, a core.Approval) (core.Decision, error) {
 		const op = "task.approve"
-		if conn == nil || conn.JS == nil {
+		if conn == nil || conn.JetStream() == nil {
 			return core.Decision{}, core.Errorf(core.CodeUnavailable, op, "no connection to read approvals with")
 		}
 		names := conn.Names()
-		cons, err := conn.JS.OrderedConsumer(ctx, names.MailboxStream(), jetstream.OrderedConsumerConfig{
+		cons, err := conn.JetStream().OrderedConsumer(ctx, names.MailboxStream(), jetstream.OrderedConsumerConfig{
 			FilterSubjects: []string{names.StoredMailbox(self)},
 			DeliverPolicy:  jetstream.DeliverByStartSequencePolicy,
 			OptStartSeq:    rec.Seq + 1,

@@ -56,7 +56,7 @@ func Open(ctx context.Context, conn *bus.Conn, emb Embedder, cfg Config) (*Store
 	if err := records.ValidateID(cfg.Collection); err != nil {
 		return nil, core.Errorf(core.CodeInvalid, op, "collection: %w", err)
 	}
-	b, err := conn.JS.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: cfg.Bucket, Storage: jetstream.FileStorage})
+	b, err := conn.JetStream().CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: cfg.Bucket, Storage: jetstream.FileStorage})
 	if err != nil {
 		return nil, core.Errorf(core.CodeUnavailable, op, "bucket %s: %w", cfg.Bucket, err)
 	}

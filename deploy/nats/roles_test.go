@@ -334,7 +334,7 @@ func allowedClient(t *testing.T, url string, extra ...nats.Option) {
 
 	// The record store over NATS.
 	actortest.Eventually(t, 30*time.Second, "the record store to find c1's records", func() bool {
-		msg, err := conn.NC.RequestWithContext(ctx, "ea.store.count", []byte(`{"effector":"counter/c1"}`))
+		msg, err := conn.NATS().RequestWithContext(ctx, "ea.store.count", []byte(`{"effector":"counter/c1"}`))
 		if err != nil {
 			t.Fatalf("store query as client: %v", err)
 		}
@@ -344,7 +344,7 @@ func allowedClient(t *testing.T, url string, extra ...nats.Option) {
 	// The orchestration's story: the supervisor wrote its status records to
 	// ea.out.supervisor.<id>, ending COMPLETED.
 	actortest.Eventually(t, 30*time.Second, "the orchestration's status records", func() bool {
-		msg, err := conn.NC.RequestWithContext(ctx, "ea.store.query", []byte(`{"process":"`+id+`","type":"status"}`))
+		msg, err := conn.NATS().RequestWithContext(ctx, "ea.store.query", []byte(`{"process":"`+id+`","type":"status"}`))
 		if err != nil {
 			t.Fatalf("store query as client: %v", err)
 		}
@@ -479,7 +479,7 @@ func deniedClient(t *testing.T, url string, extra ...nats.Option) {
 		return s.Count == 6
 	})
 	// Nothing the client tried touched the state bucket or the streams.
-	js := admin.JS
+	js := admin.JetStream()
 	for _, stream := range []string{"KV_ea_state", "EA_MBOX", "EA_OUT", "EA_DEAD"} {
 		st, err := js.Stream(ctx, stream)
 		if err != nil {
@@ -516,14 +516,14 @@ func admin(t *testing.T, url string, extra ...nats.Option) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	conn := connect(t, url, "admin", extra...)
-	kv, err := conn.JS.KeyValue(ctx, "ea_keys")
+	kv, err := conn.JetStream().KeyValue(ctx, "ea_keys")
 	if err != nil {
 		t.Fatal(err)
 	}
 	if ent, err := kv.Get(ctx, "output-id"); err != nil || len(ent.Value()) != bus.OutputKeySize {
 		t.Fatalf("output key as admin: %v", err)
 	}
-	st, err := conn.JS.Stream(ctx, "EA_DEAD")
+	st, err := conn.JetStream().Stream(ctx, "EA_DEAD")
 	if err != nil {
 		t.Fatal(err)
 	}

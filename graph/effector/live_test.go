@@ -75,7 +75,7 @@ func (r *liveRig) outbox(t *testing.T) []records.Record {
 	t.Helper()
 	names := r.conn.Names()
 	stream, filter, _ := names.Stored(names.Outbox(r.ref))
-	c, err := r.conn.JS.OrderedConsumer(r.ctx, stream, jetstream.OrderedConsumerConfig{FilterSubjects: []string{filter}})
+	c, err := r.conn.JetStream().OrderedConsumer(r.ctx, stream, jetstream.OrderedConsumerConfig{FilterSubjects: []string{filter}})
 	if err != nil {
 		t.Fatal(err)
 	}

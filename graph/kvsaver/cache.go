@@ -55,13 +55,13 @@ func NewCache(ctx context.Context, conn *bus.Conn, cfg CacheConfig) (*Cache, err
 	if cfg.Prefix == "" {
 		cfg.Prefix = "cache"
 	}
-	b, err := conn.JS.KeyValue(ctx, cfg.Bucket)
+	b, err := conn.JetStream().KeyValue(ctx, cfg.Bucket)
 	if errors.Is(err, jetstream.ErrBucketNotFound) {
-		b, err = conn.JS.CreateKeyValue(ctx, jetstream.KeyValueConfig{
+		b, err = conn.JetStream().CreateKeyValue(ctx, jetstream.KeyValueConfig{
 			Bucket: cfg.Bucket, Description: "graph node cache", Storage: jetstream.FileStorage,
 		})
 		if errors.Is(err, jetstream.ErrBucketExists) {
-			b, err = conn.JS.KeyValue(ctx, cfg.Bucket)
+			b, err = conn.JetStream().KeyValue(ctx, cfg.Bucket)
 		}
 	}
 	if err != nil {

@@ -114,29 +114,29 @@ func New(ctx context.Context, conn *bus.Conn, cfg Config) (*Saver, error) {
 	if cfg.PruneEvery == 0 {
 		cfg.PruneEvery = max(1, cfg.Retention/10)
 	}
-	b, err := conn.JS.KeyValue(ctx, cfg.Bucket)
+	b, err := conn.JetStream().KeyValue(ctx, cfg.Bucket)
 	if errors.Is(err, jetstream.ErrBucketNotFound) {
-		b, err = conn.JS.CreateKeyValue(ctx, jetstream.KeyValueConfig{
+		b, err = conn.JetStream().CreateKeyValue(ctx, jetstream.KeyValueConfig{
 			Bucket: cfg.Bucket, Description: "graph checkpoints", Storage: jetstream.FileStorage,
 		})
 		if errors.Is(err, jetstream.ErrBucketExists) {
-			b, err = conn.JS.KeyValue(ctx, cfg.Bucket)
+			b, err = conn.JetStream().KeyValue(ctx, cfg.Bucket)
 		}
 	}
 	if err != nil {
 		return nil, fmt.Errorf("kvsaver: open bucket %s: %w", cfg.Bucket, err)
 	}
-	st, err := conn.JS.Stream(ctx, "KV_"+cfg.Bucket)
+	st, err := conn.JetStream().Stream(ctx, "KV_"+cfg.Bucket)
 	if err != nil {
 		return nil, fmt.Errorf("kvsaver: open the stream of bucket %s: %w", cfg.Bucket, err)
 	}
 	// Leave room for the subject, headers and protocol overhead.
-	maxSize := int(conn.NC.MaxPayload()) - 1024
+	maxSize := int(conn.NATS().MaxPayload()) - 1024
 	if mv := st.CachedInfo().Config.MaxMsgSize; mv > 0 && int(mv) < maxSize {
 		maxSize = int(mv)
 	}
 	return &Saver{
-		js: conn.JS, stream: st, store: kv.New[graph.Checkpoint](b),
+		js: conn.JetStream(), stream: st, store: kv.New[graph.Checkpoint](b),
 		bucket: cfg.Bucket, prefix: cfg.Prefix, retention: cfg.Retention,
 		pruneEvery: uint64(cfg.PruneEvery), maxSize: maxSize,
 	}, nil

@@ -247,7 +247,7 @@ func TestPrunesStorage(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	st, err := conn.JS.Stream(ctx, "KV_"+conn.Names().OrchBucket())
+	st, err := conn.JetStream().Stream(ctx, "KV_"+conn.Names().OrchBucket())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -59,13 +59,13 @@ func NewStore(ctx context.Context, conn *bus.Conn, cfg StoreConfig) (*Store, err
 	if cfg.Prefix == "" {
 		cfg.Prefix = "store"
 	}
-	b, err := conn.JS.KeyValue(ctx, cfg.Bucket)
+	b, err := conn.JetStream().KeyValue(ctx, cfg.Bucket)
 	if errors.Is(err, jetstream.ErrBucketNotFound) {
-		b, err = conn.JS.CreateKeyValue(ctx, jetstream.KeyValueConfig{
+		b, err = conn.JetStream().CreateKeyValue(ctx, jetstream.KeyValueConfig{
 			Bucket: cfg.Bucket, Description: "graph store", Storage: jetstream.FileStorage,
 		})
 		if errors.Is(err, jetstream.ErrBucketExists) {
-			b, err = conn.JS.KeyValue(ctx, cfg.Bucket)
+			b, err = conn.JetStream().KeyValue(ctx, cfg.Bucket)
 		}
 	}
 	if err != nil {

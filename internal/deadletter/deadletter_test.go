@@ -28,7 +28,7 @@ func TestReplay(t *testing.T) {
 		t.Fatal(err)
 	}
 	orig.ID, orig.Process, orig.Owner = "orig-1", "p1", "alice"
-	ack, err := conn.JS.PublishMsg(ctx, orig.Msg(n.Mailbox(ref)))
+	ack, err := conn.JetStream().PublishMsg(ctx, orig.Msg(n.Mailbox(ref)))
 	if err != nil {
 		t.Fatal(err)
 	}
