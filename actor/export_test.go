@@ -33,7 +33,7 @@ func (n *Node) Reading() int { return len(n.partitions()) }
 // Debug describes what the node reads and the leases it knows.
 func (n *Node) Debug() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "node %s reads %d partitions; loaded:", n.ID(), len(n.partitions()))
+	fmt.Fprintf(&b, "node %s reads %d partitions; goroutines %v %v; loaded:", n.ID(), len(n.partitions()), n.placeLoops.Running(), n.watchLoop.Running())
 	for _, e := range n.driven() {
 		e.mu.Lock()
 		fmt.Fprintf(&b, " %s(held %d running %v stopped %v seq %d)", e.ref, len(e.held), e.running, e.stopped, e.doc.Seq)
@@ -74,4 +74,16 @@ func (n *Node) MayDrop(kind string, num int) bool {
 		}
 	}
 	return false
+}
+
+// Goroutines returns the node's long-lived goroutines running now, by name.
+func (n *Node) Goroutines() map[string]int {
+	out := map[string]int{}
+	for k, v := range n.placeLoops.Running() {
+		out[k] += v
+	}
+	for k, v := range n.watchLoop.Running() {
+		out[k] += v
+	}
+	return out
 }

@@ -3,9 +3,9 @@ package actor
 import (
 	"context"
 	"errors"
-	"sync"
 	"time"
 
+	"github.com/effectors/effectors/internal/routine"
 	"github.com/nats-io/nats.go"
 )
 
@@ -92,8 +92,8 @@ func (p *placement) stopAlive() {
 }
 
 // detect probes the nodes whose heartbeat is late, every sixteenth of a
-// beat, until ctx ends; probes run on wg.
-func (p *placement) detect(ctx context.Context, wg *sync.WaitGroup) {
+// beat, until ctx ends; probes run on g.
+func (p *placement) detect(ctx context.Context, g *routine.Group) {
 	tick := max(p.beat/16, 10*time.Millisecond)
 	t := time.NewTicker(tick)
 	defer t.Stop()
@@ -121,7 +121,7 @@ func (p *placement) detect(ctx context.Context, wg *sync.WaitGroup) {
 					continue
 				}
 				probing[id] = true
-				wg.Go(func() {
+				g.Go("placement.probe", func() {
 					p.probe(ctx, m)
 					select {
 					case done <- id:

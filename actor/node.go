@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/effectors/effectors/bus"
+	"github.com/effectors/effectors/internal/routine"
 	"github.com/effectors/effectors/records"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
@@ -105,6 +106,15 @@ type Node struct {
 	ready   atomic.Bool
 	readyCh chan struct{} // closed once ready (WaitReady)
 	doneCh  chan struct{} // closed when Run returns
+
+	// The node's long-lived goroutines, by the group Run stops them with:
+	// placeLoops runs placement (placement.watch-members, .watch-leases,
+	// .heartbeat, .review, .detect, .reconciler, .sweep and a .probe per
+	// suspect node), stopped before the node leaves; watchLoop runs
+	// node.watch (the watchdog and the metrics of loaded effectors), stopped
+	// last. Each effector's drain goroutine is its own (effector.drainers),
+	// and each partition's deliveries run on nats.go's Consume goroutine.
+	placeLoops, watchLoop routine.Group
 
 	// crash, when set (by tests only), is asked at each step of processing
 	// whether the node dies there; see crashPoint.
@@ -261,15 +271,14 @@ func (n *Node) Run(ctx context.Context) error {
 	place := newPlacement(n, placeBucket)
 	n.place.Store(place)
 	placeCtx, stopPlace := context.WithCancel(runCtx)
-	var placeLoops sync.WaitGroup
 	stopPlacement := func() {
 		stopPlace()
-		placeLoops.Wait()
+		n.placeLoops.Wait()
 		leaveCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 		place.leave(leaveCtx)
 		cancel()
 	}
-	if err := place.start(placeCtx, &placeLoops); err != nil {
+	if err := place.start(placeCtx, &n.placeLoops); err != nil {
 		stopPlacement()
 		return err
 	}
@@ -289,8 +298,7 @@ func (n *Node) Run(ctx context.Context) error {
 		return fmt.Errorf("register control endpoints: %w", err)
 	}
 	watchCtx, stopWatch := context.WithCancel(runCtx)
-	watched := make(chan struct{})
-	go func() { defer close(watched); n.watch(watchCtx) }()
+	n.watchLoop.Go("node.watch", func() { n.watch(watchCtx) })
 	n.ready.Store(true)
 	close(n.readyCh)
 	n.log.Info("node ready", "node", n.opts.NodeID, "kinds", n.Kinds(), "partitions", len(n.partitions()))
@@ -301,7 +309,7 @@ func (n *Node) Run(ctx context.Context) error {
 	ctl.stop()
 	stopPlacement()
 	stopWatch()
-	<-watched
+	n.watchLoop.Wait()
 	n.log.Info("node stopped")
 	return nil
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/effectors/effectors/bus"
 	"github.com/effectors/effectors/internal/codec"
+	"github.com/effectors/effectors/internal/routine"
 	"github.com/effectors/effectors/kv"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -186,9 +187,9 @@ func (p *placement) owners(kind string, hosts []string, plain bool) []string {
 }
 
 // start announces the node, loads membership and leases, and starts the
-// background loops on wg, which stop when ctx ends. The partitions this node
+// background loops on g, which stop when ctx ends. The partitions this node
 // owns are opened by the time it returns.
-func (p *placement) start(ctx context.Context, wg *sync.WaitGroup) error {
+func (p *placement) start(ctx context.Context, g *routine.Group) error {
 	now := time.Now().UTC()
 	me := memberDoc{ID: p.id, Kinds: p.kinds, Started: now, Beat: now, Spread: spreadBounded, Probed: true}
 	if err := p.serveAlive(); err != nil {
@@ -198,8 +199,8 @@ func (p *placement) start(ctx context.Context, wg *sync.WaitGroup) error {
 		return err
 	}
 	membersReady, leasesReady := make(chan error, 1), make(chan error, 1)
-	wg.Go(func() { p.watchMembers(ctx, membersReady) })
-	wg.Go(func() { p.watchLeases(ctx, leasesReady) })
+	g.Go("placement.watch-members", func() { p.watchMembers(ctx, membersReady) })
+	g.Go("placement.watch-leases", func() { p.watchLeases(ctx, leasesReady) })
 	for _, ch := range []chan error{membersReady, leasesReady} {
 		select {
 		case err := <-ch:
@@ -213,12 +214,12 @@ func (p *placement) start(ctx context.Context, wg *sync.WaitGroup) error {
 	p.refresh(time.Now())
 	// Beat while the first pass opens partitions, which may take a while on
 	// a cluster: a silent node would look dead to the others.
-	wg.Go(func() { p.heartbeat(ctx, me) })
-	wg.Go(func() { p.review(ctx) })
-	wg.Go(func() { p.detect(ctx, wg) })
+	g.Go("placement.heartbeat", func() { p.heartbeat(ctx, me) })
+	g.Go("placement.review", func() { p.review(ctx) })
+	g.Go("placement.detect", func() { p.detect(ctx, g) })
 	p.reconcile(ctx)
-	wg.Go(func() { p.reconciler(ctx) })
-	wg.Go(func() { p.sweep(ctx) })
+	g.Go("placement.reconciler", func() { p.reconciler(ctx) })
+	g.Go("placement.sweep", func() { p.sweep(ctx) })
 	return nil
 }
 
