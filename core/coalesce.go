@@ -144,7 +144,7 @@ func CoalesceStream(ctx context.Context, cfg Coalesce, stream func(context.Conte
 		case <-ctx.Done():
 		}
 	}()
-	defer wg.Wait() // after cancel (deferred last, runs first): the stream stops
+	defer func() { cancel(); wg.Wait() }() // the stream stops before this returns
 	co := NewCoalescer(cfg)
 	var final Response
 	var timer *time.Timer
