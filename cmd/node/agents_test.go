@@ -194,6 +194,11 @@ func TestAgentKinds(t *testing.T) {
 		t.Errorf("tool.result events %v: want the weather service's and the clock's answers", results)
 	}
 
+	// Tokens are counted per kind on the node's /metrics.
+	if _, body := proctest.Get("http://" + metrics + "/metrics"); !strings.Contains(body, `ea_llm_tokens_total{direction="output",kind="writer"}`) ||
+		!strings.Contains(body, `ea_llm_tokens_total{direction="input",kind="assistant"}`) {
+		t.Errorf("/metrics lacks the writer's and the assistant's tokens:\n%s", body)
+	}
 	for _, req := range fake.Requests() {
 		if req.Authorization != "Bearer "+testKey || req.Model != "fake-model" {
 			t.Errorf("a request with Authorization %q and model %q: want the key of EA_LLM_API_KEY and the model of EA_LLM_MODEL", req.Authorization, req.Model)

@@ -112,7 +112,7 @@ func writeAgentHint(b *strings.Builder, in node.Info) {
 	b.WriteString("  bin/ea tail outbox writer/w1 --follow    # in another terminal: task.chunk records, then task.done\n")
 	b.WriteString("  bin/ea send writer/w1 '{\"input\":\"write a haiku about queues\"}' --type task --process s1\n")
 	b.WriteString("  bin/ea create chat/t1\n")
-	b.WriteString("  bin/ea send chat/t1 '{\"text\":\"Hello, I am Ada.\"}' --type message --wait    # a turn; its reply on the outbox\n")
+	b.WriteString("  bin/ea send chat/t1 '{\"text\":\"Hello, I am Ada.\"}' --type message --wait    # one turn: the answer in its state and on its outbox\n")
 	if slices.Contains(in.Kinds, AssistantKind) {
 		b.WriteString("  bin/ea create assistant/a1\n")
 		b.WriteString("  bin/ea send assistant/a1 '{\"input\":\"What is the weather in Paris?\"}' --type task --process s2    # calls your --tools\n")
