@@ -45,7 +45,9 @@ func ExampleCommand_agents() {
 	args := []string{"--listen", "127.0.0.1:0", "--store", dir, "--metrics", "off", "--log-level", "error"}
 	nodeCtx, stop := context.WithCancel(ctx)
 	stopped := make(chan error, 1)
-	go func() { stopped <- cmd.Run(nodeCtx, args, func(k string) string { return env[k] }, io.Discard, io.Discard) }()
+	go func() {
+		stopped <- cmd.Run(nodeCtx, args, func(k string) string { return env[k] }, io.Discard, io.Discard)
+	}()
 	defer func() { stop(); <-stopped }()
 
 	var in node.Info
