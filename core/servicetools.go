@@ -236,10 +236,14 @@ func (t *ServiceTool) validate() error {
 }
 
 // checkSubject accepts a literal NATS subject: dot-separated tokens, no
-// wildcards, no spaces, bounded.
+// wildcards, no spaces, bounded, and none of the server's own ($JS.API,
+// $KV, $SRV…) or reply inboxes: a model's arguments must not reach them.
 func checkSubject(s string) error {
 	if s == "" || len(s) > 255 {
 		return errors.New("want a NATS subject of 1-255 characters")
+	}
+	if strings.HasPrefix(s, "$") || strings.HasPrefix(s, "_INBOX.") {
+		return errors.New("a $ subject (the server's own API) or a reply inbox may not be a tool: name your service's subject")
 	}
 	for tok := range strings.SplitSeq(s, ".") {
 		if tok == "" || tok == "*" || tok == ">" || strings.ContainsFunc(tok, func(r rune) bool { return r <= ' ' || r == 0x7f }) {

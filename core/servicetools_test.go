@@ -31,6 +31,7 @@ func TestParseToolFileErrors(t *testing.T) {
 		{`{"tools": [{"name": "w", "description": "d"}]}`, `tool "w": want exactly one of "nats"`},
 		{`{"tools": [{"name": "w", "description": "d", ` + nats + `, "http": {"url": "http://x"}}]}`, "want exactly one of"},
 		{`{"tools": [{"name": "w", "description": "d", "nats": {"subject": "a.*"}}]}`, `nats subject "a.*": want dot-separated tokens without wildcards`},
+		{`{"tools": [{"name": "w", "description": "d", "nats": {"subject": "$JS.API.STREAM.DELETE.EA_MBOX"}}]}`, `a $ subject (the server's own API)`},
 		{`{"tools": [{"name": "w", "description": "d", "http": {"url": "ftp://x"}}]}`, `http url "ftp://x": want an http(s) URL`},
 		{`{"tools": [{"name": "w", "description": "d", "http": {"url": "http://x", "method": "DELETE"}}]}`, `http method "DELETE": want POST, PUT or GET`},
 		{`{"tools": [{"name": "w", "description": "d", "http": {"url": "http://x", "headers": {"A": "${NOPE}"}}}]}`, "names the environment variable NOPE, which is not set"},

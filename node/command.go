@@ -21,7 +21,7 @@ import (
 
 // ErrNoKinds is returned by [Command.Run] for a command with no kinds to
 // host.
-var ErrNoKinds = errors.New("node: no kinds to host: pass at least one actor.Kind to node.Main or Command.Kinds, or name remote kinds with --remote-kinds")
+var ErrNoKinds = errors.New("node: no kinds to host: pass at least one actor.Kind to node.Main or Command.Kinds, name remote kinds with --remote-kinds, or give Command.Agents a model with --llm-base-url and --llm-model")
 
 // Main runs a node binary that hosts kinds, with the flags, EA_*
 // variables, health and metrics endpoints and graceful shutdown of ea-node,

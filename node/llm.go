@@ -61,6 +61,11 @@ func (c *config) loadLLM(getenv func(string) string) error {
 	if err != nil {
 		return cli.Usagef("--tools %s: %v", c.ToolsFile, strings.TrimPrefix(err.Error(), "tools.load: invalid: "))
 	}
+	for _, t := range tf.Tools {
+		if t.NATS != nil && strings.HasPrefix(t.NATS.Subject, c.Prefix+".") {
+			return cli.Usagef("--tools %s: tool %q: subject %s is under the runtime's prefix %q (mailboxes, control, the store): a model's arguments must not reach them; serve your service on a subject of its own", c.ToolsFile, t.Name, t.NATS.Subject, c.Prefix)
+		}
+	}
 	c.Tools = tf
 	return nil
 }

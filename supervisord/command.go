@@ -22,7 +22,7 @@ import (
 
 // ErrNoDefinitions is returned by [Command.Run] for a command with no
 // orchestration definitions.
-var ErrNoDefinitions = errors.New("supervisord: no orchestrations to run: pass at least one supervisor.Definition to supervisord.Main or Command.Definitions")
+var ErrNoDefinitions = errors.New("supervisord: no orchestrations to run: pass at least one supervisor.Definition to supervisord.Main or Command.Definitions, or give Command.Agents a model with --llm-base-url and --llm-model")
 
 // Main runs a supervisor binary for the orchestrations defs, with the
 // flags, EA_* variables, health and metrics endpoints and graceful shutdown
