@@ -139,6 +139,9 @@ func CoalesceStream(ctx context.Context, cfg Coalesce, stream func(context.Conte
 				return
 			}
 		}
+		if ctx.Err() != nil {
+			return // cancelled while the stream ended: not a complete answer
+		}
 		select {
 		case ch <- item{end: true}:
 		case <-ctx.Done():
