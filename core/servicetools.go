@@ -81,9 +81,9 @@ type HTTPService struct {
 	URL string `json:"url"`
 	// Method is POST (the default), PUT or GET.
 	Method string `json:"method,omitempty"`
-	// Headers are sent with every call; ${NAME} in a value is replaced by
-	// the environment variable NAME when the file is loaded, so secrets
-	// need not be in the file.
+	// Headers are sent with every call; ${NAME} (or $NAME) in a value is
+	// replaced by the environment variable NAME when the file is loaded, so
+	// secrets need not be in the file; a variable not set is an error.
 	Headers map[string]string `json:"headers,omitempty"`
 }
 
