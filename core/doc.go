@@ -54,6 +54,23 @@
 // the marks of retry.Permanent (actor.Permanent, graph.Permanent) too.
 // The sentinels ErrTimeout, ErrPermission, … match any *Error of their code.
 //
+// # Services of your own as tools
+//
+// A [ToolFile] ([LoadToolFile], [ParseToolFile]) describes services beside
+// the built-in ones — NATS request-reply subjects (a NATS micro service's
+// endpoints) and HTTP endpoints — with a name, a description and a JSON
+// schema each; [ToolFile.Build] makes them [Tool]s for a [Tools] registry,
+// so the model of a tool-call loop calls them. A service's failure is an
+// error the model sees, never the end of the loop.
+//
+// # Streamed text
+//
+// [Coalesce] says how streamed text is gathered into fewer, larger records
+// (by default a chunk waits at most 50ms for more, and 2 KiB goes out at
+// once); a [Coalescer] applies the rule in a loop of one's own, and
+// [CoalesceStream] around a [Delta] stream. task.Kind and conversation
+// threads publish their text this way.
+//
 // # Pipelines over NATS
 //
 // [ServePipelines] serves a registry as a NATS micro service, so any client

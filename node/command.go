@@ -21,7 +21,7 @@ import (
 
 // ErrNoKinds is returned by [Command.Run] for a command with no kinds to
 // host.
-var ErrNoKinds = errors.New("node: no kinds to host: pass at least one actor.Kind to node.Main or Command.Kinds, or name remote kinds with --remote-kinds")
+var ErrNoKinds = errors.New("node: no kinds to host: pass at least one actor.Kind to node.Main or Command.Kinds, name remote kinds with --remote-kinds, or give Command.Agents a model with --llm-base-url and --llm-model")
 
 // Main runs a node binary that hosts kinds, with the flags, EA_*
 // variables, health and metrics endpoints and graceful shutdown of ea-node,
@@ -55,6 +55,13 @@ type Command struct {
 	// registry, placement, reply subjects) before the node is created, e.g.
 	// to add services. It must not block.
 	Configure func(*actor.Options)
+	// Agents, when set, returns kinds that ask a model (core.Wrap, task.Kind,
+	// conversation.Kind…), built with the services of the --llm-* settings
+	// (EA_LLM_BASE_URL, EA_LLM_MODEL, EA_LLM_API_KEY, EA_LLM_EMBED_MODEL)
+	// and the --tools services. It is called once connected, and only when
+	// a model is configured: without one the node hosts its other kinds and
+	// logs how to turn the agent kinds on. See node/llm.go.
+	Agents func(Agents) ([]actor.Definition, error)
 	// Setup, when set, is called once the node hosts its kinds and before it
 	// runs, e.g. to start something beside it that needs conn. It must not
 	// block; an error stops the binary with that error.
@@ -74,6 +81,9 @@ type Info struct {
 	// Auth is how the node authenticates to NATS ("none", "user node",
 	// ...; see the --user, --creds, --nkey settings), never a secret.
 	Auth string
+	// LLM is the model the agent kinds ask ("llama3.2 at
+	// http://localhost:11434/v1"); empty when no agent kind is hosted.
+	LLM string
 }
 
 // Main runs the command with the process's arguments, environment and
@@ -99,7 +109,7 @@ func (c Command) Run(ctx context.Context, args []string, getenv func(string) str
 	program := c.program()
 	parse := func(args []string, getenv func(string) string) (config, error) {
 		cfg, err := parseConfig(program, args, getenv)
-		if err == nil && len(c.Kinds) == 0 && len(cfg.RemoteKinds) == 0 {
+		if err == nil && len(c.Kinds) == 0 && len(cfg.RemoteKinds) == 0 && (c.Agents == nil || !cfg.LLM.Configured()) {
 			return cfg, ErrNoKinds
 		}
 		return cfg, err
@@ -229,6 +239,11 @@ func (c Command) serve(ctx context.Context, program string, cfg config, log *slo
 		}
 		kinds = append(kinds, k)
 	}
+	agents, err := c.agents(cfg, conn, log, proc.Registry)
+	if err != nil {
+		return err
+	}
+	kinds = append(kinds, agents...)
 	if err := n.Host(kinds...); err != nil {
 		return err
 	}
@@ -244,7 +259,11 @@ func (c Command) serve(ctx context.Context, program string, cfg config, log *slo
 		banner = DefaultBanner
 	}
 	err = cli.RunAnnounced(ctx, n.Run, n.Ready, func() {
-		if text := banner(info(program, conn, n, metrics, cfg)); text != "" {
+		in := info(program, conn, n, metrics, cfg)
+		if len(agents) > 0 {
+			in.LLM = cfg.LLM.Describe()
+		}
+		if text := banner(in); text != "" {
 			_, _ = io.WriteString(stdout, text)
 		}
 	})
@@ -316,5 +335,8 @@ func (in Info) writeHead(b *strings.Builder) {
 	}
 	if in.Metrics != "" {
 		fmt.Fprintf(b, "  metrics  http://%s/metrics (and /healthz, /readyz)\n", in.Metrics)
+	}
+	if in.LLM != "" {
+		fmt.Fprintf(b, "  model    %s\n", in.LLM)
 	}
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/effectors/effectors/actor"
 	"github.com/effectors/effectors/bus"
+	"github.com/effectors/effectors/core"
 	"github.com/effectors/effectors/internal/cli"
 	"github.com/effectors/effectors/records"
 	"github.com/effectors/effectors/remote"
@@ -50,6 +51,12 @@ type config struct {
 	// remote), and RemoteTimeout bounds one request to a worker.
 	RemoteKinds   []remoteKind
 	RemoteTimeout time.Duration
+
+	// The model agent kinds ask (see node/llm.go), and services of the
+	// user's own offered to them as tools (--tools, read at start).
+	LLM       cli.LLM
+	ToolsFile string
+	Tools     core.ToolFile
 
 	// explicit holds the names of the settings given by a flag or the
 	// environment rather than left at their default.
@@ -291,7 +298,8 @@ func settings() []*cli.Setting[config] {
 			out = append(out, cli.AuthSettings(func(c *config) *cli.Auth { return &c.Auth })...)
 		}
 	}
-	return append(out, cli.RetentionSettings(func(c *config) *bus.Retention { return &c.Retention })...)
+	out = append(out, cli.RetentionSettings(func(c *config) *bus.Retention { return &c.Retention })...)
+	return append(out, llmSettings()...)
 }
 
 // remoteKind is one kind of --remote-kinds.
@@ -337,6 +345,9 @@ func parseConfig(program string, args []string, getenv func(string) string) (con
 	}
 	cfg.explicit = explicit
 	if err := cfg.Auth.Load(getenv); err != nil {
+		return config{}, err
+	}
+	if err := cfg.loadLLM(getenv); err != nil {
 		return config{}, err
 	}
 	if names, err := bus.NewNames(cfg.Prefix); err == nil {

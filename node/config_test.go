@@ -212,6 +212,8 @@ func TestEnvNames(t *testing.T) {
 		"server-config": "EA_SERVER_CONFIG", "creds": "EA_CREDS", "nkey": "EA_NKEY", "user": "EA_USER", "password-file": "EA_PASSWORD_FILE",
 		"token-file": "EA_TOKEN_FILE", "tls-ca": "EA_TLS_CA", "tls-cert": "EA_TLS_CERT", "tls-key": "EA_TLS_KEY",
 		"remote-kinds": "EA_REMOTE_KINDS", "remote-timeout": "EA_REMOTE_TIMEOUT",
+		"llm-base-url": "EA_LLM_BASE_URL", "llm-model": "EA_LLM_MODEL", "llm-embed-model": "EA_LLM_EMBED_MODEL",
+		"llm-api-key-file": "EA_LLM_API_KEY_FILE", "tools": "EA_TOOLS",
 	}
 	all := settings()
 	if len(all) != len(want) {

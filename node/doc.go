@@ -23,6 +23,18 @@
 // request-reply (package remote, docs/polyglot.md); a binary may then have
 // no Go kind at all.
 //
+// # Agent kinds
+//
+// [Command.Agents] returns kinds that ask a model (core.Wrap, task.Kind,
+// conversation.Kind). It is called once connected with [Agents]: the
+// services of the --llm-* settings (--llm-base-url, --llm-model,
+// --llm-embed-model, --llm-api-key-file; EA_LLM_BASE_URL, EA_LLM_MODEL,
+// EA_LLM_EMBED_MODEL and the key in EA_LLM_API_KEY, never a flag), and the
+// services of the user's own that --tools describes (core.ToolFile: NATS
+// subjects and HTTP endpoints) as tools. Without --llm-base-url it is not
+// called: the node hosts its other kinds and logs how to turn these on. A
+// malformed setting stops the binary at start with exit status 2.
+//
 // # More control
 //
 // A [Command] names the binary, describes it for -h, chooses what it prints

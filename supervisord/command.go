@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/effectors/effectors/bus"
+	"github.com/effectors/effectors/core"
 	"github.com/effectors/effectors/internal/cli"
 	"github.com/effectors/effectors/supervisor"
 	"github.com/effectors/effectors/web"
@@ -21,7 +22,7 @@ import (
 
 // ErrNoDefinitions is returned by [Command.Run] for a command with no
 // orchestration definitions.
-var ErrNoDefinitions = errors.New("supervisord: no orchestrations to run: pass at least one supervisor.Definition to supervisord.Main or Command.Definitions")
+var ErrNoDefinitions = errors.New("supervisord: no orchestrations to run: pass at least one supervisor.Definition to supervisord.Main or Command.Definitions, or give Command.Agents a model with --llm-base-url and --llm-model")
 
 // Main runs a supervisor binary for the orchestrations defs, with the
 // flags, EA_* variables, health and metrics endpoints and graceful shutdown
@@ -62,6 +63,13 @@ type Command struct {
 	// (logger, registry) before the supervisor is created. It must not
 	// block.
 	Configure func(*supervisor.Options)
+	// Agents, when set, returns orchestrations whose nodes ask a model
+	// (supervisor.Spec's Services), built with the services of the --llm-*
+	// settings (EA_LLM_BASE_URL, EA_LLM_MODEL, EA_LLM_API_KEY,
+	// EA_LLM_EMBED_MODEL). It is called only when a model is configured:
+	// without one the supervisor serves its other orchestrations and logs
+	// how to turn these on. See supervisord/llm.go.
+	Agents func(*core.Services) ([]supervisor.Definition, error)
 }
 
 // Info is what a supervisor binary knows once it serves: what its banner
@@ -92,7 +100,7 @@ func (c Command) Main() {
 // clean shutdown returns nil; a bad flag or environment value an error for
 // which the exit status is 2 (see [Command.Main]).
 func (c Command) Run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
-	if len(c.Definitions) == 0 {
+	if len(c.Definitions) == 0 && c.Agents == nil {
 		return ErrNoDefinitions
 	}
 	if getenv == nil || stdout == nil || stderr == nil {
@@ -100,7 +108,11 @@ func (c Command) Run(ctx context.Context, args []string, getenv func(string) str
 	}
 	program := c.program()
 	parse := func(args []string, getenv func(string) string) (config, error) {
-		return parseConfig(program, args, getenv)
+		cfg, err := parseConfig(program, args, getenv)
+		if err == nil && len(c.Definitions) == 0 && !cfg.LLM.Configured() {
+			return cfg, ErrNoDefinitions
+		}
+		return cfg, err
 	}
 	return cli.Run(ctx, args, getenv, stdout, stderr, parse, func() string { return usage(program, c.about()) },
 		func(ctx context.Context, cfg config, log *slog.Logger, stdout io.Writer) error {
@@ -183,7 +195,11 @@ func (c Command) serve(ctx context.Context, program string, cfg config, log *slo
 	if err != nil {
 		return err
 	}
-	if err := sup.Register(c.Definitions...); err != nil {
+	agents, err := c.agents(cfg, log, proc.Registry)
+	if err != nil {
+		return err
+	}
+	if err := sup.Register(append(slices.Clone(c.Definitions), agents...)...); err != nil {
 		return err
 	}
 	run, gateway, err := withGateway(ctx, cfg, conn, log, proc, sup.Run)
@@ -271,6 +287,8 @@ type config struct {
 	GatewayToken   string
 	GatewayUsers   string
 	GatewayOrigins string
+	// LLM is the model of model-driven orchestrations (supervisord/llm.go).
+	LLM cli.LLM
 }
 
 // Logging is how the supervisor logs; see cli.Run.
@@ -364,7 +382,7 @@ func settings() []*cli.Setting[config] {
 				c.GatewayOrigins = strings.Join(keep, ",")
 				return ""
 			}},
-	), cli.RetentionSettings(func(c *config) *bus.Retention { return &c.Retention })...)
+	), append(cli.RetentionSettings(func(c *config) *bus.Retention { return &c.Retention }), llmSettings()...)...)
 }
 
 // gatewayConfig is the gateway's configuration (Addr empty when off).
@@ -427,6 +445,9 @@ func parseConfig(program string, args []string, getenv func(string) string) (con
 		return config{}, err
 	}
 	if err := cfg.Auth.Load(getenv); err != nil {
+		return config{}, err
+	}
+	if err := cfg.loadLLM(getenv); err != nil {
 		return config{}, err
 	}
 	if cfg.GatewayToken == "" {

@@ -27,6 +27,13 @@
 // gracefully; a second signal kills it. Exit status: 0 after a clean
 // shutdown, 1 on failure, 2 for a bad flag or environment value.
 //
+// # Model-driven orchestrations
+//
+// [Command.Agents] returns orchestrations whose nodes ask a model, built
+// with the services (an LLM, token metrics) of the --llm-* settings, the
+// same as a node's (EA_LLM_BASE_URL, EA_LLM_MODEL, EA_LLM_API_KEY, ...). It
+// is called only when --llm-base-url is set.
+//
 // # More control
 //
 // A [Command] names the binary, describes it for -h, chooses what it prints
@@ -36,5 +43,6 @@
 // streams, as tests do; [Command.Main] runs it as the process.
 //
 // ea-supervisor (cmd/supervisor) is this package's Command with the demo
-// orchestration (examples/demo).
+// orchestration (examples/demo) and, with a model, "research"
+// (examples/threads).
 package supervisord

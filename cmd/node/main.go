@@ -21,6 +21,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 
 	"github.com/effectors/effectors/actor"
@@ -35,12 +36,19 @@ func main() { command().Main() }
 // command is ea-node: the node command hosting the example kinds.
 func command() node.Command {
 	return node.Command{
-		Name:  "ea-node",
-		Kinds: []actor.Definition{kinds.Counter(), kinds.Controller(), kinds.TaskA(), kinds.TaskB()},
+		Name:   "ea-node",
+		Kinds:  []actor.Definition{kinds.Counter(), kinds.Controller(), kinds.TaskA(), kinds.TaskB()},
+		Agents: agentKinds,
 		About: `ea-node hosts the example effector kinds (counter, controller, and task-a
 and task-b for ea-supervisor's demo) on NATS JetStream. With no --nats it
 starts an embedded NATS server with JetStream that stores in --store, so it
-needs nothing else installed.`,
+needs nothing else installed.
+
+With a model (--llm-base-url and --llm-model, or EA_LLM_BASE_URL and
+EA_LLM_MODEL: any OpenAI-compatible API) it hosts the agent kinds too: chat
+(a conversation thread), writer (a streamed task), researcher (the worker
+threads of ea-supervisor's "research") and, with --tools, assistant (a task
+calling your own services as tools).`,
 		Banner: hint,
 	}
 }
@@ -89,6 +97,25 @@ func hint(in node.Info) string {
 	if in.Metrics != "" {
 		fmt.Fprintf(&b, "  curl -s http://%s/metrics | grep ea_\n", in.Metrics)
 	}
+	writeAgentHint(&b, in)
 	b.WriteString("\n")
 	return b.String()
+}
+
+// writeAgentHint writes how to drive the agent kinds, when they are hosted.
+func writeAgentHint(b *strings.Builder, in node.Info) {
+	if !slices.Contains(in.Kinds, WriterKind) {
+		return
+	}
+	b.WriteString("\nThe agent kinds ask " + in.LLM + ":\n")
+	b.WriteString("  bin/ea create writer/w1\n")
+	b.WriteString("  bin/ea tail outbox writer/w1 --follow    # in another terminal: task.chunk records, then task.done\n")
+	b.WriteString("  bin/ea send writer/w1 '{\"input\":\"write a haiku about queues\"}' --type task --process s1\n")
+	b.WriteString("  bin/ea create chat/t1\n")
+	b.WriteString("  bin/ea send chat/t1 '{\"text\":\"Hello, I am Ada.\"}' --type message --wait    # one turn: the answer in its state and on its outbox\n")
+	if slices.Contains(in.Kinds, AssistantKind) {
+		b.WriteString("  bin/ea create assistant/a1\n")
+		b.WriteString("  bin/ea send assistant/a1 '{\"input\":\"What is the weather in Paris?\"}' --type task --process s2    # calls your --tools\n")
+	}
+	b.WriteString("  With ea-supervisor given the same model: bin/ea orch start research '{\"goal\":\"why is the sky blue?\"}' --wait\n")
 }

@@ -28,10 +28,12 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
 
 	"github.com/effectors/effectors/bus"
 	"github.com/effectors/effectors/examples/demo"
+	"github.com/effectors/effectors/examples/threads"
 	"github.com/effectors/effectors/supervisor"
 	"github.com/effectors/effectors/supervisord"
 )
@@ -54,6 +56,7 @@ func command() (supervisord.Command, error) {
 	return supervisord.Command{
 		Name:        "ea-supervisor",
 		Definitions: []supervisor.Definition{def},
+		Agents:      agentOrchestrations,
 		About: `ea-supervisor runs orchestrations: multi-step processes that publish task
 records to worker effectors (hosted by ea-node) and react to the result
 records that come back, with their state in the KV bucket <prefix>_orch. It
@@ -65,7 +68,12 @@ serves the orchestration API as a NATS micro service:
   <prefix>.orch.cancel  {"id": "..."}
 
 It runs the orchestration "demo" (task-a, then input, then task-b). Several
-ea-supervisor processes may run at once; they share the work.`,
+ea-supervisor processes may run at once; they share the work.
+
+With a model (--llm-base-url and --llm-model, or EA_LLM_BASE_URL and
+EA_LLM_MODEL: any OpenAI-compatible API) it runs "research" too: a model
+chooses each next step and the workers are the researcher threads of an
+ea-node given a model (examples/threads).`,
 		Banner: hint,
 	}, nil
 }
@@ -107,6 +115,11 @@ func hint(in supervisord.Info) string {
 	b.WriteString("  Try {\"text\":\"hello world\",\"fail_a\":2} (a retry) or \"fail_a\":9 (the alternative path).\n")
 	if in.Metrics != "" {
 		fmt.Fprintf(&b, "  curl -s http://%s/metrics | grep ea_orch\n", in.Metrics)
+	}
+	if slices.Contains(in.Orchestrations, threads.Name) {
+		b.WriteString("\nThe model-driven orchestration (an ea-node with the same model hosts its researcher threads):\n")
+		b.WriteString("  bin/ea orch start research '{\"goal\":\"why is the sky blue?\"}' --wait\n")
+		b.WriteString("  bin/ea orch status <ID>    # every decision the model took, and the final answer\n")
 	}
 	b.WriteString("\n")
 	return b.String()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"iter"
 	"strings"
 	"time"
 
@@ -17,7 +18,8 @@ const (
 	// TypeMessage is one turn: payload Message.
 	TypeMessage = "message"
 	// TypeChunk is a piece of the answer as it streams (payload {"text"}),
-	// published at once on the outbox.
+	// published on the outbox as it comes, chunks gathered by
+	// Config.Coalesce (by default at most 50ms or 2 KiB of text).
 	TypeChunk = "message.chunk"
 	// TypeReply is the whole answer of a turn on the outbox (payload Reply).
 	TypeReply = "reply"
@@ -82,6 +84,11 @@ type Config struct {
 	Summarize Summarizer
 	// Retry is the node's retry policy for a failing turn.
 	Retry actor.RetryPolicy
+	// Coalesce gathers the streamed answer into fewer, larger
+	// message.chunk records; the zero value is core's defaults (a chunk
+	// waits at most 50ms, 2 KiB goes out at once), core.NoCoalesce one
+	// record per chunk.
+	Coalesce core.Coalesce
 }
 
 func (c *Config) defaults() error {
@@ -183,20 +190,17 @@ func Request(system string, s State, text string) core.Request {
 
 func turn(c *actor.Context, cfg Config, m core.LLM, s State, text string) (State, error) {
 	var answer strings.Builder
-	var usage core.Usage
-	for d, err := range m.Stream(c, Request(cfg.System, s, text)) {
-		if err != nil {
-			return s, err // retried; chunks already published are de-duplicated
-		}
-		if d.Final != nil {
-			usage = d.Final.Usage
-			continue
-		}
-		answer.WriteString(d.Text)
-		if err := c.EmitNow(TypeChunk, Message{Text: d.Text}); err != nil {
-			return s, err
-		}
+	req := Request(cfg.System, s, text)
+	final, err := core.CoalesceStream(c, cfg.Coalesce,
+		func(ctx context.Context) iter.Seq2[core.Delta, error] { return m.Stream(ctx, req) },
+		func(chunk string) error {
+			answer.WriteString(chunk)
+			return c.EmitNow(TypeChunk, Message{Text: chunk})
+		})
+	if err != nil {
+		return s, err // retried; chunks already published are de-duplicated
 	}
+	usage := final.Usage
 	s.Count++
 	s.Usage = s.Usage.Add(usage)
 	s.Turns = append(s.Turns, Turn{N: s.Count, User: text, Assistant: answer.String()})

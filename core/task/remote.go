@@ -19,7 +19,8 @@ import (
 const (
 	// TypeTask starts a run; payload Request, EA-Process the session.
 	TypeTask = "task"
-	// TypeChunk is a text chunk (payload Chunk), published at once.
+	// TypeChunk is streamed text (payload Chunk), published as it comes,
+	// chunks gathered into fewer records (see CoalesceText).
 	TypeChunk = "task.chunk"
 	// TypeEvent is an Event, published at once.
 	TypeEvent = "task.event"
@@ -52,8 +53,9 @@ type Chunk struct {
 	Text string `json:"text"`
 }
 
-// Done is the payload of a task.done record: how many chunks and events the
-// run published, and its token usage (the sum of its usage events).
+// Done is the payload of a task.done record: how many task.chunk and
+// task.event records the run published, and its token usage (the sum of its
+// usage events).
 type Done struct {
 	Chunks int        `json:"chunks"`
 	Events int        `json:"events"`
@@ -75,8 +77,10 @@ type Stats struct {
 }
 
 // Kind hosts agent as an effector kind: each "task" record (EA-Process =
-// session) runs the agent to its end within the logic; chunks and events are
-// published at once on the outbox (EmitNow), then task.done or task.error,
+// session) runs the agent to its end within the logic; its text and events
+// are published on the outbox as they come (EmitNow) — text gathered into
+// fewer, larger task.chunk records by CoalesceText's rule, by default at most
+// 50ms or 2 KiB — then task.done or task.error,
 // all in the task's process. A "cancel" record of that process cancels the
 // run (the node cancels the logic's context; the agent sees its context end).
 // A failed run is an outcome, not a logic failure: it is reported with
@@ -123,7 +127,16 @@ func Kind(name string, agent Agent, opts ...KindOption) actor.Kind[Stats] {
 type KindOption func(*kindOptions)
 
 type kindOptions struct {
-	conn *bus.Conn
+	conn     *bus.Conn
+	coalesce core.Coalesce
+}
+
+// CoalesceText sets how the run's streamed text is gathered into task.chunk
+// records (see core.Coalesce): by default a chunk waits at most 50ms for
+// more text and 2 KiB goes out at once; core.NoCoalesce publishes every
+// chunk as its own record.
+func CoalesceText(c core.Coalesce) KindOption {
+	return func(o *kindOptions) { o.coalesce = c }
 }
 
 // ApproveByRecords lets runs wait for task.approve records: conn reads the
@@ -207,9 +220,36 @@ func serve(c *actor.Context, s Stats, agent Agent, req Request, ko kindOptions) 
 	}
 	var done Done
 	var pubErr error
-	for it := range ch {
+	// Text is gathered into fewer, larger task.chunk records (ko.coalesce):
+	// what is gathered goes out before any event and before the end.
+	co := core.NewCoalescer(ko.coalesce)
+	flush := func() {
+		if text, ok := co.Flush(); ok && pubErr == nil {
+			done.Chunks++
+			if pubErr = c.EmitNow(TypeChunk, Chunk{Text: text}); pubErr != nil {
+				h.Cancel()
+			}
+		}
+	}
+	timer := time.NewTimer(time.Hour)
+	timer.Stop()
+	defer timer.Stop()
+	for {
+		var due <-chan time.Time
+		if at, ok := co.Due(); ok && pubErr == nil {
+			timer.Reset(time.Until(at))
+			due = timer.C
+		}
+		var it item
+		select {
+		case it = <-ch:
+		case <-due:
+			flush()
+			continue
+		}
 		switch {
 		case it.end:
+			flush()
 			if pubErr != nil {
 				return s, pubErr // retried; chunks already published are de-duplicated
 			}
@@ -227,6 +267,10 @@ func serve(c *actor.Context, s Stats, agent Agent, req Request, ko kindOptions) 
 		case pubErr != nil:
 			// Publishing failed: the run is being cancelled; drain it.
 		case it.event != nil:
+			flush()
+			if pubErr != nil {
+				continue
+			}
 			done.Events++
 			if it.event.Type == EventUsage {
 				done.Usage = done.Usage.Add(SumUsage([]Event{*it.event}))
@@ -235,13 +279,14 @@ func serve(c *actor.Context, s Stats, agent Agent, req Request, ko kindOptions) 
 				h.Cancel()
 			}
 		default:
-			done.Chunks++
-			if pubErr = c.EmitNow(TypeChunk, Chunk{Text: it.text}); pubErr != nil {
-				h.Cancel()
+			if text, ok := co.Add(it.text); ok {
+				done.Chunks++
+				if pubErr = c.EmitNow(TypeChunk, Chunk{Text: text}); pubErr != nil {
+					h.Cancel()
+				}
 			}
 		}
 	}
-	return s, nil // not reached: the channel is never closed
 }
 
 func failure(ctx context.Context, err error) Failure {

@@ -1,0 +1,119 @@
+package cli
+
+import (
+	"net/url"
+	"strings"
+)
+
+// LLMKeyEnv is the environment variable of the LLM provider's API key. It
+// has no flag on purpose, as for every secret (see [Auth]): the key comes
+// from it or from --llm-api-key-file.
+const LLMKeyEnv = "EA_LLM_API_KEY"
+
+// LLM is the model a binary's agent kinds and orchestrations ask: the
+// settings of [LLMSettings], any OpenAI-compatible API. BaseURL empty means
+// no model is configured. After [Parse], [LLM.Load] reads the key and checks
+// that the settings go together.
+type LLM struct {
+	BaseURL    string // --llm-base-url (EA_LLM_BASE_URL)
+	Model      string // --llm-model (EA_LLM_MODEL)
+	EmbedModel string // --llm-embed-model (EA_LLM_EMBED_MODEL); empty: Model
+	KeyFile    string // --llm-api-key-file (EA_LLM_API_KEY_FILE)
+
+	key string // set by Load: from EA_LLM_API_KEY or KeyFile
+}
+
+// LLMSettings are the settings of [LLM], checked into the field of C that
+// field returns: --llm-base-url, --llm-model, --llm-embed-model and
+// --llm-api-key-file. Their variables are the EA_LLM_* ones every example
+// reads (core/llm.ConfigFromEnv), so one environment serves both.
+func LLMSettings[C any](field func(*C) *LLM) []*Setting[C] {
+	return []*Setting[C]{
+		{Name: "llm-base-url", Arg: "URL", DefText: "none: agent kinds and model-driven orchestrations are off",
+			Usage: "base URL of an OpenAI-compatible API (OpenAI, Ollama, vLLM, llama.cpp…), e.g. http://localhost:11434/v1",
+			Check: func(c *C, v string) string {
+				v = strings.TrimSpace(v)
+				field(c).BaseURL = v
+				if v == "" {
+					return ""
+				}
+				u, err := url.Parse(v)
+				if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+					return "want an http(s) URL of an OpenAI-compatible API, e.g. https://api.openai.com/v1 or http://localhost:11434/v1"
+				}
+				if u.User != nil {
+					return "want the URL without credentials: give the API key in " + LLMKeyEnv + " or --llm-api-key-file"
+				}
+				return ""
+			}},
+		{Name: "llm-model", Arg: "NAME", Usage: "chat model of --llm-base-url, e.g. gpt-4o-mini or llama3.2 (required with --llm-base-url)",
+			Check: func(c *C, v string) string { return llmName(v, &field(c).Model) }},
+		{Name: "llm-embed-model", Arg: "NAME", DefText: "--llm-model", Usage: "embeddings model of --llm-base-url",
+			Check: func(c *C, v string) string { return llmName(v, &field(c).EmbedModel) }},
+		{Name: "llm-api-key-file", Arg: "FILE", Usage: "file holding the API key of --llm-base-url (or set " + LLMKeyEnv + "; local servers need none)",
+			Check: func(c *C, v string) string { field(c).KeyFile = strings.TrimSpace(v); return "" }},
+	}
+}
+
+// llmName checks a model name: printable, no spaces, bounded.
+func llmName(v string, dst *string) string {
+	v = strings.TrimSpace(v)
+	if len(v) > 256 || strings.ContainsFunc(v, func(r rune) bool { return r <= ' ' || r == 0x7f }) {
+		return "want a model name of at most 256 characters without spaces, e.g. gpt-4o-mini"
+	}
+	*dst = v
+	return ""
+}
+
+// Load reads the API key from getenv (EA_LLM_API_KEY) or --llm-api-key-file
+// and checks that the settings go together: a model with a base URL, no
+// model or key without one, the key given one way. Its errors are
+// *UsageError naming the flag or variable, never the key.
+func (l *LLM) Load(getenv func(string) string) error {
+	key := getenv(LLMKeyEnv)
+	if l.BaseURL == "" {
+		var set []string
+		for _, s := range []struct{ name, v string }{{"--llm-model", l.Model}, {"--llm-embed-model", l.EmbedModel}, {"--llm-api-key-file", l.KeyFile}, {LLMKeyEnv, key}} {
+			if s.v != "" {
+				set = append(set, s.name)
+			}
+		}
+		if len(set) > 0 {
+			return Usagef("%s set without --llm-base-url (EA_LLM_BASE_URL): set the base URL of the OpenAI-compatible API too, e.g. http://localhost:11434/v1", strings.Join(set, " and "))
+		}
+		return nil
+	}
+	if l.Model == "" {
+		return Usagef("--llm-base-url %s needs a model: set --llm-model (EA_LLM_MODEL), e.g. gpt-4o-mini or llama3.2", l.BaseURL)
+	}
+	switch {
+	case key != "" && l.KeyFile != "":
+		return Usagef("%s and --llm-api-key-file are both set: give the API key one way", LLMKeyEnv)
+	case l.KeyFile != "":
+		k, err := readSecret(l.KeyFile)
+		if err != nil {
+			return Usagef("--llm-api-key-file %q: %v", l.KeyFile, err)
+		}
+		key = k
+	}
+	if strings.ContainsAny(key, "\r\n") {
+		return Usagef("the API key (%s or --llm-api-key-file) holds a line break: want one line", LLMKeyEnv)
+	}
+	l.key = strings.TrimSpace(key)
+	return nil
+}
+
+// Configured reports whether a model is configured (--llm-base-url).
+func (l LLM) Configured() bool { return l.BaseURL != "" }
+
+// Key is the API key [LLM.Load] read; empty for none.
+func (l LLM) Key() string { return l.key }
+
+// Describe says which model is configured, for a log line or a banner:
+// "llama3.2 at http://localhost:11434/v1", or "none". It never holds the key.
+func (l LLM) Describe() string {
+	if !l.Configured() {
+		return "none"
+	}
+	return l.Model + " at " + l.BaseURL
+}
