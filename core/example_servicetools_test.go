@@ -28,7 +28,7 @@ func ExampleParseToolFile() {
 		fmt.Println(err)
 		return
 	}
-	tools, _ := tf.Build(nil, nil) // a NATS service needs the connection: tf.Build(conn.NC, nil)
+	tools, _ := tf.Build(nil, nil) // a NATS service needs the connection: tf.Build(conn.NATS(), nil)
 	reg := core.NewTools()
 	_ = reg.Register(tools...)
 	out, err := reg.Call(context.Background(), "weather", json.RawMessage(`{"city":"Lyon"}`))

@@ -79,7 +79,7 @@ func serviceTools(t *testing.T, nc *nats.Conn, doc string) *core.Tools {
 }
 
 func TestServiceToolNATS(t *testing.T) {
-	nc := bustest.NewServer(t).Connect(t).NC
+	nc := bustest.NewServer(t).Connect(t).NATS()
 	svc, err := micro.AddService(nc, micro.Config{Name: "weather", Version: "1.0.0"})
 	if err != nil {
 		t.Fatal(err)
@@ -177,7 +177,7 @@ func TestServiceToolHTTP(t *testing.T) {
 // TestServiceToolInLoop: the model of the tool-call loop calls a NATS
 // service and answers from its result.
 func TestServiceToolInLoop(t *testing.T) {
-	nc := bustest.NewServer(t).Connect(t).NC
+	nc := bustest.NewServer(t).Connect(t).NATS()
 	sub, err := nc.Subscribe("weather.forecast", func(m *nats.Msg) { _ = m.Respond([]byte(`{"forecast":"rain"}`)) })
 	if err != nil {
 		t.Fatal(err)

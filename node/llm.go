@@ -96,7 +96,7 @@ func (cmd Command) agents(cfg config, conn *bus.Conn, log *slog.Logger, reg prom
 	}
 	tools := core.NewTools()
 	if len(cfg.Tools.Tools) > 0 {
-		built, err := cfg.Tools.Build(conn.NC, &http.Client{})
+		built, err := cfg.Tools.Build(conn.NATS(), &http.Client{})
 		if err != nil {
 			return nil, fmt.Errorf("--tools %s: %w", cfg.ToolsFile, err)
 		}

@@ -36,7 +36,7 @@ const testKey = "sk-test-k3y-777"
 // on nc: weather.forecast answers {"city","forecast"} for {"city"}.
 func weatherService(t *testing.T, srv *bustest.Server) {
 	t.Helper()
-	nc := srv.Connect(t).NC
+	nc := srv.Connect(t).NATS()
 	svc, err := micro.AddService(nc, micro.Config{Name: "weather", Version: "1.0.0",
 		Endpoint: &micro.EndpointConfig{Subject: "weather.forecast", Handler: micro.HandlerFunc(func(req micro.Request) {
 			var in struct {
