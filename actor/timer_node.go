@@ -114,6 +114,17 @@ func clipText(s string) string {
 // forwarder moving fired timers into mailboxes.
 type timerService struct {
 	consume jetstream.ConsumeContext
+	// pending are forwards published and not yet acknowledged by the
+	// mailbox stream, in order; the acker goroutine acknowledges each fired
+	// timer once its forward is stored, and is done when pending closes.
+	pending chan pendingForward
+	acked   chan struct{}
+}
+
+// pendingForward is a fired timer m whose forward f is in flight.
+type pendingForward struct {
+	m jetstream.Msg
+	f jetstream.PubAckFuture
 }
 
 // startTimers opens the timer stream and starts forwarding fired timers. All
@@ -137,11 +148,16 @@ func (n *Node) startTimers(ctx context.Context) (*timerService, error) {
 	if err != nil {
 		return nil, fmt.Errorf("timer forwarder consumer on %s: %w", n.names.TimerStream(), err)
 	}
-	cc, err := cons.Consume(func(m jetstream.Msg) { n.forwardTimer(ctx, m) }, jetstream.PullMaxMessages(512))
+	t := &timerService{pending: make(chan pendingForward, 1024), acked: make(chan struct{})}
+	go t.ack(ctx, n)
+	cc, err := cons.Consume(func(m jetstream.Msg) { n.forwardTimer(ctx, t, m) }, jetstream.PullMaxMessages(512))
 	if err != nil {
+		close(t.pending)
+		<-t.acked
 		return nil, fmt.Errorf("consume fired timers: %w", err)
 	}
-	return &timerService{consume: cc}, nil
+	t.consume = cc
+	return t, nil
 }
 
 func (t *timerService) stop(drain bool) {
@@ -154,6 +170,30 @@ func (t *timerService) stop(drain bool) {
 		t.consume.Stop()
 	}
 	<-t.consume.Closed()
+	close(t.pending)
+	<-t.acked
+}
+
+// ack acknowledges each fired timer once its forward is stored, or asks for
+// it again a second later when the forward failed or took over 10 seconds.
+func (t *timerService) ack(ctx context.Context, n *Node) {
+	defer close(t.acked)
+	for p := range t.pending {
+		timeout := time.NewTimer(10 * time.Second)
+		select {
+		case <-p.f.Ok():
+			_ = p.m.Ack()
+		case err := <-p.f.Err():
+			n.log.Warn("forward fired timer: will retry", "subject", p.m.Subject(), "err", err)
+			_ = p.m.NakWithDelay(time.Second)
+		case <-timeout.C:
+			_ = p.m.NakWithDelay(time.Second)
+		case <-ctx.Done():
+			// Not acknowledged: redelivered after the ack wait, to this
+			// node or another, and de-duplicated by the mailbox.
+		}
+		timeout.Stop()
+	}
 }
 
 // forwardTimer publishes the record of fired timer m to its effector's
@@ -161,7 +201,7 @@ func (t *timerService) stop(drain bool) {
 // repeated after a crash is dropped by the mailbox's duplicate window, then
 // acknowledges m. A repeating timer that was cancelled after it fired is
 // not forwarded.
-func (n *Node) forwardTimer(ctx context.Context, m jetstream.Msg) {
+func (n *Node) forwardTimer(ctx context.Context, t *timerService, m jetstream.Msg) {
 	meta, err := m.Metadata()
 	if err != nil {
 		n.log.Error("fired timer without metadata", "subject", m.Subject(), "err", err)
@@ -198,15 +238,23 @@ func (n *Node) forwardTimer(ctx context.Context, m jetstream.Msg) {
 	out.Header.Set(HeaderTimerDue, meta.Timestamp.UTC().Format(time.RFC3339Nano))
 	out.Header.Set(records.HeaderTime, time.Now().UTC().Format(time.RFC3339Nano))
 	out.Data = m.Data()
-	pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	_, err = n.js.PublishMsg(pctx, out)
-	cancel()
+	f, err := n.js.PublishMsgAsync(out)
+	if errors.Is(err, jetstream.ErrTooManyStalledMsgs) {
+		select {
+		case <-n.js.PublishAsyncComplete():
+		case <-ctx.Done():
+		}
+		f, err = n.js.PublishMsgAsync(out)
+	}
 	if err != nil {
 		n.log.Warn("forward fired timer: will retry", "effector", ref, "timer", name, "err", err)
 		_ = m.NakWithDelay(time.Second)
 		return
 	}
-	_ = m.Ack()
+	select {
+	case t.pending <- pendingForward{m: m, f: f}:
+	case <-ctx.Done():
+	}
 }
 
 // serveTimer answers the timer control operations, on any node.

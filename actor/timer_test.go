@@ -31,10 +31,14 @@ type alarmState struct {
 // Name+i when Name is set) with keys Key+i, or a reminder Every, or a cron
 // reminder; Cancel cancels a timer by name.
 type arm struct {
-	Key    string        `json:"key"`
-	Name   string        `json:"name"`
-	N      int           `json:"n"`
-	After  time.Duration `json:"after"`
+	Key   string        `json:"key"`
+	Name  string        `json:"name"`
+	N     int           `json:"n"`
+	After time.Duration `json:"after"`
+	// At, when set, is when the N timers fire (instead of After).
+	At     time.Time     `json:"at"`
+	// Spread, with At, puts timer i at At + i*Spread.
+	Spread time.Duration `json:"spread"`
 	Every  time.Duration `json:"every"`
 	Cron   string        `json:"cron"`
 	Cancel string        `json:"cancel"`
@@ -43,7 +47,8 @@ type arm struct {
 }
 
 type ring struct {
-	Key string `json:"key"`
+	Key string    `json:"key"`
+	Due time.Time `json:"due"`
 }
 
 // alarmKind sets timers on "arm" records and counts "ring" records per key.
@@ -90,7 +95,14 @@ func alarmKind(attempts *atomic.Int64) actor.Kind[alarmState] {
 						if a.Name != "" {
 							opts = append(opts, actor.Named(a.Name+strconv.Itoa(i)))
 						}
-						name, err := ctx.After(a.After, "ring", ring{Key: key}, opts...)
+						var name string
+						var err error
+						if a.At.IsZero() {
+							name, err = ctx.After(a.After, "ring", ring{Key: key}, opts...)
+						} else {
+							due := a.At.Add(time.Duration(i) * a.Spread)
+							name, err = ctx.At(due, "ring", ring{Key: key, Due: due}, opts...)
+						}
 						if err != nil {
 							s.Err = err.Error()
 							return s, nil
