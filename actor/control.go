@@ -540,6 +540,9 @@ func (n *Node) terminate(ctx context.Context, kind string, data []byte) (Documen
 		}
 		n.retireNotice(ref)
 		n.interruptRun(ctx, ref)
+		if err := n.dropTimers(ctx, ref); err != nil {
+			return Document{}, err
+		}
 		if err := n.announceEnd(ctx, ref); err != nil {
 			return Document{}, err
 		}
@@ -554,6 +557,9 @@ func (n *Node) terminate(ctx context.Context, kind string, data []byte) (Documen
 	}
 	n.retireNotice(ref)
 	n.interruptRun(ctx, ref) // nothing it runs publishes after the end record
+	if err := n.dropTimers(ctx, ref); err != nil {
+		return Document{}, err
+	}
 	if err := n.announceEnd(ctx, ref); err != nil {
 		return Document{}, err
 	}

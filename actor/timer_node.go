@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/effectors/effectors/bus"
@@ -228,9 +229,8 @@ func (n *Node) forwardTimer(ctx context.Context, t *timerService, m jetstream.Ms
 	}
 	out := nats.NewMsg(n.names.Mailbox(ref))
 	for k, v := range h {
-		switch k {
-		case "Nats-Scheduler", "Nats-Schedule-Next", "Nats-TTL", "Nats-Msg-Id", "Nats-Rollup":
-			continue
+		if len(k) >= 5 && strings.EqualFold(k[:5], "Nats-") {
+			continue // the server's directives: none is carried over
 		}
 		out.Header[k] = v
 	}
@@ -255,6 +255,18 @@ func (n *Node) forwardTimer(ctx context.Context, t *timerService, m jetstream.Ms
 	case t.pending <- pendingForward{m: m, f: f}:
 	case <-ctx.Done():
 	}
+}
+
+// dropTimers removes every timer of ref (it was terminated): none fires
+// from then on.
+func (n *Node) dropTimers(ctx context.Context, ref records.Ref) error {
+	if n.timerStream == nil {
+		return nil
+	}
+	if err := n.timerStream.Purge(ctx, jetstream.WithPurgeSubject(n.names.TimerSchedules(ref))); err != nil {
+		return fmt.Errorf("terminate %s: remove its timers: %w", ref, err)
+	}
+	return nil
 }
 
 // serveTimer answers the timer control operations, on any node.

@@ -463,3 +463,26 @@ func TestTimerFromOutside(t *testing.T) {
 		t.Fatalf("timers after firing and cancel = %+v, %v", ts, err)
 	}
 }
+
+// TestTerminateDropsTimers: terminating an effector removes its timers.
+func TestTerminateDropsTimers(t *testing.T) {
+	t.Parallel()
+	_, conn := server(t)
+	var attempts atomic.Int64
+	startNode(t, conn, nil, alarmKind(&attempts))
+	c := newClient(t, conn)
+	a1 := ref("alarm", "a1")
+	actortest.Create(t, c, a1, nil)
+	sendArm(t, c, a1, arm{Key: "k", N: 3, After: time.Hour})
+	actortest.Eventually(t, 30*time.Second, "three timers set", func() bool {
+		ts, err := c.Timers(ctxT(t), a1)
+		return err == nil && len(ts) == 3
+	})
+	if _, err := c.Terminate(ctxT(t), a1); err != nil {
+		t.Fatal(err)
+	}
+	ts, err := c.Timers(ctxT(t), a1)
+	if err != nil || len(ts) != 0 {
+		t.Fatalf("timers after terminate = %+v, %v; want none", ts, err)
+	}
+}
