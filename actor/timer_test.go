@@ -36,7 +36,7 @@ type arm struct {
 	N     int           `json:"n"`
 	After time.Duration `json:"after"`
 	// At, when set, is when the N timers fire (instead of After).
-	At     time.Time     `json:"at"`
+	At time.Time `json:"at"`
 	// Spread, with At, puts timer i at At + i*Spread.
 	Spread time.Duration `json:"spread"`
 	Every  time.Duration `json:"every"`
