@@ -17,12 +17,12 @@ const MaxTimerName = 64
 // [MaxTimerName] characters A-Z a-z 0-9 _ -.
 func ValidateTimerName(name string) error {
 	if name == "" || len(name) > MaxTimerName {
-		return fmtInvalid("timer name %q: must be 1-%d characters (got %d)", clip(name), MaxTimerName, len(name))
+		return fmt.Errorf("%w: timer name %q: must be 1-%d characters (got %d)", records.ErrInvalidName, clip(name), MaxTimerName, len(name))
 	}
 	for i := 0; i < len(name); i++ {
 		c := name[i]
 		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-') {
-			return fmtInvalid("timer name %q: character %d (%q) is not one of A-Z a-z 0-9 _ -", clip(name), i, c)
+			return fmt.Errorf("%w: timer name %q: character %d (%q) is not one of A-Z a-z 0-9 _ -", records.ErrInvalidName, clip(name), i, c)
 		}
 	}
 	return nil
