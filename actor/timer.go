@@ -45,17 +45,11 @@ var ErrTooManyTimers = errors.New("too many timers")
 // the envelope, HeaderTimer and HeaderTimerDue.
 const (
 	// HeaderTimer is the name of the timer that set or fired a record.
-	HeaderTimer = "EA-Timer"
+	HeaderTimer = bus.HeaderTimer
 	// HeaderTimerDue is, on a fired record, the time the server fired the
 	// timer (RFC 3339 with nanoseconds) when the forwarder saw it first.
 	HeaderTimerDue = "EA-Timer-Fired"
 )
-
-// firedTTL is how long a fired timer stays in the timer stream (the
-// server's Nats-TTL on the fired message): long enough for a node to
-// forward it after an outage of a week, short enough that the stream does
-// not keep every firing forever. The mailbox keeps the record itself.
-const firedTTL = "168h"
 
 // cancelTTL is how long a cancellation (a roll-up with no schedule) stays.
 const cancelTTL = "60s"
@@ -163,15 +157,7 @@ type Timer struct {
 
 // scheduleMsg is the schedule message of timer name of target firing rec.
 func scheduleMsg(names bus.Names, target records.Ref, name, pattern, tz string, rec records.Record) *nats.Msg {
-	msg := rec.Msg(names.TimerSchedule(target, name)) // Nats-Msg-Id: rec.ID, when set
-	msg.Header.Set("Nats-Schedule", pattern)
-	msg.Header.Set("Nats-Schedule-Target", names.TimerFire(target, name))
-	msg.Header.Set("Nats-Schedule-TTL", firedTTL)
-	if tz != "" {
-		msg.Header.Set("Nats-Schedule-Time-Zone", tz)
-	}
-	msg.Header.Set(HeaderTimer, name)
-	return msg
+	return names.TimerMsg(target, name, pattern, tz, rec)
 }
 
 // cancelMsg replaces the schedule of timer name of target with a message

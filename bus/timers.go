@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/effectors/effectors/records"
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -34,6 +35,35 @@ func clip(s string) string {
 		return s[:MaxTimerName] + "…"
 	}
 	return s
+}
+
+// Headers of timer messages.
+const (
+	// HeaderTimer names the timer a schedule message sets and a fired
+	// record comes from.
+	HeaderTimer = "EA-Timer"
+	// FiredTTL is how long a fired timer stays in the timer stream once
+	// the server fired it (its Nats-TTL): a node forwards it to the mailbox
+	// long before, unless no node runs for a week.
+	FiredTTL = "168h"
+)
+
+// TimerMsg is the schedule message of timer name of effector target: on
+// [Names.TimerSchedule], firing rec (its envelope and payload; its id, when
+// set, is the message's Nats-Msg-Id, so a repeated publish is dropped) on
+// [Names.TimerFire] as the NATS schedule pattern says ("@at <RFC 3339>",
+// "@every <duration>" or a cron pattern, in time zone tz when set). It does
+// not check its arguments.
+func (n Names) TimerMsg(target records.Ref, name, pattern, tz string, rec records.Record) *nats.Msg {
+	msg := rec.Msg(n.TimerSchedule(target, name))
+	msg.Header.Set("Nats-Schedule", pattern)
+	msg.Header.Set("Nats-Schedule-Target", n.TimerFire(target, name))
+	msg.Header.Set("Nats-Schedule-TTL", FiredTTL)
+	if tz != "" {
+		msg.Header.Set("Nats-Schedule-Time-Zone", tz)
+	}
+	msg.Header.Set(HeaderTimer, name)
+	return msg
 }
 
 // TimerStream is the stream holding timers (EA_TIMERS): one schedule
