@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -379,11 +380,7 @@ func listTimers(ctx context.Context, s jetstream.Stream, names bus.Names, r reco
 }
 
 func sortTimers(ts []Timer) {
-	for i := 1; i < len(ts); i++ {
-		for j := i; j > 0 && ts[j].Name < ts[j-1].Name; j-- {
-			ts[j], ts[j-1] = ts[j-1], ts[j]
-		}
-	}
+	slices.SortFunc(ts, func(a, b Timer) int { return strings.Compare(a.Name, b.Name) })
 }
 
 // payloadJSON is rec's payload as JSON, or nil when it has none or does not

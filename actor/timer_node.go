@@ -303,11 +303,11 @@ func (n *Node) serveTimer(op, kind string, data []byte) ([]byte, error) {
 		if err := bus.ValidateTimerName(req.Name); err != nil {
 			return nil, failf(ErrInvalid, "%v", err)
 		}
-		have, err := timerNamesIn(ctx, n.timerStream, n.names, ref)
-		if err != nil {
-			return nil, err
+		last, err := n.timerStream.GetLastMsgForSubject(ctx, n.names.TimerSchedule(ref, req.Name))
+		if err != nil && !errors.Is(err, jetstream.ErrMsgNotFound) {
+			return nil, fmt.Errorf("cancel timer %s of %s: %w", req.Name, ref, err)
 		}
-		_, existed := have[req.Name]
+		existed := err == nil && last.Header.Get("Nats-Schedule") != ""
 		if existed {
 			if _, err := n.js.PublishMsg(ctx, cancelMsg(n.names, ref, req.Name, "")); err != nil {
 				return nil, fmt.Errorf("cancel timer %s of %s: %w", req.Name, ref, err)

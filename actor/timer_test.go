@@ -458,6 +458,10 @@ func TestTimerFromOutside(t *testing.T) {
 	if err != nil || ok {
 		t.Fatalf("cancel of no timer = %v, %v; want false", ok, err)
 	}
+	ok, err = c.CancelTimer(ctx, c1, "never")
+	if err != nil || ok {
+		t.Fatalf("second cancel = %v, %v; want false", ok, err)
+	}
 	waitCountOnly(t, c, c1, 5, 30*time.Second)
 	if ts, err := c.Timers(ctx, c1); err != nil || len(ts) != 0 {
 		t.Fatalf("timers after firing and cancel = %+v, %v", ts, err)
