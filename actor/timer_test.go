@@ -405,7 +405,7 @@ func TestTimerLimits(t *testing.T) {
 			t.Errorf("SetTimer(%+v) = %v; want a 400 error mentioning %q", tc.req, err, tc.want)
 		}
 	}
-	// From logic: a bad delay is a permanent error; 1,001 timers are one too many.
+	// From logic: 1,001 timers are one too many.
 	sendArm(t, c, a1, arm{Key: "m", N: actor.MaxTimersPerEffector + 1, After: time.Hour})
 	actortest.Eventually(t, 30*time.Second, "the arm record is processed", func() bool { return alarmOf(t, c, a1).Err != "" })
 	if s := alarmOf(t, c, a1); !strings.Contains(s.Err, "too many timers") {
@@ -488,5 +488,34 @@ func TestTerminateDropsTimers(t *testing.T) {
 	ts, err := c.Timers(ctxT(t), a1)
 	if err != nil || len(ts) != 0 {
 		t.Fatalf("timers after terminate = %+v, %v; want none", ts, err)
+	}
+}
+
+// TestTimerBoundsFromLogic: what logic asks for is checked before anything
+// is held, with permanent errors naming the problem.
+func TestTimerBoundsFromLogic(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name string
+		set  func(*actor.Context) error
+		want string
+	}{
+		{"negative delay", func(c *actor.Context) error { _, err := c.After(-time.Second, "x", nil); return err }, "timer delay"},
+		{"too far", func(c *actor.Context) error { _, err := c.After(actor.MaxTimerDelay+time.Hour, "x", nil); return err }, "timer delay"},
+		{"bad name", func(c *actor.Context) error { _, err := c.After(time.Second, "x", nil, actor.Named("a.b")); return err }, "timer name"},
+		{"short interval", func(c *actor.Context) error { return c.Every("e", 10*time.Millisecond, "x", nil) }, "interval"},
+		{"bad cron", func(c *actor.Context) error { return c.Cron("c", "* *", "x", nil) }, "six fields"},
+		{"zone without cron", func(c *actor.Context) error { return c.Every("e", time.Minute, "x", nil, actor.InZone("UTC")) }, "time zone"},
+		{"big payload", func(c *actor.Context) error {
+			_, err := c.After(time.Second, "x", strings.Repeat("y", actor.MaxTimerPayload+1))
+			return err
+		}, "exceeds"},
+		{"bad cancel", func(c *actor.Context) error { return c.CancelTimer("") }, "timer name"},
+	} {
+		k := actor.Kind[struct{}]{Name: "k", Logic: func(c *actor.Context, s struct{}) (struct{}, error) { return s, tc.set(c) }}
+		_, outs, err := k.Apply(context.Background(), ref("k", "k1"), records.Record{Type: "go"}, struct{}{})
+		if err == nil || !actor.IsPermanent(err) || !errors.Is(err, actor.ErrInvalid) && !errors.Is(err, actor.ErrTooLarge) || !strings.Contains(err.Error(), tc.want) || len(outs) != 0 {
+			t.Errorf("%s: err %v, %d outputs; want a permanent error mentioning %q and none", tc.name, err, len(outs), tc.want)
+		}
 	}
 }
