@@ -14,6 +14,7 @@ import (
 	"github.com/effectors/effectors/bus"
 	"github.com/effectors/effectors/internal/codec"
 	"github.com/effectors/effectors/records"
+	"github.com/nats-io/nats.go"
 )
 
 // Context is what logic gets besides its state: the record in hand, the
@@ -58,6 +59,10 @@ type call struct {
 	streamed   int
 	// idKey signs output ids (see [Context.outputID]); nil outside a node.
 	idKey []byte
+	// timerNames are the effector's timers, read by timerList when logic
+	// first sets one (timer.go); timerList is nil outside a node.
+	timerNames map[string]struct{}
+	timerList  func(context.Context, records.Ref) (map[string]struct{}, error)
 }
 
 // newCallContext returns the Context of one attempt of the logic.
@@ -97,6 +102,17 @@ type output struct {
 	rec     records.Record
 	// stream is false for a reply to a plain NATS subject (core publish).
 	stream bool
+	// msg, when set, is the message to publish instead of rec's (a timer's
+	// schedule or cancellation, see timer.go).
+	msg *nats.Msg
+}
+
+// message is the NATS message of o.
+func (o output) message() *nats.Msg {
+	if o.msg != nil {
+		return o.msg
+	}
+	return o.rec.Msg(o.subject)
 }
 
 // Self returns the effector running the logic.
@@ -313,6 +329,6 @@ func (e *effector) newContext(ctx context.Context, d delivery) *Context {
 	return newCallContext(ctx, &call{
 		self: e.ref, rec: d.rec, base: e.logger(), names: e.node.names,
 		routes: e.node.routes, maxMsg: e.node.conn.MaxPayload(),
-		publishNow: e.publishNow, idKey: e.node.idKey,
+		publishNow: e.publishNow, idKey: e.node.idKey, timerList: e.node.timerNames,
 	})
 }

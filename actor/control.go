@@ -140,7 +140,7 @@ func (c *control) stop() {
 // controlOps are the public control operations; hostOps those answered by a
 // node hosting the kind (state is answered by any node).
 var (
-	controlOps = []string{opCreate, opTerminate, opReset, opState, opActivate, opReplay}
+	controlOps = []string{opCreate, opTerminate, opReset, opState, opActivate, opReplay, opTimerSet, opTimerCancel, opTimerList}
 	hostOps    = []string{opCreate, opTerminate, opReset, opActivate, opReplay}
 )
 
@@ -227,6 +227,11 @@ func (n *Node) servePublic(op string, req micro.Request) {
 	kind := req.Subject()[strings.LastIndexByte(req.Subject(), '.')+1:]
 	if op == opState {
 		body, err := n.state(kind, req.Data())
+		controlErrors.Respond(req, body, err)
+		return
+	}
+	if isTimerOp(op) {
+		body, err := n.serveTimer(op, kind, req.Data())
 		controlErrors.Respond(req, body, err)
 		return
 	}
@@ -535,6 +540,9 @@ func (n *Node) terminate(ctx context.Context, kind string, data []byte) (Documen
 		}
 		n.retireNotice(ref)
 		n.interruptRun(ctx, ref)
+		if err := n.dropTimers(ctx, ref); err != nil {
+			return Document{}, err
+		}
 		if err := n.announceEnd(ctx, ref); err != nil {
 			return Document{}, err
 		}
@@ -549,6 +557,9 @@ func (n *Node) terminate(ctx context.Context, kind string, data []byte) (Documen
 	}
 	n.retireNotice(ref)
 	n.interruptRun(ctx, ref) // nothing it runs publishes after the end record
+	if err := n.dropTimers(ctx, ref); err != nil {
+		return Document{}, err
+	}
 	if err := n.announceEnd(ctx, ref); err != nil {
 		return Document{}, err
 	}

@@ -100,6 +100,15 @@
 // [ErrTerminated]), and the end record is written once it stopped (see
 // interrupt.go).
 //
+// # Timers
+//
+// [Context.After], [Context.At], [Context.Every] and [Context.Cron] ask for a
+// record later (once, or as a reminder until [Context.CancelTimer]); like
+// outputs they take effect only if the logic succeeds, once. They are
+// JetStream message schedules in the timer stream, forwarded into mailboxes
+// by the nodes (timer.go, timer_node.go, docs/timers.md); [Client.SetTimer],
+// [Client.CancelTimer] and [Client.Timers] do the same from outside.
+//
 // # Testing logic
 //
 // [Kind.Apply] runs a kind's logic on one record without NATS, exactly as a

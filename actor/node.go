@@ -136,8 +136,10 @@ type Node struct {
 	js     jetstream.JetStream
 	states *states
 	stream jetstream.Stream
-	idKey  []byte // signs output ids (bus.Conn.OutputKey), set by Run
-	runCtx context.Context
+	// timerStream holds timers (timer.go).
+	timerStream jetstream.Stream
+	idKey       []byte // signs output ids (bus.Conn.OutputKey), set by Run
+	runCtx      context.Context
 	// place is set by Run once the placement bucket is open, and read by
 	// the metrics collector and control endpoints, which may run before:
 	// hence atomic (a scrape of /metrics can come before Run).
@@ -263,6 +265,11 @@ func (n *Node) Run(ctx context.Context) error {
 	runCtx, cancelRun := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancelRun()
 	n.runCtx = runCtx
+	timers, err := n.startTimers(ctx)
+	if err != nil {
+		return err
+	}
+	defer func() { timers.stop(n.conn.State() == bus.StateConnected) }()
 
 	placeBucket, err := n.conn.JetStream().KeyValue(ctx, n.names.PlaceBucket())
 	if err != nil {

@@ -36,7 +36,7 @@ func (e *effector) publish(outs []output) error {
 	}
 	switch {
 	case len(outs) == 1 && outs[0].stream:
-		_, err := js.PublishMsg(e.ctx, outs[0].rec.Msg(outs[0].subject))
+		_, err := js.PublishMsg(e.ctx, outs[0].message())
 		return wrapPublish(outs[0].subject, err)
 	}
 	var acks []jetstream.PubAckFuture
@@ -54,7 +54,7 @@ func (e *effector) publish(outs []output) error {
 		return nil
 	}
 	for _, o := range outs {
-		msg := o.rec.Msg(o.subject)
+		msg := o.message()
 		if !o.stream {
 			if err := nc.PublishMsg(msg); err != nil {
 				return wrapPublish(o.subject, err)

@@ -59,6 +59,9 @@ func (c *Conn) Provision(ctx context.Context) error {
 			return fmt.Errorf("provision stream %s: %w", sc.Name, c.explain(err))
 		}
 	}
+	if err := c.provisionTimers(ctx); err != nil {
+		return err
+	}
 	buckets := []jetstream.KeyValueConfig{
 		{Bucket: n.StateBucket(), Description: "effector state documents", History: uint8(cfg.StateHistory), Storage: jetstream.FileStorage, Replicas: cfg.Replicas},
 		{Bucket: n.OrchBucket(), Description: "orchestration state", History: 5, Storage: jetstream.FileStorage, Replicas: cfg.Replicas},

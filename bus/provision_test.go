@@ -150,7 +150,7 @@ func TestProvisionDefaults(t *testing.T) {
 		t.Fatal(err)
 	}
 	checkProvisioned(t, conn.JetStream(), want{prefix: "ea", duplicateWindow: 2 * time.Minute, maxConsumers: 1_000_000, stateHistory: 5})
-	if got, want := streamNames(t, conn.JetStream()), []string{"EA_DEAD", "EA_MBOX", "EA_OUT", "KV_ea_orch", "KV_ea_place", "KV_ea_state"}; !slices.Equal(got, want) {
+	if got, want := streamNames(t, conn.JetStream()), []string{"EA_DEAD", "EA_MBOX", "EA_OUT", "EA_TIMERS", "KV_ea_orch", "KV_ea_place", "KV_ea_state"}; !slices.Equal(got, want) {
 		t.Errorf("streams = %q; want %q", got, want)
 	}
 
@@ -244,7 +244,7 @@ func TestProvisionConcurrent(t *testing.T) {
 		}
 	}
 	checkProvisioned(t, conns[0].JetStream(), want{prefix: "ea", duplicateWindow: 3 * time.Minute, maxConsumers: 20_000, stateHistory: 9})
-	if got, want := streamNames(t, conns[0].JetStream()), []string{"EA_DEAD", "EA_MBOX", "EA_OUT", "KV_ea_orch", "KV_ea_place", "KV_ea_state"}; !slices.Equal(got, want) {
+	if got, want := streamNames(t, conns[0].JetStream()), []string{"EA_DEAD", "EA_MBOX", "EA_OUT", "EA_TIMERS", "KV_ea_orch", "KV_ea_place", "KV_ea_state"}; !slices.Equal(got, want) {
 		t.Errorf("streams = %q; want %q", got, want)
 	}
 }
@@ -262,7 +262,7 @@ func TestProvisionCustomPrefix(t *testing.T) {
 	// Two deployments share the server without touching each other.
 	checkProvisioned(t, ea.JetStream(), want{prefix: "ea", duplicateWindow: 2 * time.Minute, maxConsumers: 1_000_000, stateHistory: 5})
 	checkProvisioned(t, acme.JetStream(), want{prefix: "acme", duplicateWindow: 2 * time.Minute, maxConsumers: 1_000_000, stateHistory: 2})
-	want := []string{"ACME_DEAD", "ACME_MBOX", "ACME_OUT", "EA_DEAD", "EA_MBOX", "EA_OUT", "KV_acme_orch", "KV_acme_place", "KV_acme_state", "KV_ea_orch", "KV_ea_place", "KV_ea_state"}
+	want := []string{"ACME_DEAD", "ACME_MBOX", "ACME_OUT", "ACME_TIMERS", "EA_DEAD", "EA_MBOX", "EA_OUT", "EA_TIMERS", "KV_acme_orch", "KV_acme_place", "KV_acme_state", "KV_ea_orch", "KV_ea_place", "KV_ea_state"}
 	if got := streamNames(t, ea.JetStream()); !slices.Equal(got, want) {
 		t.Errorf("streams = %q; want %q", got, want)
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/effectors/effectors/internal/codec"
 	"github.com/effectors/effectors/kv"
 	"github.com/effectors/effectors/records"
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -58,6 +59,10 @@ type effect struct {
 	rec     records.Record
 	worker  records.Ref // ensure this effector exists first (task records)
 	name    string      // the orchestration's name, for the task metric
+	// timer, when set, makes the effect a durable timer (a task's timeout):
+	// rec is published as the schedule message timer.msg, fired into the
+	// mailbox at its due time (see timeoutEffect).
+	timer *nats.Msg
 }
 
 // maxConflicts bounds the compare-and-set retries of one change.
@@ -329,13 +334,10 @@ func (s *Supervisor) settleWaits(r *orchRecord, out outcome) ([]effect, error) {
 				if err != nil {
 					return nil, err
 				}
-				effects = append(effects, effect{
-					subject: s.names.Mailbox(records.Ref{Kind: TimerKind, ID: r.ID}),
-					rec: records.Record{
-						ID: rec.ID + ".timer", Type: "timeout", From: rec.From, Process: r.ID, Cause: rec.ID,
-						Time: now, ContentType: records.ContentJSON, Payload: body,
-					},
-				})
+				effects = append(effects, s.timeoutEffect(r.ID, now.Add(after), records.Record{
+					ID: rec.ID + ".timer", Type: "timeout", From: rec.From, Process: r.ID, Cause: rec.ID,
+					Time: now, ContentType: records.ContentJSON, Payload: body,
+				}))
 			}
 			r.Tasks = append(r.Tasks, activeTask{
 				Task: Task{ID: rec.ID, Step: w.step, Worker: to.String(), Type: rec.Type, Sent: now},
@@ -367,6 +369,21 @@ func waitingFor(r orchRecord) string {
 		}
 	}
 	return strings.Join(parts, ",")
+}
+
+// timeoutEffect is the effect that sets the timeout of a task as a durable
+// timer (the mechanism of actor's timers, docs/timers.md): a schedule
+// message in the timer stream, named after the timeout record's id, that
+// the server fires at due and a node forwards to the mailbox
+// <prefix>.mbox.supervisor-timer.<orchestration id>, where handleTimer
+// takes it. Applying the change again publishes the same message with the
+// same id, which the duplicate window drops.
+func (s *Supervisor) timeoutEffect(orch string, due time.Time, rec records.Record) effect {
+	sum := sha256.Sum256([]byte(rec.ID))
+	name := "to" + hex.EncodeToString(sum[:10])
+	target := records.Ref{Kind: TimerKind, ID: orch}
+	msg := s.names.TimerMsg(target, name, "@at "+due.UTC().Format(time.RFC3339Nano), "", rec)
+	return effect{subject: msg.Subject, rec: rec, timer: msg}
 }
 
 // timer is the payload of a task's timeout record.
@@ -442,12 +459,16 @@ func (s *Supervisor) publish(ctx context.Context, ef effect) error {
 			return err
 		}
 	}
-	// The one check of where records may go (bus.Routes): task records
-	// go to mailboxes only.
-	if _, err := s.routes.Check(records.Ref{}, ef.subject); err != nil {
-		return fmt.Errorf("publish %s: %w", ef.rec.Type, err)
+	msg := ef.timer
+	if msg == nil {
+		// The one check of where records may go (bus.Routes): task records
+		// go to mailboxes only.
+		if _, err := s.routes.Check(records.Ref{}, ef.subject); err != nil {
+			return fmt.Errorf("publish %s: %w", ef.rec.Type, err)
+		}
+		msg = ef.rec.Msg(ef.subject)
 	}
-	if _, err := s.conn.JetStream().PublishMsg(ctx, ef.rec.Msg(ef.subject), jetstream.WithMsgID(ef.rec.ID)); err != nil {
+	if _, err := s.conn.JetStream().PublishMsg(ctx, msg, jetstream.WithMsgID(ef.rec.ID)); err != nil {
 		return fmt.Errorf("publish %s to %s: %w", ef.rec.Type, ef.subject, err)
 	}
 	if ef.name != "" {

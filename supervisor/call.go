@@ -53,7 +53,8 @@ const MaxTimeout = 7 * 24 * time.Hour
 // Timeout gives the worker d to answer: if no answer has arrived d after the
 // task was sent, the step gets an error answer "no answer within <d>"
 // (Result.Err) to decide on, and a later answer is dropped. The timer is a
-// record in the stream, not a goroutine: it survives supervisor restarts.
+// durable timer in the timer stream (docs/timers.md), not a goroutine: it
+// survives supervisor restarts; it fires with about a second's resolution.
 func Timeout(d time.Duration) CallOption {
 	return func(r *request) error {
 		if d < time.Millisecond || d > MaxTimeout {

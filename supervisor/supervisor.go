@@ -27,12 +27,15 @@ import (
 const MailboxKind = "supervisor"
 
 // TimerKind is the kind part of the subjects of task timeouts:
-// <prefix>.mbox.supervisor-timer.<orchestration id> (see Timeout).
+// <prefix>.mbox.supervisor-timer.<orchestration id> (see Timeout). A
+// timeout is a durable timer (docs/timers.md): its schedule waits in the
+// timer stream, and a node forwards the record here when it is due.
 const TimerKind = "supervisor-timer"
 
 // TimerConsumerName is the durable consumer of task timeouts. A timeout
-// record is negatively acknowledged with a delay until it is due, so it
-// stays pending meanwhile: this consumer allows MaxTimers of them.
+// record that arrives before it is due (timeouts set by an older release
+// were published at once) is negatively acknowledged with a delay until it
+// is, so it stays pending meanwhile: this consumer allows MaxTimers of them.
 const TimerConsumerName = "supervisor-timers"
 
 // MaxTimers is how many task timeouts may be pending at once.

@@ -3,6 +3,7 @@ package supervisor_test
 import (
 	"context"
 	"encoding/json"
+	"strings"
 	"testing"
 	"time"
 
@@ -12,6 +13,7 @@ import (
 	"github.com/effectors/effectors/graph"
 	"github.com/effectors/effectors/records"
 	"github.com/effectors/effectors/supervisor"
+	"github.com/nats-io/nats.go/jetstream"
 )
 
 type slowState struct {
@@ -91,5 +93,27 @@ func TestTaskTimeout(t *testing.T) {
 	})
 	if got := s.counter(t, "ea_orchestration_steps_total"); got != 4 {
 		t.Fatalf("%v steps applied, want 4 (start and one answer each)", got)
+	}
+	// Both timeouts went through the timer stream: set as schedules, fired
+	// by the server, and no schedule is left.
+	ts, err := conn.TimerStream(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := ts.Info(ctx, jetstream.WithSubjectFilter("ea.timer.*."+supervisor.TimerKind+".>"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	fired, set := 0, 0
+	for subject, n := range info.State.Subjects {
+		switch {
+		case strings.HasPrefix(subject, "ea.timer.fire."):
+			fired += int(n)
+		case strings.HasPrefix(subject, "ea.timer.set."):
+			set += int(n)
+		}
+	}
+	if fired != 2 || set != 0 {
+		t.Fatalf("timer stream holds %d fired timeouts and %d schedules, want 2 and 0", fired, set)
 	}
 }
