@@ -92,6 +92,11 @@ type effector struct {
 	// alone is how many records the drain goroutine takes one at a time
 	// before batching again (after a batch that could not be published).
 	alone int
+	// versionWait is the next wait for a document this node cannot use
+	// (version.go), 0 when not waiting; versionSince when the wait began.
+	// The drain goroutine owns them.
+	versionWait  time.Duration
+	versionSince time.Time
 }
 
 // logger returns a logger naming the effector. It is made when needed, not
@@ -137,7 +142,7 @@ func (e *effector) load() bool {
 		e.node.metrics.activations.WithLabelValues(e.ref.Kind).Inc()
 	}
 	if !e.absent && e.doc.Status != StatusTerminated {
-		return true
+		return e.fitVersion()
 	}
 	reason, why := reasonNoEffector, fmt.Errorf("effector %s was never created; create it before sending to it", e.ref)
 	applied := func(uint64) bool { return false }
@@ -250,6 +255,10 @@ func (e *effector) reload() bool {
 	e.doc, e.rev = ent.Value, ent.Revision
 	if e.doc.Status == StatusTerminated {
 		e.logger().Info("effector terminated; its records go to dead letters")
+		return false
+	}
+	if e.doc.StateVersion() != e.kind.versions.version {
+		e.stale.Store(true) // written at another state version: load upgrades or refuses it
 		return false
 	}
 	return true
