@@ -92,11 +92,6 @@ type effector struct {
 	// alone is how many records the drain goroutine takes one at a time
 	// before batching again (after a batch that could not be published).
 	alone int
-	// versionWait is the next wait for a document this node cannot use
-	// (version.go), 0 when not waiting; versionSince when the wait began.
-	// The drain goroutine owns them.
-	versionWait  time.Duration
-	versionSince time.Time
 }
 
 // logger returns a logger naming the effector. It is made when needed, not

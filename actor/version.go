@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/effectors/effectors/internal/codec"
+	"github.com/effectors/effectors/kv"
 	"github.com/effectors/effectors/records"
 	"github.com/vmihailenco/msgpack/v5"
 )
@@ -29,10 +30,9 @@ import (
 //     wait, held and unacknowledged (the watchdog keeps them from being
 //     redelivered), neither applied nor dead-lettered, and the document is
 //     never written. A WARN log and ea_state_version_refusals_total{kind}
-//     say why. The node looks at the document again, every second at
-//     first and then every 30 seconds at most (a reset or terminate
-//     resolves it too); when a node of the newer version takes the
-//     partition, it processes them.
+//     say why. The node looks at the document again after 1s, 2s, 4s...
+//     up to every 30s (a reset or terminate resolves it too); when a node
+//     of the newer version takes the partition, it processes them.
 //
 // An upgrade that fails (an error, a panic, a state that does not decode
 // into the step's old type, a document older than the oldest step) is
@@ -160,6 +160,15 @@ func newVersions(kind string, version int, ups []Upgrade) (versions, error) {
 	return v, nil
 }
 
+// stamp is the Version of a document written at the kind's version: 0 for
+// 1, so that the key is left out.
+func (v versions) stamp() int {
+	if v.version == 1 {
+		return 0
+	}
+	return v.version
+}
+
 // missing returns a version between oldest and version-1 without a step, 0
 // when none.
 func (v versions) missing() int {
@@ -248,50 +257,74 @@ func decodeVersion(dec *msgpack.Decoder) (int, error) {
 }
 
 // fitVersion brings the document just loaded to the kind's state version:
-// as it is, or upgraded in memory (written at the next state write). When
-// it cannot (a newer document, a failed upgrade) the records held wait: it
-// logs why when the wait begins, waits a while and reports false, leaving
-// the document marked stale so that the next load reads it again.
+// as it is, or upgraded in memory (written at the next state write), and
+// reports true. When it cannot (a newer document, a failed upgrade) the
+// records held wait: it logs why, then reads the document again from time to
+// time, until it can use it (true), or the effector stops, or the document
+// is gone, corrupt or terminated meanwhile (false: the document is marked
+// stale, and load reads it again and deals with it). The drain goroutine
+// stays in here while it waits, so the stall watch sees the effector
+// stalled.
 func (e *effector) fitVersion() bool {
+	var since time.Time
+	wait := versionWaitFirst
+	for {
+		why := e.upgradeDoc()
+		if why == nil {
+			if !since.IsZero() {
+				e.logger().Info("state document usable again; processing its records", "waited", time.Since(since).Round(time.Millisecond))
+			}
+			return true
+		}
+		have, want := e.doc.StateVersion(), e.kind.versions.version
+		if since.IsZero() {
+			since = time.Now()
+			held := e.backlog()
+			if have > want {
+				e.node.metrics.versions.refusals.WithLabelValues(e.ref.Kind).Inc()
+				e.logger().Warn("state document written by a newer version of the kind: not processing its records here; they wait for a node of that version",
+					"state_version", have, "kind_version", want, "held", held, "err", why)
+			} else {
+				e.node.metrics.versions.failures.WithLabelValues(e.ref.Kind).Inc()
+				e.logger().Error("state upgrade failed: the effector's records wait until a node with a working upgrade takes its partition, or its state is reset",
+					"state_version", have, "kind_version", want, "held", held, "err", why)
+			}
+		} else {
+			e.logger().Debug("state document still not usable at this version", "err", why, "waiting", time.Since(since).Round(time.Second))
+		}
+		if !e.pause(wait) {
+			e.abandonHeld()
+			return false
+		}
+		wait = min(2*wait, versionWaitMax)
+		ent, err := e.node.loadState(e.ctx, e.ref)
+		switch {
+		case err == nil && ent.Value.Status != StatusTerminated:
+			e.doc, e.rev = ent.Value, ent.Revision
+		case err == nil, errors.Is(err, kv.ErrNotFound), errors.Is(err, ErrCorruptState):
+			e.stale.Store(true) // terminated, gone or corrupt: load deals with it
+			return false
+		default:
+			e.logger().Debug("reading the state document again failed; waiting on", "err", err)
+		}
+	}
+}
+
+// upgradeDoc brings e.doc to the kind's state version in memory, or returns
+// why it cannot (a *StateVersionError).
+func (e *effector) upgradeDoc() error {
 	have, want := e.doc.StateVersion(), e.kind.versions.version
-	var why error
 	if have == want {
-		e.waitedVersion()
-		return true
+		return nil
 	}
 	state, err := e.kind.versions.upgrade(e.ref, e.doc.State, have)
-	if err == nil {
-		e.doc.State, e.doc.Version = state, want
-		e.node.metrics.versions.upgrades.WithLabelValues(e.ref.Kind).Inc()
-		e.logger().Debug("state document upgraded in memory; written at the next state write", "from", have, "to", want)
-		e.waitedVersion()
-		return true
+	if err != nil {
+		return err
 	}
-	why = err
-	first := e.versionWait == 0
-	if first {
-		e.versionWait = versionWaitFirst
-		e.versionSince = time.Now()
-		held := e.backlog()
-		if have > want {
-			e.node.metrics.versions.refusals.WithLabelValues(e.ref.Kind).Inc()
-			e.logger().Warn("state document written by a newer version of the kind: not processing its records here; they wait for a node of that version",
-				"state_version", have, "kind_version", want, "held", held, "err", why)
-		} else {
-			e.node.metrics.versions.failures.WithLabelValues(e.ref.Kind).Inc()
-			e.logger().Error("state upgrade failed: the effector's records wait until a node with a working upgrade takes its partition, or its state is reset",
-				"state_version", have, "kind_version", want, "held", held, "err", why)
-		}
-	} else {
-		e.logger().Debug("state document still not usable at this version", "err", why, "waiting", time.Since(e.versionSince).Round(time.Second))
-	}
-	e.stale.Store(true) // read it again next time
-	wait := e.versionWait
-	e.versionWait = min(2*wait, versionWaitMax)
-	if !e.pause(wait) {
-		e.abandonHeld()
-	}
-	return false
+	e.doc.State, e.doc.Version = state, want
+	e.node.metrics.versions.upgrades.WithLabelValues(e.ref.Kind).Inc()
+	e.logger().Debug("state document upgraded in memory; written at the next state write", "from", have, "to", want)
+	return nil
 }
 
 // pause waits for d, and reports false when the effector stops first.
@@ -312,13 +345,4 @@ func (e *effector) pause(d time.Duration) bool {
 			return false
 		}
 	}
-}
-
-// waitedVersion ends a wait for a usable document, if one was under way.
-func (e *effector) waitedVersion() {
-	if e.versionWait == 0 {
-		return
-	}
-	e.logger().Info("state document usable again; processing its records", "waited", time.Since(e.versionSince).Round(time.Millisecond))
-	e.versionWait = 0
 }
