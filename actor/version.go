@@ -69,11 +69,15 @@ type StateVersionError struct {
 }
 
 func (e *StateVersionError) Error() string {
-	if e.Err == nil {
-		return fmt.Sprintf("state of %s is at version %d, newer than this node's kind (version %d): a node of version %d or later must process it; its records wait",
-			e.Ref, e.Have, e.Want, e.Have)
+	what := "the state of " + e.Ref.String()
+	if e.Ref.ID == "" { // Kind.UpgradeState: no effector
+		what = "a state of kind " + e.Ref.Kind
 	}
-	return fmt.Sprintf("upgrade the state of %s from version %d to %d: %v", e.Ref, e.Have, e.Want, e.Err)
+	if e.Err == nil {
+		return fmt.Sprintf("%s is at version %d, newer than this node's kind (version %d): a node of version %d or later must process it; its records wait",
+			what, e.Have, e.Want, e.Have)
+	}
+	return fmt.Sprintf("upgrade %s from version %d to %d: %v", what, e.Have, e.Want, e.Err)
 }
 
 // Unwrap returns the upgrade's failure.
@@ -258,7 +262,8 @@ func decodeVersion(dec *msgpack.Decoder) (int, error) {
 
 // fitVersion brings the document just loaded to the kind's state version:
 // as it is, or upgraded in memory (written at the next state write), and
-// reports true. When it cannot (a newer document, a failed upgrade) the
+// reports true. When it cannot (a newer document, a failed upgrade) and
+// no record is held (an activation), it reports false at once; else the
 // records held wait: it logs why, then reads the document again from time to
 // time, until it can use it (true), or the effector stops, or the document
 // is gone, corrupt or terminated meanwhile (false: the document is marked
@@ -278,8 +283,12 @@ func (e *effector) fitVersion() bool {
 		}
 		have, want := e.doc.StateVersion(), e.kind.versions.version
 		if since.IsZero() {
-			since = time.Now()
 			held := e.backlog()
+			if held == 0 { // loaded by an activation: nothing waits yet
+				e.stale.Store(true)
+				return false
+			}
+			since = time.Now()
 			if have > want {
 				e.node.metrics.versions.refusals.WithLabelValues(e.ref.Kind).Inc()
 				e.logger().Warn("state document written by a newer version of the kind: not processing its records here; they wait for a node of that version",

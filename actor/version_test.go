@@ -1,6 +1,7 @@
 package actor_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -308,6 +309,16 @@ func TestVersionRefusal(t *testing.T) {
 	var logs proctest.Buffer
 	opts := actor.Options{StallAfter: 500 * time.Millisecond, Logger: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))}
 	v1 := startNodeWith(t, conn, opts, nil, versionedKind(1))
+	// An activation with no record waiting answers at once: nothing waits.
+	actortest.Eventually(t, 60*time.Second, "an activation", func() bool {
+		actx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		_, err := c.Activate(actx, r)
+		return err == nil
+	})
+	if got := metricSum(t, v1.Registry, "ea_state_version_refusals_total", "kind", "vtally"); got != 0 {
+		t.Fatalf("refusals %v after an activation alone, want 0", got)
+	}
 	publishIncs(t, conn, r, 3)
 	actortest.Eventually(t, 60*time.Second, "a refusal", func() bool {
 		return metricSum(t, v1.Registry, "ea_state_version_refusals_total", "kind", "vtally") == 1
