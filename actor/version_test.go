@@ -422,3 +422,30 @@ func TestVersionBadDocument(t *testing.T) {
 		}
 	}
 }
+
+// TestVersionReplay: a replay on a version 2 node of an effector created
+// and run at version 1 upgrades the state it was created with and the
+// stored one before comparing: equal, at version 2's shape.
+func TestVersionReplay(t *testing.T) {
+	t.Parallel()
+	_, conn := server(t)
+	c := newClient(t, conn)
+	ctx := ctxT(t)
+	r := ref("vtally", "replayed")
+	v1 := startNode(t, conn, nil, versionedKind(1))
+	if _, err := c.Create(ctx, r, tallyV1{N: 10}); err != nil {
+		t.Fatal(err)
+	}
+	publishIncs(t, conn, r, 3)
+	waitTally(t, conn, r, 1, 13)
+	v1.Stop(t)
+
+	startNode(t, conn, nil, versionedKind(2))
+	rep, err := c.Replay(ctx, r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !rep.Equal || rep.From != actor.ReplayFromCreated || !strings.Contains(string(rep.Replayed), `"count":13`) || !strings.Contains(string(rep.Stored), `"count":13`) {
+		t.Fatalf("replay: equal %v from %s, stored %s, replayed %s (%s)", rep.Equal, rep.From, rep.Stored, rep.Replayed, rep.Difference)
+	}
+}
