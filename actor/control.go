@@ -487,7 +487,8 @@ func (n *Node) create(ctx context.Context, kind string, data []byte) (Document, 
 	if err != nil {
 		return Document{}, err
 	}
-	doc := Document{ID: ref.ID, Kind: ref.Kind, Status: StatusIdle, State: state, Updated: time.Now().UTC(), Owner: req.Owner}
+	doc := Document{ID: ref.ID, Kind: ref.Kind, Status: StatusIdle, State: state, Updated: time.Now().UTC(), Owner: req.Owner,
+		Version: n.kinds[kind].versions.stamp()}
 	rev, err := n.states.Create(ctx, n.names.StateKey(ref), doc)
 	if errors.Is(err, kv.ErrExists) {
 		msg := fmt.Sprintf("effector %s already exists", ref)
@@ -637,7 +638,7 @@ func (n *Node) rewrite(ctx context.Context, ref records.Ref, status Status, stat
 	}
 	key := n.names.StateKey(ref)
 	for {
-		doc := Document{ID: ref.ID, Kind: ref.Kind, Status: status, State: state}
+		doc := Document{ID: ref.ID, Kind: ref.Kind, Status: status, State: state, Version: n.kinds[ref.Kind].versions.stamp()}
 		var rev uint64
 		ent, err := n.states.Get(ctx, key)
 		var cs *CorruptStateError

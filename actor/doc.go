@@ -34,6 +34,18 @@
 // error. A redelivered record at or below Seq is acknowledged without running
 // the logic: state transitions are effectively once.
 //
+// # State versions
+//
+// The document also records the version of the kind's state type its state
+// was written with ([Document].Version, key "version", absent for 1). A kind
+// declares its version and the steps from older ones ([Kind].Version,
+// [Kind].Upgrades, [UpgradeFrom]): an older document is upgraded when its
+// effector is loaded and stored at the new version by the next state write. A
+// newer one (a node of an older version during a rolling upgrade) is refused:
+// the effector's records wait, unacknowledged and never dead-lettered, until a
+// node of that version reads the partition; an upgrade that fails makes them
+// wait too ([ErrStateVersion]). [Kind.UpgradeState] runs the steps in a test.
+//
 // # Failures
 //
 // A record that cannot be decoded, is too large or of a content type the kind

@@ -48,7 +48,16 @@ type Document struct {
 	// Owner is the user or tenant the effector belongs to, set at create
 	// (empty: none).
 	Owner string `json:"owner,omitempty"`
+	// Version is the version of the kind's state type State was written
+	// with ([Kind].Version). 0 means 1: absent from documents written
+	// before state versions, and by kinds at version 1 (key "version" is
+	// written only above 1). See [Document.StateVersion].
+	Version int `json:"version,omitempty"`
 }
+
+// StateVersion returns the version of the state type State was written
+// with: Version, or 1 when it is 0.
+func (d Document) StateVersion() int { return max(d.Version, 1) }
 
 // Ref returns the effector this document belongs to.
 func (d Document) Ref() records.Ref { return records.Ref{Kind: d.Kind, ID: d.ID} }

@@ -19,6 +19,9 @@ func (d Document) EncodeMsgpack(enc *msgpack.Encoder) error {
 	if d.Owner != "" {
 		n++
 	}
+	if d.Version > 1 {
+		n++
+	}
 	if err := enc.EncodeMapLen(n); err != nil {
 		return err
 	}
@@ -78,7 +81,15 @@ func (d Document) EncodeMsgpack(enc *msgpack.Encoder) error {
 		}
 	}
 	if d.Owner != "" {
-		return str("owner", d.Owner)
+		if err := str("owner", d.Owner); err != nil {
+			return err
+		}
+	}
+	if d.Version > 1 {
+		if err := enc.EncodeString("version"); err != nil {
+			return err
+		}
+		return enc.EncodeInt(int64(d.Version))
 	}
 	return nil
 }
@@ -128,6 +139,8 @@ func (d *Document) DecodeMsgpack(dec *msgpack.Decoder) error {
 			d.Error, err = dec.DecodeString()
 		case "owner":
 			d.Owner, err = dec.DecodeString()
+		case "version":
+			d.Version, err = decodeVersion(dec)
 		default:
 			err = dec.Skip()
 		}

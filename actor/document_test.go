@@ -20,6 +20,8 @@ func TestDocumentMsgpack(t *testing.T) {
 		{ID: "c1", Kind: "counter", Status: StatusError, Seq: 1 << 40, Ahead: []uint64{1<<40 + 5, 1<<40 + 9}, Updated: now, Error: "boom"},
 		{ID: "c2", Kind: "counter", Status: StatusIdle, State: state, Seq: 7, Updated: now, Owner: "user-42"},
 		{ID: "c3", Kind: "counter", Status: StatusError, Updated: now, Error: "x", Owner: "u"},
+		{ID: "c4", Kind: "counter", Status: StatusIdle, State: state, Seq: 9, Updated: now, Version: 3},
+		{ID: "c5", Kind: "counter", Status: StatusIdle, Updated: now, Owner: "u", Version: 1 << 30},
 		{},
 	}
 	type generic struct { // the same fields, encoded by reflection
@@ -32,6 +34,7 @@ func TestDocumentMsgpack(t *testing.T) {
 		Updated time.Time          `json:"updated"`
 		Error   string             `json:"error,omitempty"`
 		Owner   string             `json:"owner,omitempty"`
+		Version int                `json:"version,omitempty"`
 	}
 	for _, d := range docs {
 		ours, err := codec.Marshal(&d)

@@ -137,7 +137,7 @@ func (e *effector) load() bool {
 		e.node.metrics.activations.WithLabelValues(e.ref.Kind).Inc()
 	}
 	if !e.absent && e.doc.Status != StatusTerminated {
-		return true
+		return e.fitVersion()
 	}
 	reason, why := reasonNoEffector, fmt.Errorf("effector %s was never created; create it before sending to it", e.ref)
 	applied := func(uint64) bool { return false }
@@ -250,6 +250,10 @@ func (e *effector) reload() bool {
 	e.doc, e.rev = ent.Value, ent.Revision
 	if e.doc.Status == StatusTerminated {
 		e.logger().Info("effector terminated; its records go to dead letters")
+		return false
+	}
+	if e.doc.StateVersion() != e.kind.versions.version {
+		e.stale.Store(true) // written at another state version: load upgrades or refuses it
 		return false
 	}
 	return true

@@ -40,6 +40,20 @@ type Kind[S any] struct {
 	Name string
 	// Initial is the state of an effector created without one.
 	Initial S
+	// Version is the version of the state type S, stored in every state
+	// document the kind writes (key "version"). Default 0, which means 1.
+	// Raise it by one when S changes in a way documents written before do
+	// not decode into as they should, and add the step from the previous
+	// version to Upgrades. See "State versions" in the package doc.
+	Version int
+	// Upgrades take a state written at an older version up to Version,
+	// one step per version ([UpgradeFrom]): a document of an older version
+	// is upgraded when loaded and stored at Version by the next state
+	// write. Required above version 1: the step from Version-1, and one
+	// from each version down to the oldest documents still stored (older
+	// steps may be dropped once none is left). A failing step makes the
+	// effector's records wait, as a document of a newer version does.
+	Upgrades []Upgrade
 	// Logic handles one record at a time. Required.
 	Logic Logic[S]
 	// Retry is the retry policy for failing logic ([RetryPolicy]). Zero
@@ -109,6 +123,7 @@ type kindSpec struct {
 	maxDeliveries int
 	timeout       time.Duration
 	stateRecords  bool
+	versions      versions
 	// initial returns the msgpack of the initial state.
 	initial func() ([]byte, error)
 	// fromJSON converts a JSON state (as sent to the create endpoint) to
@@ -126,6 +141,7 @@ func (k Kind[S]) spec() (*kindSpec, error) {
 		return nil, invalidf("kind %s: Logic is required", k.Name)
 	}
 	policy := k.Retry.Or(retry.Default())
+	var err error
 	s := &kindSpec{
 		name:          k.Name,
 		retry:         policy,
@@ -154,6 +170,9 @@ func (k Kind[S]) spec() (*kindSpec, error) {
 		s.overflow = 0 // never
 	case s.overflow > s.window:
 		return nil, invalidf("kind %s: Overflow %d must not exceed Window %d (an effector never holds more than its partition's window)", k.Name, s.overflow, s.window)
+	}
+	if s.versions, err = newVersions(k.Name, k.Version, k.Upgrades); err != nil {
+		return nil, err
 	}
 	if len(s.accept) == 0 {
 		s.accept = []string{records.ContentMsgpack, records.ContentJSON}

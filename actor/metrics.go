@@ -54,6 +54,7 @@ type metrics struct {
 	nodes        prometheus.Gauge
 	lapses       prometheus.Counter
 	departures   *prometheus.CounterVec
+	versions     *versionMetrics
 	node         *Node
 }
 
@@ -122,12 +123,13 @@ func newMetrics(reg prometheus.Registerer, n *Node) (*metrics, error) {
 			Name: "ea_node_departures_total",
 			Help: "Other nodes this node saw leave the live set, by how: closed (their connection was gone), expired (no heartbeat for the TTL), left (they said goodbye).",
 		}, []string{"how"}),
-		node: n,
+		versions: newVersionMetrics(),
+		node:     n,
 	}
 	if reg == nil {
 		return m, nil
 	}
-	for _, c := range []prometheus.Collector{m.processed, m.duration, m.redelivers, m.dead, m.conflicts, m.retries, m.active, m.activations, m.passivations, m.handovers, m.overflows, m.nodes, m.lapses, m.departures, m} {
+	for _, c := range append([]prometheus.Collector{m.processed, m.duration, m.redelivers, m.dead, m.conflicts, m.retries, m.active, m.activations, m.passivations, m.handovers, m.overflows, m.nodes, m.lapses, m.departures, m}, m.versions.collectors()...) {
 		if err := reg.Register(c); err != nil {
 			var are prometheus.AlreadyRegisteredError
 			if errors.As(err, &are) {
@@ -165,6 +167,7 @@ func (m *metrics) hosted(kind string) {
 	for _, v := range []*prometheus.CounterVec{m.redelivers, m.conflicts, m.retries, m.activations, m.passivations, m.handovers, m.overflows} {
 		v.WithLabelValues(kind)
 	}
+	m.versions.hosted(kind)
 	m.forKind(kind)
 }
 

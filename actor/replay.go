@@ -163,6 +163,9 @@ func (n *Node) Replay(ctx context.Context, ref records.Ref, opts ...ReplayOption
 		return ReplayReport{}, fmt.Errorf("replay %s: read state: %w", ref, err)
 	}
 	doc := ent.Value
+	if doc.State, err = k.versions.upgrade(ref, doc.State, doc.StateVersion()); err != nil {
+		return ReplayReport{}, fmt.Errorf("replay %s: the stored state: %w", ref, err)
+	}
 	rep := ReplayReport{ID: ref.ID, Kind: ref.Kind, Seq: doc.Seq, Ahead: doc.Ahead}
 
 	cur, from, err := n.replayStart(ctx, k, key, o.state)
@@ -222,7 +225,12 @@ func (n *Node) replayStart(ctx context.Context, k *kindSpec, key string, given j
 	}
 	hist, err := n.states.kv.History(ctx, key)
 	if err == nil && len(hist) > 0 && !hist[0].Deleted && hist[0].Value.Seq == 0 && len(hist[0].Value.Ahead) == 0 {
-		return hist[0].Value.State, ReplayFromCreated, nil
+		first := hist[0].Value
+		b, err := k.versions.upgrade(first.Ref(), first.State, first.StateVersion())
+		if err != nil {
+			return nil, "", fmt.Errorf("the state the effector was created with: %w", err)
+		}
+		return b, ReplayFromCreated, nil
 	}
 	b, err := k.initial()
 	if err != nil {

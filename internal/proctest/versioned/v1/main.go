@@ -1,0 +1,10 @@
+// Command v1 is a node hosting kind tally at state version 1, for the
+// rolling-upgrade test of package versioned.
+package main
+
+import (
+	"github.com/effectors/effectors/internal/proctest/versioned"
+	"github.com/effectors/effectors/node"
+)
+
+func main() { node.Main(versioned.V1()) }
