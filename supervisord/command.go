@@ -262,7 +262,7 @@ func (in Info) Head() string {
 		fmt.Fprintf(&b, "  metrics  http://%s/metrics (and /healthz, /readyz)\n", in.Metrics)
 	}
 	if in.Gateway != "" {
-		fmt.Fprintf(&b, "  gateway  %s  (the live record view; WebSocket at /ws, docs/gateway.md)\n", in.Gateway)
+		fmt.Fprintf(&b, "  gateway  %s  (the console: records, effectors, orchestrations, dead letters, nodes; WebSocket at /ws, docs/gateway.md)\n", in.Gateway)
 	}
 	return b.String()
 }

@@ -25,7 +25,7 @@ func TestRunInProcess(t *testing.T) {
 	if !strings.Contains(out.String(), "gateway  http://"+gateway+"/") {
 		t.Fatalf("the hint lacks the live view's URL:\n%s", out.String())
 	}
-	if code, body := proctest.Get("http://" + gateway + "/"); code != 200 || !strings.Contains(body, "live record view") {
+	if code, body := proctest.Get("http://" + gateway + "/"); code != 200 || !strings.Contains(body, "<title>effectors console</title>") {
 		t.Fatalf("live view: %d %.200s", code, body)
 	}
 	if code, body := proctest.Get("http://" + metrics + "/readyz"); code != 200 || body != "ready\n" {
