@@ -92,6 +92,8 @@ type Orchestration struct {
 	// WaitingFor says what it waits for: "input", or the worker effectors
 	// (<kind>/<id>) whose results are outstanding; empty when nothing.
 	WaitingFor string `json:"waiting_for"`
+	// Input is the input it was started with (JSON).
+	Input json.RawMessage `json:"input,omitempty"`
 	// Prompt is what an input step asks for (JSON), while WAITING.
 	Prompt json.RawMessage `json:"prompt,omitempty"`
 	// Results are the orchestration's results so far (the definition's view

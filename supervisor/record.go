@@ -72,7 +72,7 @@ func DecodeOrchestration(value []byte) (Orchestration, error) {
 	return r.view(), nil
 }
 
-// view is the public JSON view of r. Prompt and Results are JSON a
+// view is the public JSON view of r. Input, Prompt and Results are JSON a
 // supervisor wrote; text that is not JSON (a damaged record) is left out
 // rather than making the view fail to encode.
 func (r *orchRecord) view() Orchestration {
@@ -80,6 +80,9 @@ func (r *orchRecord) view() Orchestration {
 		ID: r.ID, Name: r.Name, Status: r.Status, Step: r.Step, WaitingFor: r.WaitingFor,
 		Error: r.Error, Steps: r.Steps, Created: r.Created, Updated: r.Updated, Owner: r.Owner,
 		Results: json.RawMessage("null"),
+	}
+	if r.Input != "" && json.Valid([]byte(r.Input)) {
+		o.Input = json.RawMessage(r.Input)
 	}
 	if r.Prompt != "" && json.Valid([]byte(r.Prompt)) {
 		o.Prompt = json.RawMessage(r.Prompt)

@@ -36,6 +36,7 @@ func TestDemo(t *testing.T) {
 	}
 	o := waitStatus(t, c, id, supervisor.StatusWaiting)
 	if o.Step != "ask" || o.WaitingFor != "input" || o.Name != "demo" || o.ID != id || len(o.Tasks) != 0 ||
+		string(o.Input) != `{"text":"hello world"}` ||
 		string(o.Prompt) != `{"question":"a note to add to HELLO WORLD","want":"{\"note\": \"...\"}"}` {
 		t.Fatalf("waiting: %+v", o)
 	}

@@ -219,6 +219,7 @@ func TestConsoleInChromium(t *testing.T) {
 	b.waitFor("the orchestration waiting", `document.querySelector('#orchs tr[data-id="`+orchID+`"]')?.dataset.status === "WAITING"`)
 	b.click(`#orchs tr[data-id="` + orchID + `"] td`)
 	b.waitFor("the orchestration page", `document.querySelector("#view-orch").classList.contains("active") && document.querySelector("#view-orch").dataset.status === "WAITING" && !document.querySelector("#orch-input-button").disabled`)
+	b.waitFor("the input it was started with", `document.querySelector("#orch-start-input").textContent.includes("hello console")`)
 	b.waitFor("the timeline so far", `[...document.querySelectorAll("#orch-timeline tbody tr")].some(tr => tr.dataset.event === "start")`)
 	b.waitFor("task A and the record it caused", `[...document.querySelectorAll("#orch-tasks tbody tr[data-id] td.caused")].some(td => !td.textContent.includes("none yet"))`)
 	b.must(`document.querySelector("#orch-answer").value = '{"note": "from the console test"}'; document.querySelector("#orch-input-button").click()`)

@@ -708,6 +708,7 @@ function openOrch(id) {
     $("#orch-title").textContent = `orchestration ${id}`;
     $("#orch-facts").replaceChildren();
     $("#orch-prompt").textContent = "";
+    $("#orch-start-input").textContent = "";
     $("#orch-result").textContent = "";
     $("#orch-page-error").textContent = "";
     subscribe("orch-one", { topic: "orchestration", id }, (f) => {
@@ -751,6 +752,7 @@ function showOrch(o) {
     facts.append(dt, dd);
   }
   $("#view-orch").dataset.status = o.status;
+  $("#orch-start-input").textContent = o.input !== undefined && o.input !== null ? pretty(o.input) : "(none)";
   const waiting = o.status === "WAITING";
   $("#orch-prompt").textContent = waiting ? (o.prompt !== undefined ? pretty(o.prompt) : "(waits for input; no prompt)") :
     (FINAL.includes(o.status) ? "(finished: takes no more input)" : "(not waiting for input)");
