@@ -11,7 +11,6 @@ import (
 	"github.com/effectors/effectors/actor"
 	"github.com/effectors/effectors/bus"
 	"github.com/effectors/effectors/core"
-	"github.com/effectors/effectors/core/llm"
 	"github.com/effectors/effectors/internal/cli"
 )
 
@@ -45,12 +44,6 @@ func (c *config) loadLLM(getenv func(string) string) error {
 	if err := c.LLM.Load(getenv); err != nil {
 		return err
 	}
-	if c.LLM.Configured() {
-		lc := c.llmConfig()
-		if err := lc.Validate(); err != nil {
-			return cli.Usagef("--llm-base-url %s: %v", c.LLM.BaseURL, err)
-		}
-	}
 	if c.ToolsFile == "" {
 		return nil
 	}
@@ -70,11 +63,6 @@ func (c *config) loadLLM(getenv func(string) string) error {
 	return nil
 }
 
-// llmConfig is the provider configuration of the settings.
-func (c config) llmConfig() llm.Config {
-	return llm.Config{BaseURL: c.LLM.BaseURL, Model: c.LLM.Model, EmbedModel: c.LLM.EmbedModel, APIKey: c.LLM.Key()}
-}
-
 // agents builds the agent kinds of cmd once the node is connected: nil when
 // the command has none or no model is configured (then it logs which
 // setting turns them on).
@@ -86,13 +74,9 @@ func (cmd Command) agents(cfg config, conn *bus.Conn, log *slog.Logger, reg prom
 		log.Info("no model is configured: agent kinds are off (set --llm-base-url and --llm-model, or EA_LLM_BASE_URL and EA_LLM_MODEL)")
 		return nil, nil
 	}
-	p, err := llm.New(cfg.llmConfig())
+	p, metrics, err := cfg.LLM.Provider(reg)
 	if err != nil {
-		return nil, fmt.Errorf("--llm-base-url: %w", err)
-	}
-	metrics, err := core.NewMetrics(reg)
-	if err != nil {
-		return nil, fmt.Errorf("register LLM metrics: %w", err)
+		return nil, err
 	}
 	tools := core.NewTools()
 	if len(cfg.Tools.Tools) > 0 {

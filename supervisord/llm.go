@@ -7,7 +7,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/effectors/effectors/core"
-	"github.com/effectors/effectors/core/llm"
 	"github.com/effectors/effectors/internal/cli"
 	"github.com/effectors/effectors/supervisor"
 )
@@ -25,18 +24,7 @@ func (c *config) loadLLM(getenv func(string) string) error {
 	if err := c.LLM.Load(getenv); err != nil {
 		return err
 	}
-	if c.LLM.Configured() {
-		lc := c.llmConfig()
-		if err := lc.Validate(); err != nil {
-			return cli.Usagef("--llm-base-url %s: %v", c.LLM.BaseURL, err)
-		}
-	}
 	return nil
-}
-
-// llmConfig is the provider configuration of the settings.
-func (c config) llmConfig() llm.Config {
-	return llm.Config{BaseURL: c.LLM.BaseURL, Model: c.LLM.Model, EmbedModel: c.LLM.EmbedModel, APIKey: c.LLM.Key()}
 }
 
 // agents builds the model-driven orchestrations of cmd: nil when the
@@ -50,13 +38,9 @@ func (cmd Command) agents(cfg config, log *slog.Logger, reg prometheus.Registere
 		log.Info("no model is configured: model-driven orchestrations are off (set --llm-base-url and --llm-model, or EA_LLM_BASE_URL and EA_LLM_MODEL)")
 		return nil, nil
 	}
-	p, err := llm.New(cfg.llmConfig())
+	p, metrics, err := cfg.LLM.Provider(reg)
 	if err != nil {
-		return nil, fmt.Errorf("--llm-base-url: %w", err)
-	}
-	metrics, err := core.NewMetrics(reg)
-	if err != nil {
-		return nil, fmt.Errorf("register LLM metrics: %w", err)
+		return nil, err
 	}
 	log.Info("model-driven orchestrations use a model", "llm", cfg.LLM.Describe())
 	defs, err := cmd.Agents(&core.Services{LLM: p, Metrics: metrics})

@@ -1,8 +1,13 @@
 package cli
 
 import (
+	"fmt"
 	"net/url"
 	"strings"
+
+	"github.com/effectors/effectors/core"
+	"github.com/effectors/effectors/core/llm"
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // LLMKeyEnv is the environment variable of the LLM provider's API key. It
@@ -100,7 +105,32 @@ func (l *LLM) Load(getenv func(string) string) error {
 		return Usagef("the API key (%s or --llm-api-key-file) holds a line break: want one line", LLMKeyEnv)
 	}
 	l.key = strings.TrimSpace(key)
+	cfg := l.Config()
+	if err := cfg.Validate(); err != nil {
+		return Usagef("--llm-base-url %s: %v", l.BaseURL, err)
+	}
 	return nil
+}
+
+// Config is the provider configuration of the settings, with the key
+// [LLM.Load] read.
+func (l LLM) Config() llm.Config {
+	return llm.Config{BaseURL: l.BaseURL, Model: l.Model, EmbedModel: l.EmbedModel, APIKey: l.key}
+}
+
+// Provider returns the model client of the settings and the LLM metrics
+// (ea_llm_tokens_total and the rest), registered on reg: what a binary's
+// agent kinds and orchestrations share through core.Services.
+func (l LLM) Provider(reg prometheus.Registerer) (*llm.Provider, *core.Metrics, error) {
+	p, err := llm.New(l.Config())
+	if err != nil {
+		return nil, nil, fmt.Errorf("--llm-base-url: %w", err)
+	}
+	metrics, err := core.NewMetrics(reg)
+	if err != nil {
+		return nil, nil, fmt.Errorf("register LLM metrics: %w", err)
+	}
+	return p, metrics, nil
 }
 
 // Configured reports whether a model is configured (--llm-base-url).
