@@ -121,6 +121,15 @@
 // by the nodes (timer.go, timer_node.go, docs/timers.md); [Client.SetTimer],
 // [Client.CancelTimer] and [Client.Timers] do the same from outside.
 //
+// # Middleware
+//
+// Behaviour that cuts across kinds (services, tracing, metrics) wraps a
+// kind's logic as typed [Middleware]: kind.With(mw...) runs the first
+// middleware outermost. Middleware that hands the logic a derived
+// context.Context calls it with [Context.WithContext]; both Contexts hold
+// the same attempt's outputs. core.Middleware (core.Wrap) gives logic the
+// agent services this way.
+//
 // # Testing logic
 //
 // [Kind.Apply] runs a kind's logic on one record without NATS, exactly as a
