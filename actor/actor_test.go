@@ -157,7 +157,7 @@ func TestTenThousandIncrements(t *testing.T) {
 	waitCount(t, conn, c, c1, 10_000, 3*time.Minute)
 }
 
-// 100 counters fed at once, 300 records each (30,000 in all): more than an
+// 100 counters fed at once, 200 records each (20,000 in all): more than an
 // effector's Overflow (128) each, so own consumers and batching are both
 // exercised while the partitions interleave; every count exact. Not
 // parallel: the burst takes both cores.
@@ -166,7 +166,7 @@ func TestHundredCountersInParallel(t *testing.T) {
 	n := startNode(t, conn, nil)
 	c := newClient(t, conn)
 	ctx := ctxT(t)
-	const counters, each = 100, 300
+	const counters, each = 100, 200
 	for i := range counters {
 		if _, err := c.Create(ctx, ref("counter", fmt.Sprint("c", i)), nil); err != nil {
 			t.Fatal(err)

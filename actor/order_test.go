@@ -277,11 +277,11 @@ func TestServerRestartUnderLoad(t *testing.T) {
 		}
 	}
 	for _, r := range refs {
-		publishIncs(t, conn, r, 2000)
+		publishIncs(t, conn, r, 1000)
 	}
-	actortest.Eventually(t, time.Minute, "some processed", func() bool { return count(t, c, refs[0]) >= 200 })
+	actortest.Eventually(t, time.Minute, "some processed", func() bool { return count(t, c, refs[0]) >= 100 })
 	srv.Restart(t)
-	waitCounts(t, conn, c, refs, 2000, 2*time.Minute)
+	waitCounts(t, conn, c, refs, 1000, 2*time.Minute)
 }
 
 // TestMoreThanThousandEffectors creates 1,100 effectors, more than the 1,000

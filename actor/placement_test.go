@@ -86,8 +86,8 @@ func TestPlacementSpreadsAndFailsOver(t *testing.T) {
 		return true
 	})
 	refs := createCounters(t, c, 60)
-	publishAll(t, conn, refs, 50)
-	waitCounts(t, conn, c, refs, 50, time.Minute)
+	publishAll(t, conn, refs, 20)
+	waitCounts(t, conn, c, refs, 20, time.Minute)
 	for i, n := range nodes {
 		if a := active(t, n); a == 0 {
 			t.Fatalf("node %d drives no effector: placement did not spread the work", i)
@@ -97,13 +97,13 @@ func TestPlacementSpreadsAndFailsOver(t *testing.T) {
 	// Node 0 dies mid-load: its connection drops, no goodbye.
 	victim := active(t, nodes[0])
 	done := make(chan error, 1)
-	go func() { done <- tryPublishAll(conn, refs, 100) }()
+	go func() { done <- tryPublishAll(conn, refs, 40) }()
 	conns[0].NATS().Close()
 	killed := time.Now()
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
-	waitCounts(t, conn, c, refs, 150, time.Minute)
+	waitCounts(t, conn, c, refs, 60, time.Minute)
 	t.Logf("node 0 drove %v effectors; all counts exact %s after it died", victim, time.Since(killed).Round(time.Millisecond))
 	var handovers float64
 	for _, n := range nodes[1:] {
@@ -122,15 +122,15 @@ func TestJoiningNodeTakesItsShare(t *testing.T) {
 	c := newClient(t, conn)
 	first := startNodeWith(t, srv.Connect(t), fastPlacement, nil)
 	refs := createCounters(t, c, 40)
-	publishAll(t, conn, refs, 20)
+	publishAll(t, conn, refs, 10)
 	actortest.Eventually(t, 30*time.Second, "first node has all loaded", func() bool { return active(t, first) == 40 })
 	done := make(chan error, 1)
-	go func() { done <- tryPublishAll(conn, refs, 100) }()
+	go func() { done <- tryPublishAll(conn, refs, 50) }()
 	second := startNodeWith(t, srv.Connect(t), fastPlacement, nil)
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
-	waitCounts(t, conn, c, refs, 120, time.Minute)
+	waitCounts(t, conn, c, refs, 60, time.Minute)
 	if h := metricSum(t, second.Registry, "ea_handovers_total") + metricSum(t, second.Registry, "ea_activations_total"); h == 0 {
 		t.Fatal("the joining node took over nothing")
 	}
@@ -141,11 +141,11 @@ func TestJoiningNodeTakesItsShare(t *testing.T) {
 	// The load may all have been applied before the hand-over: one more
 	// record each, after the split, reaches the effectors of both nodes.
 	publishAll(t, conn, refs, 1)
-	waitCountsOnly(t, c, refs, 121, time.Minute)
+	waitCountsOnly(t, c, refs, 61, time.Minute)
 	if active(t, second) == 0 {
 		t.Fatal("the joining node loaded no effector")
 	}
-	waitCounts(t, conn, c, refs, 121, time.Minute)
+	waitCounts(t, conn, c, refs, 61, time.Minute)
 }
 
 // TestTwoDriversNeverDoubleApply makes two nodes both believe they own every
@@ -169,15 +169,34 @@ func TestTwoDriversNeverDoubleApply(t *testing.T) {
 	}
 	refs := createCounters(t, c, 10)
 	// In waves, so that the fight goes on while records flow (in one burst,
-	// a node can apply everything before the other takes anything).
-	for range 3 {
-		publishAll(t, conn, refs, 100)
-		time.Sleep(300 * time.Millisecond)
-	}
-	actortest.Eventually(t, time.Minute, "both nodes processed records", func() bool {
+	// a node can apply everything before the other takes anything), until
+	// both nodes have applied records.
+	both := func() bool {
 		return metricSum(t, nodes[0].Registry, "ea_records_processed_total") > 0 &&
 			metricSum(t, nodes[1].Registry, "ea_records_processed_total") > 0
-	})
+	}
+	const perWave = 40
+	waves := 0
+	applied := func() bool { // every wave published so far is applied
+		for _, r := range refs {
+			if count(t, c, r) < int64(waves*perWave) {
+				return false
+			}
+		}
+		return true
+	}
+	deadline := time.Now().Add(2 * time.Minute)
+	for waves < 3 || !both() {
+		if time.Now().After(deadline) {
+			t.Fatalf("after %d waves of %d records each, one node has still processed none", waves, perWave)
+		}
+		if waves < 3 || applied() {
+			publishAll(t, conn, refs, perWave)
+			waves++
+		}
+		time.Sleep(300 * time.Millisecond)
+	}
+	want := int64(waves * perWave)
 	time.Sleep(time.Second) // let them fight over the rest
 	fight.Store(false)
 	t.Cleanup(func() {
@@ -191,9 +210,9 @@ func TestTwoDriversNeverDoubleApply(t *testing.T) {
 			}
 		}
 	})
-	waitCounts(t, conn, c, refs, 300, time.Minute)
+	waitCounts(t, conn, c, refs, want, time.Minute)
 	for _, r := range refs {
-		checkCountOutputs(t, conn, r, upTo(300))
+		checkCountOutputs(t, conn, r, upTo(want))
 	}
 	var handovers float64
 	for _, n := range nodes {

@@ -65,7 +65,7 @@ func TestChaosKillNodes(t *testing.T) {
 	plan := chaosPlan{counters: 100, incs: 20_000, batch: 100, pace: 80 * time.Millisecond,
 		every: 4 * time.Second, faults: 4, timeout: 4 * time.Minute}
 	if raceEnabled { // nodes built with the race detector run a few times slower
-		plan.incs = 10_000
+		plan.incs = 6_000
 	}
 	if longChaos() {
 		plan.incs, plan.faults, plan.timeout = 100_000, 20, 20*time.Minute
@@ -182,7 +182,7 @@ func TestChaosNATSRestart(t *testing.T) {
 	plan := chaosPlan{counters: 100, incs: 10_000, batch: 100, pace: 100 * time.Millisecond,
 		every: 3 * time.Second, faults: 2, timeout: 4 * time.Minute}
 	if raceEnabled {
-		plan.incs = 5_000
+		plan.incs = 3_000
 	}
 	if longChaos() {
 		plan.incs, plan.faults, plan.timeout = 100_000, 12, 20*time.Minute

@@ -32,6 +32,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -211,15 +212,52 @@ func (p *Proc) WaitOutput(t testing.TB, timeout time.Duration, s string) {
 
 // WaitHTTP waits until GET url answers 200, failing the test if the process
 // exits first or after timeout.
+//
+// On the timeout it first asks a Go process for its goroutines (SIGQUIT)
+// and keeps the whole of its stderr in a file whose path the test logs: the
+// answer to "what was it waiting for" in a failed CI run.
 func (p *Proc) WaitHTTP(t testing.TB, timeout time.Duration, url string) {
 	t.Helper()
-	poll(t, timeout, p.Name+" "+url+" 200", func() bool {
+	deadline := time.Now().Add(timeout)
+	for {
 		if !p.Running() {
 			t.Fatalf("%s exited before ready: %v", p.Name, p.err)
 		}
-		code, _ := Get(url)
-		return code == http.StatusOK
-	})
+		if code, _ := Get(url); code == http.StatusOK {
+			return
+		}
+		if time.Now().After(deadline) {
+			p.dumpStacks(t)
+			t.Fatalf("timed out after %s waiting for %s %s 200", timeout, p.Name, url)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// dumpStacks sends SIGQUIT (a Go program prints every goroutine's stack to
+// stderr and exits), waits a little for it, and writes the process's whole
+// stderr to a file in the system's temporary directory, which outlives the
+// test's own.
+func (p *Proc) dumpStacks(t testing.TB) {
+	t.Helper()
+	if err := p.Cmd.Process.Signal(syscall.SIGQUIT); err != nil {
+		return
+	}
+	select {
+	case <-p.exited:
+	case <-time.After(5 * time.Second):
+	}
+	f, err := os.CreateTemp("", "proctest-"+p.Name+"-*.stderr")
+	if err != nil {
+		t.Logf("keep %s's stderr: %v", p.Name, err)
+		return
+	}
+	defer f.Close()
+	if _, err := io.WriteString(f, p.Stderr.String()); err != nil {
+		t.Logf("keep %s's stderr: %v", p.Name, err)
+		return
+	}
+	t.Logf("%s's goroutines (SIGQUIT) and whole stderr: %s", p.Name, f.Name())
 }
 
 // poll calls cond every 20ms until it holds, failing the test after timeout.
