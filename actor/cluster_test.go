@@ -84,7 +84,7 @@ feed:
 
 // clusterPlacement is fast placement for a cluster: heartbeats are KV writes
 // to a replicated bucket, which stall for a leader election (about 2s here),
-// so fastPlacement's 400ms TTL would have nodes declare each other dead
+// so a 400ms TTL would have nodes declare each other dead
 // whenever a stream leader moves, and fight over effectors.
 // clusterPartitions keeps the cluster test's replicated consumers (one Raft
 // group each, per kind and partition) few enough for 3 in-process servers on

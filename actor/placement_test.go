@@ -14,8 +14,14 @@ import (
 )
 
 // fastPlacement makes membership changes take effect in a fraction of a
-// second, so the tests run quickly.
-var fastPlacement = actor.Options{Heartbeat: 100 * time.Millisecond, HeartbeatTTL: 400 * time.Millisecond}
+// second, so the tests run quickly: a node whose connection closes is found
+// dead by its liveness probes within about a beat. The TTL is long enough
+// not to flap on a loaded machine under the race detector: with 400ms,
+// heartbeats acknowledged late had nodes declare each other dead and take
+// every partition (128 lease writes and consumer resets at once), the
+// server's API answered in seconds, and counts came 30-60s after a node's
+// death.
+var fastPlacement = actor.Options{Heartbeat: 250 * time.Millisecond, HeartbeatTTL: 2 * time.Second}
 
 // createCounters creates counters c0..c<n-1>.
 func createCounters(t testing.TB, c *actor.Client, n int) []records.Ref {
@@ -66,7 +72,6 @@ func active(t testing.TB, n *runningNode) float64 {
 // spreads over all three; one node dies without a word (its connection
 // drops) while records flow, and the other two take over its effectors;
 // every count is exact and no output is duplicated.
-// Not parallel: placement with a 400ms heartbeat TTL: CPU starvation from a parallel test reads as a dead node.
 func TestPlacementSpreadsAndFailsOver(t *testing.T) {
 	srv, conn := server(t)
 	c := newClient(t, conn)
@@ -116,8 +121,8 @@ func TestPlacementSpreadsAndFailsOver(t *testing.T) {
 
 // TestJoiningNodeTakesItsShare starts one node under load, then a second:
 // the second takes over its share while records flow, and counts stay exact.
-// Not parallel: placement with a 400ms heartbeat TTL: CPU starvation from a parallel test reads as a dead node.
 func TestJoiningNodeTakesItsShare(t *testing.T) {
+	t.Parallel()
 	srv, conn := server(t)
 	c := newClient(t, conn)
 	first := startNodeWith(t, srv.Connect(t), fastPlacement, nil)
@@ -153,7 +158,6 @@ func TestJoiningNodeTakesItsShare(t *testing.T) {
 // other's lease go stale takes it and resets the consumer under the other;
 // the loser sees a gap in consumer sequences): the state's compare-and-set
 // and seq must still apply every record exactly once.
-// Not parallel: placement with a 400ms heartbeat TTL: CPU starvation from a parallel test reads as a dead node.
 func TestTwoDriversNeverDoubleApply(t *testing.T) {
 	srv, conn := server(t)
 	c := newClient(t, conn)
@@ -276,8 +280,8 @@ func TestPassivationAndActivation(t *testing.T) {
 // TestRecordsWhileNoNodeRuns: records published while no node runs are
 // processed once one starts (the partition consumers resume from their ack
 // floors).
-// Not parallel: placement with a 400ms heartbeat TTL: CPU starvation from a parallel test reads as a dead node.
 func TestRecordsWhileNoNodeRuns(t *testing.T) {
+	t.Parallel()
 	srv, conn := server(t)
 	c := newClient(t, conn)
 	n := startNodeWith(t, srv.Connect(t), fastPlacement, nil)
@@ -292,8 +296,8 @@ func TestRecordsWhileNoNodeRuns(t *testing.T) {
 
 // TestStrayRecordsGoToDeadLetters: records a plain client sends to an
 // effector never created, or terminated, end in dead letters with a reason.
-// Not parallel: placement with a 400ms heartbeat TTL: CPU starvation from a parallel test reads as a dead node.
 func TestStrayRecordsGoToDeadLetters(t *testing.T) {
+	t.Parallel()
 	_, conn := server(t)
 	startNodeWith(t, conn, fastPlacement, nil)
 	c := newClient(t, conn)

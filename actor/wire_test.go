@@ -64,8 +64,8 @@ func TestStateEndpoint(t *testing.T) {
 // that reads their partition, whichever node the request reaches (the
 // others forward it), before any record; their records then find them
 // loaded (no second activation).
-// Not parallel: placement with a 400ms heartbeat TTL: CPU starvation from a parallel test reads as a dead node.
 func TestActivateAheadOfTraffic(t *testing.T) {
+	t.Parallel()
 	srv, conn := server(t)
 	c := newClient(t, conn)
 	nodes := []*runningNode{
