@@ -58,8 +58,10 @@ func spreadWithin(held map[string]string, kinds []string, parts int, ids []strin
 // each. Then n1 comes back under the same name: every lease is where it was
 // before the failure.
 func TestSpreadOverNodes(t *testing.T) {
+	t.Parallel()
 	for _, n := range []int{3, 5} {
 		t.Run(fmt.Sprintf("%d nodes", n), func(t *testing.T) {
+			t.Parallel()
 			srv, conn := server(t)
 			leases := watchLeases(t, conn)
 			parts := conn.Names().Partitions()
