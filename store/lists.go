@@ -1,0 +1,339 @@
+package store
+
+import (
+	"context"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/effectors/effectors/internal/codec"
+	"github.com/effectors/effectors/records"
+)
+
+// Lists for consoles: dead letters and orchestrations a page at a time,
+// newest first or oldest first, with filters, read straight from their
+// streams with direct gets (no consumer, no index). A page costs reads in
+// proportion to what it examines, at most [maxScan] stored messages; a
+// page whose filters match rarely comes back short with More set and a
+// cursor to go on from.
+
+// MaxSearch bounds the text filters of [DeadQuery] and [OrchListQuery].
+const MaxSearch = 256
+
+// DeadQuery selects dead letters (the dead-letter stream, EA_DEAD). Every
+// field is optional.
+type DeadQuery struct {
+	// Kind keeps the dead letters of this kind's effectors; with ID, of
+	// one effector. Both are subject filters: JetStream's per-subject
+	// index finds them, whatever else the stream holds.
+	Kind, ID string
+	// Owner keeps dead letters whose record carries this EA-Owner.
+	Owner string
+	// Reason keeps dead letters with this reason code (EA-Dead-Reason:
+	// decode, rejected, failed, …).
+	Reason string
+	// Text keeps dead letters whose error text, reason, record id or
+	// record type contains it, ignoring case (at most [MaxSearch] bytes).
+	Text string
+	// Since and Until bound when the dead-letter stream stored the dead
+	// letter (inclusive); zero means unbounded.
+	Since, Until time.Time
+	// Order: [OldestFirst] (default) or [NewestFirst].
+	Order Order
+	// Limit is the page size: 0 means [DefaultLimit]; at most [MaxLimit].
+	Limit int
+	// Cursor continues a previous page of the same query ([DeadPage.Cursor]).
+	Cursor string
+}
+
+// DeadLetter is one dead letter as the dead-letter stream holds it: the
+// record that could not be processed (its headers, with the dead letter's
+// own: EA-Dead-Reason, EA-Error, where the original is) and its payload.
+type DeadLetter struct {
+	// Seq is its sequence in the dead-letter stream.
+	Seq uint64
+	// Subject is <prefix>.dead.<kind>.<id>.
+	Subject string
+	// Stored is when the dead-letter stream stored it.
+	Stored time.Time
+	Header nats.Header
+	Data   []byte
+}
+
+// DeadPage is one page of dead letters.
+type DeadPage struct {
+	DeadLetters []DeadLetter
+	// Cursor continues after this page. Oldest first it is always set;
+	// newest first it is empty once the beginning of the stream is reached.
+	Cursor string
+	// More reports whether more dead letters may match now.
+	More bool
+}
+
+func (q DeadQuery) fingerprint() uint32 {
+	return Query{Type: q.Kind + "/" + q.ID, Process: q.Reason + "\x00" + q.Text, Owner: q.Owner,
+		Since: q.Since, Until: q.Until, Order: "dead:" + q.Order}.fingerprint()
+}
+
+func validSearch(name, text string) error {
+	if len(text) > MaxSearch {
+		return invalidf("%s: %d bytes, at most %d", name, len(text), MaxSearch)
+	}
+	return nil
+}
+
+// validate checks q and returns its page size and cursor position.
+func (q DeadQuery) validate() (int, []uint64, error) {
+	if q.Kind == "" && q.ID != "" {
+		return 0, nil, invalidf("id %q without a kind: give both (the effector <kind>/<id>)", q.ID)
+	}
+	if q.Kind != "" {
+		if err := records.ValidateKind(q.Kind); err != nil {
+			return 0, nil, invalidf("kind: %v", err)
+		}
+	}
+	if q.ID != "" {
+		if err := records.ValidateID(q.ID); err != nil {
+			return 0, nil, invalidf("id: %v", err)
+		}
+	}
+	if q.Owner != "" {
+		if err := records.ValidateOwner(q.Owner); err != nil {
+			return 0, nil, invalidf("owner: %v", err)
+		}
+	}
+	if err := validSearch("reason", q.Reason); err != nil {
+		return 0, nil, err
+	}
+	if err := validSearch("text", q.Text); err != nil {
+		return 0, nil, err
+	}
+	return validPage(q.Since, q.Until, q.Order, q.Limit, q.Cursor, q.fingerprint())
+}
+
+// validPage checks the time range, order, page size and cursor of a list
+// and returns the page size and the cursor's position (nil: none).
+func validPage(since, until time.Time, order Order, limit int, cur string, fp uint32) (int, []uint64, error) {
+	pq := Query{Since: since, Until: until, Order: order, Limit: limit}
+	if _, err := pq.validate(0); err != nil {
+		return 0, nil, err
+	}
+	if cur == "" {
+		return pq.Limit, nil, nil
+	}
+	pos, err := decodeCursor(cur, fp, 1)
+	return pq.Limit, pos, err
+}
+
+// containsFold reports whether one of vals contains text, ignoring case.
+func containsFold(text string, vals ...string) bool {
+	if text == "" {
+		return true
+	}
+	text = strings.ToLower(text)
+	for _, v := range vals {
+		if strings.Contains(strings.ToLower(v), text) {
+			return true
+		}
+	}
+	return false
+}
+
+// DeadLetters lists dead letters, a page at a time, in the order of the
+// dead-letter stream (newest first with [NewestFirst]). Dead letters are
+// never changed, only deleted, so paging has no gap and no duplicate; one
+// discarded meanwhile is not listed. Kind and ID select subjects; Owner,
+// Reason, Text and the time bounds filter what those yield. Errors:
+// [ErrInvalid] (with [ErrBadCursor] or [ErrPageTooLarge]) for a bad query,
+// [ErrUnavailable] when the stream cannot be read.
+func (c *Client) DeadLetters(ctx context.Context, q DeadQuery) (DeadPage, error) {
+	limit, pos, err := q.validate()
+	if err != nil {
+		return DeadPage{}, err
+	}
+	filter := c.n.DeadLetters()
+	if q.Kind != "" {
+		id := q.ID
+		if id == "" {
+			id = "*" // every effector of the kind: <prefix>.dead.<kind>.*
+		}
+		filter = c.n.Dead(records.Ref{Kind: q.Kind, ID: id})
+	}
+	src := source{stream: c.n.DeadStream(), filter: filter, keep: func(it item) bool {
+		h := it.msg.header
+		if (q.Owner != "" && h.Get(records.HeaderOwner) != q.Owner) ||
+			(q.Reason != "" && h.Get(records.HeaderDeadReason) != q.Reason) ||
+			(!q.Until.IsZero() && it.time.After(q.Until)) || (!q.Since.IsZero() && it.time.Before(q.Since)) {
+			return false
+		}
+		return containsFold(q.Text, h.Get(records.HeaderError), h.Get(records.HeaderDeadReason), h.Get(records.HeaderID), h.Get(records.HeaderType))
+	}}
+	at := pos0(pos)
+	newest := q.Order == NewestFirst
+	items, next, more, err := c.scanOne(ctx, src, newest, at, limit, q.Since, q.Until)
+	if err != nil {
+		return DeadPage{}, err
+	}
+	page := DeadPage{DeadLetters: make([]DeadLetter, 0, len(items)), Cursor: listCursor(q.fingerprint(), newest, more, next), More: more}
+	for _, it := range items {
+		page.DeadLetters = append(page.DeadLetters, DeadLetter{Seq: it.seq, Subject: it.msg.subject, Stored: it.time, Header: it.msg.header, Data: it.msg.data})
+	}
+	return page, nil
+}
+
+// scanOne reads one page of one record source below or after at (0: the
+// start) in order, as [Client.Query] does for several: at most limit
+// items, the position after them and whether more may match.
+func (c *Client) scanOne(ctx context.Context, s source, newest bool, at uint64, limit int, since, until time.Time) ([]item, uint64, bool, error) {
+	if newest && at == 1 { // exhausted earlier
+		return nil, 1, false, nil
+	}
+	var res scanResult
+	var err error
+	if newest {
+		res, err = c.backward(ctx, 0, s, at, limit, maxScan, since)
+	} else {
+		res, err = c.forward(ctx, 0, s, at, limit, maxScan, since, until)
+	}
+	if err != nil {
+		return nil, 0, false, c.wrap(s.stream, err)
+	}
+	items, next, more := res.items, res.edge, !res.done
+	if len(items) > limit { // backward reads whole windows
+		items, next, more = items[:limit], items[limit-1].seq, true
+	}
+	if !newest && next < at {
+		next = at
+	}
+	return items, next, more, nil
+}
+
+// listCursor is the cursor after a page ending at next: none newest first
+// once nothing more can match.
+func listCursor(fp uint32, newest, more bool, next uint64) string {
+	if newest && !more {
+		return ""
+	}
+	return encodeCursor(fp, []uint64{next})
+}
+
+// OrchListQuery selects orchestrations for [Client.ListOrchestrations].
+// Every field is optional.
+type OrchListQuery struct {
+	// Status keeps only orchestrations with this status (one of
+	// [OrchStatuses]); Name, of this definition; Owner, started for this
+	// owner.
+	Status, Name, Owner string
+	// Search keeps orchestrations whose id (the process of its records)
+	// or name contains it, ignoring case (at most [MaxSearch] bytes).
+	Search string
+	// Since and Until bound when the orchestration was created (started),
+	// inclusive; zero means unbounded.
+	Since, Until time.Time
+	// Order: [OldestFirst] (default: least recently changed first) or
+	// [NewestFirst] (most recently changed first).
+	Order Order
+	// Limit is the page size: 0 means [DefaultLimit]; at most [MaxLimit].
+	Limit int
+	// Cursor continues a previous page of the same query ([OrchPage.Cursor]).
+	Cursor string
+}
+
+func (q OrchListQuery) fingerprint() uint32 {
+	return Query{Type: q.Name, Process: q.Status + "\x00" + q.Search, Owner: q.Owner,
+		Since: q.Since, Until: q.Until, Order: "orchlist:" + q.Order}.fingerprint()
+}
+
+// ListOrchestrations lists orchestrations from the orchestration bucket's
+// stream in the order they last changed, filtered, a page at a time. It is
+// [Client.Orchestrations] with a search, a time range and both orders.
+//
+// Oldest first, an orchestration that changes while a caller pages is
+// listed again later, never missed. Newest first, pages go back in time
+// and never list one twice; one that changes meanwhile moves ahead of the
+// first page (follow the orchestration watch for those). Errors:
+// [ErrInvalid] (with [ErrBadCursor] or [ErrPageTooLarge]) for a bad query,
+// [ErrUnavailable] when the bucket cannot be read.
+func (c *Client) ListOrchestrations(ctx context.Context, q OrchListQuery) (OrchPage, error) {
+	if _, err := (OrchQuery{Status: q.Status, Name: q.Name, Owner: q.Owner, Limit: q.Limit}).validate(); err != nil {
+		return OrchPage{}, err
+	}
+	if err := validSearch("search", q.Search); err != nil {
+		return OrchPage{}, err
+	}
+	limit, pos, err := validPage(q.Since, q.Until, q.Order, q.Limit, q.Cursor, q.fingerprint())
+	if err != nil {
+		return OrchPage{}, err
+	}
+	keep := func(data []byte, seq uint64) (Orchestration, bool) {
+		var o Orchestration
+		if codec.Unmarshal(data, &o) != nil {
+			return o, false
+		}
+		if (q.Status != "" && o.Status != q.Status) || (q.Name != "" && o.Name != q.Name) || (q.Owner != "" && o.Owner != q.Owner) ||
+			(!q.Since.IsZero() && o.Created.Before(q.Since)) || (!q.Until.IsZero() && o.Created.After(q.Until)) ||
+			!containsFold(q.Search, o.ID, o.Name) {
+			return o, false
+		}
+		o.Revision = seq
+		return o, true
+	}
+	stream := c.n.OrchStream()
+	if q.Order != NewestFirst {
+		orchs, next, more, err := pageLatest(ctx, c, stream, c.n.OrchFilter(), pos0(pos), limit, func(m stored) (Orchestration, bool) {
+			return keep(m.data, m.seq)
+		})
+		if err != nil {
+			return OrchPage{}, err
+		}
+		return OrchPage{Orchestrations: orchs, More: more, Cursor: encodeCursor(q.fingerprint(), []uint64{next})}, nil
+	}
+	// Newest first: read back through the stream, keeping a revision only
+	// when it is its orchestration's latest (an older one was superseded,
+	// ahead of this page or after it).
+	src := source{stream: stream, filter: c.n.OrchFilter(), keep: func(it item) bool {
+		if it.msg.header.Get("KV-Operation") != "" {
+			return false // a deletion or purge
+		}
+		_, ok := keep(it.msg.data, it.seq)
+		return ok
+	}}
+	// Stale revisions make a scan's page short: go on until it is full,
+	// at most a few rounds.
+	at := pos0(pos)
+	page := OrchPage{Orchestrations: []Orchestration{}}
+	more := true
+	for round := 0; more && len(page.Orchestrations) < limit && round < 4; round++ {
+		var items []item
+		items, at, more, err = c.scanOne(ctx, src, true, at, limit-len(page.Orchestrations), time.Time{}, time.Time{})
+		if err != nil {
+			return OrchPage{}, err
+		}
+		refs := make([]getRef, len(items))
+		for i, it := range items {
+			refs[i] = getRef{stream: stream, last: it.msg.subject}
+		}
+		latest, err := c.direct.get(ctx, refs)
+		if err != nil {
+			return OrchPage{}, c.wrap(stream, err)
+		}
+		for i, it := range items {
+			if latest[i].seq != it.seq {
+				continue // changed since: listed where its latest revision is
+			}
+			o, _ := keep(it.msg.data, it.seq)
+			page.Orchestrations = append(page.Orchestrations, o)
+		}
+	}
+	page.More = more
+	page.Cursor = listCursor(q.fingerprint(), true, more, at)
+	return page, nil
+}
+
+func pos0(pos []uint64) uint64 {
+	if pos == nil {
+		return 0
+	}
+	return pos[0]
+}
