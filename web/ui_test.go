@@ -23,7 +23,8 @@ import (
 // token form at once, a wrong token refused once, #token= taken without a
 // reload; effectors paged, created and terminated; a record sent and
 // acknowledged (and again across a dropped connection), the log filtered,
-// one-line rows, the record drawer; a dead letter replayed and discarded;
+// one-line rows, the record drawer; dead letters paged and filtered by the
+// gateway, one replayed and discarded;
 // an orchestration's page (timeline, tasks and the worker records they
 // caused, input given, result); the node view. Screenshots of each view
 // are checked (a PNG, 1,400 wide, not blank) and saved to the test's temp
@@ -51,6 +52,22 @@ func TestConsoleInChromium(t *testing.T) {
 	if _, err := e.actors.Send(ctx, ref, bad); err != nil {
 		t.Fatal(err)
 	}
+	// 55 more dead letters, of counter/c00: two pages of 50 (newest first,
+	// so the one of counter/ui1, the oldest, is on the second).
+	for i := range 55 {
+		r, err := records.NewJSON("explode", map[string]int{"by": i})
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.ID = fmt.Sprintf("many-%02d", i)
+		if _, err := e.actors.Send(ctx, records.Ref{Kind: "counter", ID: "c00"}, r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	actortest.Eventually(t, 60*time.Second, "56 dead letters", func() bool {
+		st, err := e.conn.JetStream().Stream(ctx, e.conn.Names().DeadStream())
+		return err == nil && st.CachedInfo().State.Msgs == 56
+	})
 	oc, err := supervisor.NewClient(e.conn)
 	if err != nil {
 		t.Fatal(err)
@@ -191,8 +208,34 @@ func TestConsoleInChromium(t *testing.T) {
 
 	// Dead letters: replay (a new record, dead-lettered again since explode
 	// always fails), then discard the original.
+	// Paged by the gateway: 50, then 6, newest first, no dead letter twice.
 	b.click(`#tabs button[data-view="dead"]`)
+	seqsJS := `[...document.querySelectorAll("#dead tbody tr[data-seq]")].map(tr => Number(tr.dataset.seq))`
+	b.waitFor("the first page of dead letters", `document.querySelectorAll("#dead tbody tr[data-seq]").length === 50 && document.querySelector("#dead-pager .range").textContent.includes("more")`)
+	page1, err := eval[[]float64](b, seqsJS)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.click("#dead-pager .next")
+	b.waitFor("the second page of dead letters", `document.querySelectorAll("#dead tbody tr[data-seq]").length === 6 && document.querySelector("#dead-pager .range").textContent.includes("51–56") && document.querySelector("#dead-pager .next").disabled`)
+	page2, err := eval[[]float64](b, seqsJS)
+	if err != nil {
+		t.Fatal(err)
+	}
+	all := append(page1, page2...)
+	for i := 1; i < len(all); i++ {
+		if all[i] >= all[i-1] {
+			t.Fatalf("dead letters over two pages %v: want 56, newest first, each once", all)
+		}
+	}
+	b.screenshot("dead-letters-page-2")
+	b.click("#dead-pager .prev")
+	b.waitFor("the first page again", `document.querySelectorAll("#dead tbody tr[data-seq]").length === 50 && document.querySelector("#dead-pager .prev").disabled`)
+	// The effector filter asks the gateway: counter/ui1's, the oldest of
+	// all, comes first.
+	b.must(`const i = document.querySelector("#dead-effector"); i.value = "counter/ui1"; i.dispatchEvent(new Event("input"))`)
 	row := `#dead tbody tr[data-id="` + bad.ID + `"]`
+	b.waitFor("the effector filter", `document.querySelectorAll("#dead tbody tr[data-seq]").length === 1 && !!document.querySelector(`+jsString(row)+`)`)
 	b.waitFor("the dead letter", `document.querySelector(`+jsString(row)+`)?.innerText.includes("rejected")`)
 	seq, err := eval[string](b, `document.querySelector(`+jsString(row)+`).dataset.seq`)
 	if err != nil {
