@@ -2,6 +2,7 @@ package web
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/effectors/effectors/actor"
 	"github.com/effectors/effectors/records"
 	"github.com/effectors/effectors/store"
 )
@@ -120,6 +122,14 @@ func (s *session) listAnswer(ctx context.Context, h head, data []byte) (any, str
 				return nil, CodeBadRequest, fmt.Errorf("dead.list frame: effector: %w (want \"<kind>/<id>\")", err)
 			}
 			q.Kind, q.ID = r.Kind, r.ID
+			// Another user's effector is forbidden, as its dead subscription
+			// is; one that is gone may still have dead letters of the
+			// connection's own records (no_effector, terminated).
+			if !s.identity().Admin() {
+				if _, code, err := s.ownEffector(ctx, r); err != nil && !errors.Is(err, actor.ErrNotFound) {
+					return nil, code, fmt.Errorf("dead.list: %w", err)
+				}
+			}
 		}
 		var err error
 		if q.Limit, err = listLimit(h.Type, f.Limit); err != nil {

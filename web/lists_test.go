@@ -163,8 +163,13 @@ func TestListRequests(t *testing.T) {
 				t.Fatalf("bob lists %v", d)
 			}
 		}
-		if got, _ := pageAll(t, bob, map[string]any{"type": "dead.list", "effector": "counter/alice"}, "dead", 50); len(got) != 0 {
-			t.Fatalf("bob lists alice's effector's dead letters: %v", got)
+		refused(t, "bob lists the dead letters of alice's effector", bob.call(map[string]any{"type": "dead.list", "req": "f0", "effector": "counter/alice"}), web.CodeForbidden)
+		// An effector that does not exist: no dead letters of bob's.
+		if got, _ := pageAll(t, bob, map[string]any{"type": "dead.list", "effector": "counter/nobody"}, "dead", 50); len(got) != 0 {
+			t.Fatalf("bob lists dead letters of counter/nobody: %v", got)
+		}
+		if got, _ := pageAll(t, bob, map[string]any{"type": "dead.list", "kind": "counter", "text": "alice"}, "dead", 50); len(got) != 0 {
+			t.Fatalf("bob finds alice's dead letters by a search: %v", got)
 		}
 		refused(t, "bob lists alice's dead letters", bob.call(map[string]any{"type": "dead.list", "req": "f1", "owner": "alice"}), web.CodeForbidden)
 		refused(t, "bob lists alice's orchestrations", bob.call(map[string]any{"type": "orch.list", "req": "f2", "owner": "alice"}), web.CodeForbidden)
