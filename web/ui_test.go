@@ -284,7 +284,8 @@ func TestConsoleInChromium(t *testing.T) {
 	b.screenshot("nodes")
 }
 
-// TestConsoleAsUser: a user's console shows only its own effectors, hides
+// TestConsoleAsUser: a user's console shows only its own effectors and
+// dead letters, hides
 // the Nodes tab, and refuses the node view (by its address) with a clear
 // message; an admin's token given by #token= in the same page starts the
 // console again as the admin, without a reload.
@@ -302,6 +303,24 @@ func TestConsoleAsUser(t *testing.T) {
 	if _, err := e.actors.Create(ctx, records.Ref{Kind: "counter", ID: "not-hers"}, nil); err != nil {
 		t.Fatal(err)
 	}
+	// A dead letter of each (explode is always rejected).
+	for _, r := range []struct {
+		id, owner string
+		ref       records.Ref
+	}{{"hers-dead", "alice", records.Ref{Kind: "counter", ID: "alices"}}, {"not-hers-dead", "", records.Ref{Kind: "counter", ID: "not-hers"}}} {
+		rec, err := records.NewJSON("explode", map[string]int{"by": 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		rec.ID, rec.Owner = r.id, r.owner
+		if _, err := e.actors.Send(ctx, r.ref, rec); err != nil {
+			t.Fatal(err)
+		}
+	}
+	actortest.Eventually(t, 30*time.Second, "two dead letters", func() bool {
+		st, err := e.conn.JetStream().Stream(ctx, e.conn.Names().DeadStream())
+		return err == nil && st.CachedInfo().State.Msgs == 2
+	})
 	b.navigate(e.http.URL + "/#/nodes&token=" + tokAlice)
 	b.waitFor("the connection as alice", `document.querySelector("#conn").dataset.state === "open" && document.querySelector("#user").textContent === "alice (user)"`)
 	b.waitFor("the node view refused", `document.querySelector("#nodes-error").textContent.startsWith("forbidden: nodes: the node view is for admins")`)
@@ -310,12 +329,17 @@ func TestConsoleAsUser(t *testing.T) {
 	}
 	b.click(`#tabs button[data-view="effectors"]`)
 	b.waitFor("her effector only", `[...document.querySelectorAll("#effectors tbody tr[data-effector]")].map(tr => tr.dataset.effector).join() === "counter/alices"`)
+	// Her dead letters only, from the gateway's dead.list.
+	b.click(`#tabs button[data-view="dead"]`)
+	b.waitFor("her dead letter only", `[...document.querySelectorAll("#dead tbody tr[data-seq]")].map(tr => tr.dataset.id).join() === "hers-dead"`)
 
 	// Another token by #token=, in the same page: the console starts again
 	// as that identity (an admin: both effectors, the Nodes tab).
 	b.must(`window.__loaded = "same"; location.hash = "#token=` + tokOps + `"`)
 	b.waitFor("the console as ops", `document.querySelector("#user").textContent === "ops (admin)" && document.querySelector('#tabs button[data-view="nodes"]').offsetParent !== null`)
 	b.waitFor("every effector", `[...document.querySelectorAll("#effectors tbody tr[data-effector]")].map(tr => tr.dataset.effector).sort().join() === "counter/alices,counter/not-hers"`)
+	b.click(`#tabs button[data-view="dead"]`)
+	b.waitFor("every dead letter", `[...document.querySelectorAll("#dead tbody tr[data-seq]")].map(tr => tr.dataset.id).sort().join() === "hers-dead,not-hers-dead"`)
 	if got, err := eval[string](b, `window.__loaded`); err != nil || got != "same" {
 		t.Fatalf("the page was reloaded (%q, %v)", got, err)
 	}
