@@ -21,6 +21,12 @@ import (
 // MaxSearch bounds the text filters of [DeadQuery] and [OrchListQuery].
 const MaxSearch = 256
 
+// MaxDeadPageBytes bounds the payloads and headers of one page of dead
+// letters (a dead letter may carry a record of up to the server's message
+// size): a page ends before the dead letter that would pass it, with More
+// set, and holds at least one.
+const MaxDeadPageBytes = 4 << 20
+
 // DeadQuery selects dead letters (the dead-letter stream, EA_DEAD). Every
 // field is optional.
 type DeadQuery struct {
@@ -143,7 +149,8 @@ func containsFold(text string, vals ...string) bool {
 // DeadLetters lists dead letters, a page at a time, in the order of the
 // dead-letter stream (newest first with [NewestFirst]). Dead letters are
 // never changed, only deleted, so paging has no gap and no duplicate; one
-// discarded meanwhile is not listed. Kind and ID select subjects; Owner,
+// discarded meanwhile is not listed. A page holds at most [MaxDeadPageBytes]
+// of dead letters (at least one). Kind and ID select subjects; Owner,
 // Reason, Text and the time bounds filter what those yield. Errors:
 // [ErrInvalid] (with [ErrBadCursor] or [ErrPageTooLarge]) for a bad query,
 // [ErrUnavailable] when the stream cannot be read.
@@ -174,6 +181,20 @@ func (c *Client) DeadLetters(ctx context.Context, q DeadQuery) (DeadPage, error)
 	items, next, more, err := c.scanOne(ctx, src, newest, at, limit, q.Since, q.Until)
 	if err != nil {
 		return DeadPage{}, err
+	}
+	size := 0
+	for i, it := range items {
+		for k, vs := range it.msg.header {
+			for _, v := range vs {
+				size += len(k) + len(v)
+			}
+		}
+		if size += len(it.msg.data); i > 0 && size > MaxDeadPageBytes {
+			// The cursor continues at the first one left out, in either
+			// order (it is the last one consumed, or the exclusive bound).
+			items, next, more = items[:i], items[i-1].seq, true
+			break
+		}
 	}
 	page := DeadPage{DeadLetters: make([]DeadLetter, 0, len(items)), Cursor: listCursor(q.fingerprint(), newest, more, next), More: more}
 	for _, it := range items {

@@ -234,3 +234,52 @@ func reversedSeqs(s []uint64) []uint64 {
 	slices.Reverse(s)
 	return s
 }
+
+// TestDeadLettersPageBytes: big dead letters end a page at
+// MaxDeadPageBytes, and the cursor goes on with the next, in both orders.
+func TestDeadLettersPageBytes(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := context.Background()
+	n := e.conn.Names()
+	const big = 900 << 10
+	var seqs []uint64
+	for i := range 6 {
+		m := nats.NewMsg(n.Dead(records.Ref{Kind: "counter", ID: "big"}))
+		m.Header.Set(records.HeaderID, records.DeadID(fmt.Sprintf("big-%d", i)))
+		m.Header.Set(records.HeaderDeadReason, "rejected")
+		m.Data = make([]byte, big)
+		ack, err := e.conn.JetStream().PublishMsg(ctx, m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		seqs = append(seqs, ack.Sequence)
+	}
+	perPage := store.MaxDeadPageBytes / (big + 100)
+	for _, order := range []store.Order{store.OldestFirst, store.NewestFirst} {
+		var got []uint64
+		var sizes []int
+		cursor := ""
+		for range 10 {
+			p, err := e.client.DeadLetters(ctx, store.DeadQuery{Order: order, Cursor: cursor, Limit: 100})
+			if err != nil {
+				t.Fatal(err)
+			}
+			sizes = append(sizes, len(p.DeadLetters))
+			for _, d := range p.DeadLetters {
+				got = append(got, d.Seq)
+			}
+			if !p.More {
+				break
+			}
+			cursor = p.Cursor
+		}
+		want := slices.Clone(seqs)
+		if order == store.NewestFirst {
+			slices.Reverse(want)
+		}
+		if !slices.Equal(got, want) || sizes[0] != perPage || len(sizes) < 2 {
+			t.Fatalf("order %q: %v in pages of %v, want %v in pages of %d", order, got, sizes, want, perPage)
+		}
+	}
+}
