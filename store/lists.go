@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"time"
 
@@ -20,6 +21,26 @@ import (
 
 // MaxSearch bounds the text filters of [DeadQuery] and [OrchListQuery].
 const MaxSearch = 256
+
+// What one page of dead letters reads at most (their payloads and
+// headers, matched or not): a page that reaches it ends short, with More.
+// Newest first, windows of the stream are sized to about deadWindowBytes
+// by the dead letters' mean size so far.
+const (
+	deadReadBytes   = 32 << 20
+	deadWindowBytes = 4 << 20
+)
+
+// size is what a stored message weighs: its payload and headers.
+func (m stored) size() int {
+	n := len(m.data) + len(m.subject)
+	for k, vs := range m.header {
+		for _, v := range vs {
+			n += len(k) + len(v)
+		}
+	}
+	return n
+}
 
 // MaxDeadPageBytes bounds the payloads and headers of one page of dead
 // letters (a dead letter may carry a record of up to the server's message
@@ -167,29 +188,28 @@ func (c *Client) DeadLetters(ctx context.Context, q DeadQuery) (DeadPage, error)
 		}
 		filter = c.n.Dead(records.Ref{Kind: q.Kind, ID: id})
 	}
-	src := source{stream: c.n.DeadStream(), filter: filter, keep: func(it item) bool {
-		h := it.msg.header
+	keep := func(m stored) bool {
+		h := m.header
 		if (q.Owner != "" && h.Get(records.HeaderOwner) != q.Owner) ||
 			(q.Reason != "" && h.Get(records.HeaderDeadReason) != q.Reason) ||
-			(!q.Until.IsZero() && it.time.After(q.Until)) || (!q.Since.IsZero() && it.time.Before(q.Since)) {
+			(!q.Until.IsZero() && m.time.After(q.Until)) || (!q.Since.IsZero() && m.time.Before(q.Since)) {
 			return false
 		}
 		return containsFold(q.Text, h.Get(records.HeaderError), h.Get(records.HeaderDeadReason), h.Get(records.HeaderID), h.Get(records.HeaderType))
-	}}
+	}
 	at := pos0(pos)
 	newest := q.Order == NewestFirst
-	items, next, more, err := c.scanOne(ctx, src, newest, at, limit, q.Since, q.Until)
+	scan := c.deadForward
+	if newest {
+		scan = c.deadBackward
+	}
+	items, next, more, err := scan(ctx, filter, keep, at, limit, q.Since, q.Until)
 	if err != nil {
-		return DeadPage{}, err
+		return DeadPage{}, c.wrap(c.n.DeadStream(), err)
 	}
 	size := 0
 	for i, it := range items {
-		for k, vs := range it.msg.header {
-			for _, v := range vs {
-				size += len(k) + len(v)
-			}
-		}
-		if size += len(it.msg.data); i > 0 && size > MaxDeadPageBytes {
+		if size += it.size(); i > 0 && size > MaxDeadPageBytes {
 			// The cursor continues at the first one left out, in either
 			// order (it is the last one consumed, or the exclusive bound).
 			items, next, more = items[:i], items[i-1].seq, true
@@ -197,10 +217,134 @@ func (c *Client) DeadLetters(ctx context.Context, q DeadQuery) (DeadPage, error)
 		}
 	}
 	page := DeadPage{DeadLetters: make([]DeadLetter, 0, len(items)), Cursor: listCursor(q.fingerprint(), newest, more, next), More: more}
-	for _, it := range items {
-		page.DeadLetters = append(page.DeadLetters, DeadLetter{Seq: it.seq, Subject: it.msg.subject, Stored: it.time, Header: it.msg.header, Data: it.msg.data})
+	for _, m := range items {
+		page.DeadLetters = append(page.DeadLetters, DeadLetter{Seq: m.seq, Subject: m.subject, Stored: m.time, Header: m.header, Data: m.data})
 	}
 	return page, nil
+}
+
+// deadForward reads dead letters matching filter after sequence at (or
+// from since, at 0), oldest first, up to limit that keep keeps, examining
+// at most maxScan messages and deadReadBytes. It returns them, the last
+// sequence examined (the next page's start) and whether more may match.
+func (c *Client) deadForward(ctx context.Context, filter string, keep func(stored) bool, at uint64, limit int, since, until time.Time) ([]stored, uint64, bool, error) {
+	stream := c.n.DeadStream()
+	var items []stored
+	next, from := at, at+1
+	var start *time.Time
+	if at == 0 && !since.IsZero() {
+		start, from = &since, 0
+	}
+	examined, read := 0, 0
+	for {
+		if examined >= maxScan || read >= deadReadBytes {
+			return items, next, true, nil
+		}
+		got, pending, err := c.direct.batchMax(ctx, stream, filter, from, start, min(1000, maxScan-examined), deadReadBytes-read)
+		if err != nil {
+			return nil, 0, false, err
+		}
+		start = nil
+		for _, m := range got {
+			if !until.IsZero() && m.time.After(until) {
+				return items, next, false, nil
+			}
+			examined++
+			read += m.size()
+			next = m.seq
+			if keep(m) {
+				if items = append(items, m); len(items) == limit {
+					return items, next, true, nil
+				}
+			}
+		}
+		if len(got) == 0 || pending == 0 {
+			return items, next, false, nil
+		}
+		from = next + 1
+	}
+}
+
+// deadBackward reads dead letters matching filter below sequence hi (0:
+// from the end), newest first, up to limit that keep keeps, in windows of
+// sequences read whole (so what lies between the returned position and hi
+// has been examined), examining at most maxScan messages and about
+// deadReadBytes. It returns them, the exclusive upper bound of the next
+// page and whether more may match.
+func (c *Client) deadBackward(ctx context.Context, filter string, keep func(stored) bool, hi uint64, limit int, since, _ time.Time) ([]stored, uint64, bool, error) {
+	stream := c.n.DeadStream()
+	st, err := c.conn.JetStream().Stream(ctx, stream)
+	if err != nil {
+		return nil, 0, false, unavailable(stream, err)
+	}
+	state := st.CachedInfo().State
+	first := max(state.FirstSeq, 1)
+	if hi == 0 || hi > state.LastSeq+1 {
+		hi = state.LastSeq + 1
+	}
+	var items []stored
+	edge := hi
+	window := uint64(min(4*limit, 16)) // small at first: dead letters may be big
+	examined, read := 0, 0
+	for edge > first {
+		if examined >= maxScan || read >= deadReadBytes {
+			return items, edge, true, nil
+		}
+		lo := first
+		if edge-first > window {
+			lo = edge - window
+		}
+		var chunk []stored
+		inWindow, windowBytes, stopAtSince := 0, 0, false
+		for from := lo; from < edge; {
+			got, pending, err := c.direct.batchMax(ctx, stream, filter, from, nil, int(min(edge-from, 1000)), 0)
+			if err != nil {
+				return nil, 0, false, err
+			}
+			last := uint64(0)
+			for _, m := range got {
+				if m.seq >= edge {
+					break
+				}
+				last = m.seq
+				inWindow++
+				windowBytes += m.size()
+				if !since.IsZero() && m.time.Before(since) {
+					stopAtSince = true
+					continue
+				}
+				if keep(m) {
+					chunk = append(chunk, m)
+				}
+			}
+			if len(got) == 0 || pending == 0 || last == 0 || last+1 >= edge {
+				break
+			}
+			from = last + 1
+		}
+		examined += inWindow
+		read += windowBytes
+		slices.Reverse(chunk)
+		for _, m := range chunk {
+			if items = append(items, m); len(items) == limit {
+				return items, m.seq, true, nil
+			}
+		}
+		edge = lo
+		if stopAtSince {
+			return items, edge, false, nil
+		}
+		// Grow the window, but not past what the budget can examine at
+		// this window's density, nor past deadWindowBytes at the mean size.
+		next := window * 4
+		if inWindow > 0 {
+			room := uint64(max(maxScan-examined, limit)) * window / uint64(inWindow)
+			bytes := uint64(deadWindowBytes) * window / uint64(max(windowBytes, 1))
+			next = max(min(next, room, bytes), 1)
+		}
+		window = next
+	}
+	return items, edge, false, nil
 }
 
 // scanOne reads one page of one record source below or after at (0: the
