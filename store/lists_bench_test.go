@@ -31,6 +31,16 @@ func fillLists(b *testing.B, e *env, n int) {
 		b.Fatal(err)
 	}
 	now := time.Now().UTC()
+	published := 0
+	settle := func() { // keep the async window from stalling on a loaded machine
+		if published++; published%1000 == 0 {
+			select {
+			case <-js.PublishAsyncComplete():
+			case <-time.After(time.Minute):
+				b.Fatal("publishing did not complete")
+			}
+		}
+	}
 	for rev := range 2 {
 		for i := range n {
 			o := store.Orchestration{ID: fmt.Sprintf("ORCH%08d", i), Name: "demo", Status: "RUNNING", Step: "a", Steps: rev + 1,
@@ -45,6 +55,7 @@ func fillLists(b *testing.B, e *env, n int) {
 			if _, err := js.PublishAsync("$KV."+names.OrchBucket()+"."+o.ID, data); err != nil {
 				b.Fatal(err)
 			}
+			settle()
 		}
 	}
 	for i := range n {
@@ -58,6 +69,7 @@ func fillLists(b *testing.B, e *env, n int) {
 		if _, err := js.PublishMsgAsync(m); err != nil {
 			b.Fatal(err)
 		}
+		settle()
 	}
 	select {
 	case <-js.PublishAsyncComplete():
