@@ -236,7 +236,8 @@ func reversedSeqs(s []uint64) []uint64 {
 }
 
 // TestDeadLettersPageBytes: big dead letters end a page at
-// MaxDeadPageBytes, and the cursor goes on with the next, in both orders.
+// MaxDeadPageBytes, and the cursor goes on with the next, in both orders;
+// a page that matches none stops reading at its byte budget.
 func TestDeadLettersPageBytes(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
@@ -244,7 +245,7 @@ func TestDeadLettersPageBytes(t *testing.T) {
 	n := e.conn.Names()
 	const big = 900 << 10
 	var seqs []uint64
-	for i := range 6 {
+	for i := range 56 { // 50 MB in all: more than a page reads
 		m := nats.NewMsg(n.Dead(records.Ref{Kind: "counter", ID: "big"}))
 		m.Header.Set(records.HeaderID, records.DeadID(fmt.Sprintf("big-%d", i)))
 		m.Header.Set(records.HeaderDeadReason, "rejected")
@@ -260,7 +261,7 @@ func TestDeadLettersPageBytes(t *testing.T) {
 		var got []uint64
 		var sizes []int
 		cursor := ""
-		for range 10 {
+		for range 30 {
 			p, err := e.client.DeadLetters(ctx, store.DeadQuery{Order: order, Cursor: cursor, Limit: 100})
 			if err != nil {
 				t.Fatal(err)
@@ -280,6 +281,29 @@ func TestDeadLettersPageBytes(t *testing.T) {
 		}
 		if !slices.Equal(got, want) || sizes[0] != perPage || len(sizes) < 2 {
 			t.Fatalf("order %q: %v in pages of %v, want %v in pages of %d", order, got, sizes, want, perPage)
+		}
+		// A filter that matches none: the first page stops reading before
+		// the end (empty, with More), and the cursor gets through.
+		cursor = ""
+		pages := 0
+		for ; pages < 20; pages++ {
+			p, err := e.client.DeadLetters(ctx, store.DeadQuery{Order: order, Owner: "nobody", Cursor: cursor})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(p.DeadLetters) != 0 {
+				t.Fatalf("order %q: owner nobody lists %d", order, len(p.DeadLetters))
+			}
+			if pages == 0 && !p.More {
+				t.Fatalf("order %q: the first page read all 50 MB", order)
+			}
+			if !p.More {
+				break
+			}
+			cursor = p.Cursor
+		}
+		if pages < 1 || pages >= 20 {
+			t.Fatalf("order %q: %d pages to read 50 MB", order, pages+1)
 		}
 	}
 }
