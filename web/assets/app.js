@@ -1037,13 +1037,15 @@ onShow.nodes = pollNodes;
 
 // ---- start ----------------------------------------------------------------------
 
-// startLists loads the first pages of the gateway's lists and follows
-// their changes (at the first welcome, and for each new identity).
-function startLists() {
+// startLists follows the changes of the gateway's lists, then loads their
+// first pages (at the first welcome, and for each new identity): each
+// subscription starts after the newest item its list query saw, before the
+// page is read, so no change falls between the page and the subscription
+// (one may come twice, which only redraws its row).
+async function startLists() {
+  await Promise.all([watchOrchestrations(), watchDead()]);
   orchList.first();
   deadList.first();
-  watchOrchestrations();
-  watchDead();
 }
 
 // resetAll clears the lists (another identity connected).
