@@ -31,7 +31,7 @@ const (
 	deadWindowBytes = 4 << 20
 )
 
-// size is what a stored message weighs: its payload and headers.
+// size is what a stored message weighs: its payload, headers and subject.
 func (m stored) size() int {
 	n := len(m.data) + len(m.subject)
 	for k, vs := range m.header {
