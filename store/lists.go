@@ -207,15 +207,6 @@ func (c *Client) DeadLetters(ctx context.Context, q DeadQuery) (DeadPage, error)
 	if err != nil {
 		return DeadPage{}, c.wrap(c.n.DeadStream(), err)
 	}
-	size := 0
-	for i, it := range items {
-		if size += it.size(); i > 0 && size > MaxDeadPageBytes {
-			// The cursor continues at the first one left out, in either
-			// order (it is the last one consumed, or the exclusive bound).
-			items, next, more = items[:i], items[i-1].seq, true
-			break
-		}
-	}
 	page := DeadPage{DeadLetters: make([]DeadLetter, 0, len(items)), Cursor: listCursor(q.fingerprint(), newest, more, next), More: more}
 	for _, m := range items {
 		page.DeadLetters = append(page.DeadLetters, DeadLetter{Seq: m.seq, Subject: m.subject, Stored: m.time, Header: m.header, Data: m.data})
@@ -225,8 +216,9 @@ func (c *Client) DeadLetters(ctx context.Context, q DeadQuery) (DeadPage, error)
 
 // deadForward reads dead letters matching filter after sequence at (or
 // from since, at 0), oldest first, up to limit that keep keeps, examining
-// at most maxScan messages and deadReadBytes. It returns them, the last
-// sequence examined (the next page's start) and whether more may match.
+// at most maxScan messages and deadReadBytes, and keeping at most
+// MaxDeadPageBytes (at least one). It returns them, the last sequence
+// consumed (the next page's start) and whether more may match.
 func (c *Client) deadForward(ctx context.Context, filter string, keep func(stored) bool, at uint64, limit int, since, until time.Time) ([]stored, uint64, bool, error) {
 	stream := c.n.DeadStream()
 	var items []stored
@@ -235,7 +227,7 @@ func (c *Client) deadForward(ctx context.Context, filter string, keep func(store
 	if at == 0 && !since.IsZero() {
 		start, from = &since, 0
 	}
-	examined, read := 0, 0
+	examined, read, kept := 0, 0, 0
 	for {
 		if examined >= maxScan || read >= deadReadBytes {
 			return items, next, true, nil
@@ -253,6 +245,9 @@ func (c *Client) deadForward(ctx context.Context, filter string, keep func(store
 			read += m.size()
 			next = m.seq
 			if keep(m) {
+				if kept += m.size(); len(items) > 0 && kept > MaxDeadPageBytes {
+					return items, m.seq - 1, true, nil // m starts the next page
+				}
 				if items = append(items, m); len(items) == limit {
 					return items, next, true, nil
 				}
@@ -269,7 +264,8 @@ func (c *Client) deadForward(ctx context.Context, filter string, keep func(store
 // from the end), newest first, up to limit that keep keeps, in windows of
 // sequences read whole (so what lies between the returned position and hi
 // has been examined), examining at most maxScan messages and about
-// deadReadBytes. It returns them, the exclusive upper bound of the next
+// deadReadBytes, and keeping at most MaxDeadPageBytes (at least one). It
+// returns them, the exclusive upper bound of the next
 // page and whether more may match.
 func (c *Client) deadBackward(ctx context.Context, filter string, keep func(stored) bool, hi uint64, limit int, since, _ time.Time) ([]stored, uint64, bool, error) {
 	stream := c.n.DeadStream()
@@ -285,7 +281,7 @@ func (c *Client) deadBackward(ctx context.Context, filter string, keep func(stor
 	var items []stored
 	edge := hi
 	window := uint64(min(4*limit, 16)) // small at first: dead letters may be big
-	examined, read := 0, 0
+	examined, read, kept := 0, 0, 0
 	for edge > first {
 		if examined >= maxScan || read >= deadReadBytes {
 			return items, edge, true, nil
@@ -326,6 +322,9 @@ func (c *Client) deadBackward(ctx context.Context, filter string, keep func(stor
 		read += windowBytes
 		slices.Reverse(chunk)
 		for _, m := range chunk {
+			if kept += m.size(); len(items) > 0 && kept > MaxDeadPageBytes {
+				return items, m.seq + 1, true, nil // m starts the next page
+			}
 			if items = append(items, m); len(items) == limit {
 				return items, m.seq, true, nil
 			}
