@@ -26,6 +26,7 @@ type directReq struct {
 	LastFor   string     `json:"last_by_subj,omitempty"`
 	NextFor   string     `json:"next_by_subj,omitempty"`
 	Batch     int        `json:"batch,omitempty"`
+	MaxBytes  int        `json:"max_bytes,omitempty"`
 	StartTime *time.Time `json:"start_time,omitempty"`
 }
 
@@ -43,7 +44,14 @@ func directSubject(stream string) string { return "$JS.API.DIRECT.GET." + stream
 // from (or stored at or after since, when since is set and from is 0), and
 // how many more match after the last one returned.
 func (d direct) batch(ctx context.Context, stream, filter string, from uint64, since *time.Time, n int) ([]stored, uint64, error) {
-	req := directReq{Seq: from, NextFor: filter, Batch: n}
+	return d.batchMax(ctx, stream, filter, from, since, n, 0)
+}
+
+// batchMax is batch answering at most about maxBytes (the server stops
+// after the message that reaches it, so at least one comes); 0 leaves the
+// server's default bound.
+func (d direct) batchMax(ctx context.Context, stream, filter string, from uint64, since *time.Time, n, maxBytes int) ([]stored, uint64, error) {
+	req := directReq{Seq: from, NextFor: filter, Batch: n, MaxBytes: maxBytes}
 	if from == 0 && since != nil {
 		req.StartTime = since
 	} else if from == 0 {

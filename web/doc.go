@@ -40,7 +40,10 @@
 // to it (EA-Cause the original's id), as ea dead replay does;
 // [TypeDeadDiscard] deletes a dead letter; [TypeNodes] (admins) reads
 // placement: nodes, the partitions each reads with their consumers' counts
-// ([NodesResult]), and the record store's index lag.
+// ([NodesResult]), and the record store's index lag. [TypeDeadList] and
+// [TypeOrchList] return a page of dead letters or orchestrations, filtered
+// and paged by the gateway ([DeadListResult], [OrchListResult]; at most
+// [MaxListLimit] a page), each connection seeing its own (an admin all).
 //
 // # Users
 //

@@ -159,6 +159,12 @@ type RecordsFrame struct {
 type DeadFrame struct {
 	Type string `json:"type"`
 	Sub  string `json:"sub"`
+	DeadLetter
+}
+
+// DeadLetter is a dead letter as dead frames and the dead.list request show
+// it.
+type DeadLetter struct {
 	// Seq is the dead letter's sequence in the dead-letter stream (resume
 	// with from: seq+1).
 	Seq uint64 `json:"seq"`

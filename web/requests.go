@@ -262,6 +262,8 @@ func (s *session) answer(ctx context.Context, h head, data []byte) (any, string,
 		return result, "", nil
 	case TypeDeadReplay, TypeDeadDiscard, TypeNodes:
 		return s.consoleAnswer(ctx, h, data)
+	case TypeDeadList, TypeOrchList:
+		return s.listAnswer(ctx, h, data)
 	}
 	return nil, CodeUnknownType, fmt.Errorf("unknown frame type %q", h.Type)
 }

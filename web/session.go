@@ -388,7 +388,7 @@ func (s *session) handle(data []byte) {
 		}
 	case TypeState, TypeKinds, TypeEffectors, TypeQuery, TypeGet, TypeCreate, TypeTerminate,
 		TypeOrchStart, TypeOrchStatus, TypeOrchInput, TypeOrchCancel,
-		TypeDeadReplay, TypeDeadDiscard, TypeNodes:
+		TypeDeadReplay, TypeDeadDiscard, TypeNodes, TypeDeadList, TypeOrchList:
 		s.request(h, data)
 	case "":
 		s.errorFrame(h, CodeBadFrame, "missing \"type\": say what the frame is (send, subscribe, unsubscribe, state, query, orch.start, …)")
@@ -402,7 +402,7 @@ func frameLabel(t string) string {
 	switch t {
 	case TypeAuth, TypePing, TypeSend, TypeSubscribe, TypeUnsubscribe, TypeState, TypeKinds, TypeEffectors,
 		TypeQuery, TypeGet, TypeCreate, TypeTerminate, TypeOrchStart, TypeOrchStatus, TypeOrchInput, TypeOrchCancel,
-		TypeDeadReplay, TypeDeadDiscard, TypeNodes:
+		TypeDeadReplay, TypeDeadDiscard, TypeNodes, TypeDeadList, TypeOrchList:
 		return t
 	}
 	return "unknown"

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strconv"
 	"strings"
 	"time"
 
@@ -398,41 +397,12 @@ func (s *session) followDead(sub, filter string, from *uint64) topicRun {
 			if !s.sees(h.Get(records.HeaderOwner)) {
 				return nil // another user's record (or one whose EA-Owner did not fit in the dead letter)
 			}
-			f := DeadFrame{
-				Type: TypeDead, Sub: sub, Reason: h.Get(records.HeaderDeadReason), Error: h.Get(records.HeaderError),
-				MailboxStream: h.Get(records.HeaderStream), Truncated: h.Get(records.HeaderTruncated),
-			}
-			f.MailboxSeq, _ = strconv.ParseUint(h.Get(records.HeaderSeq), 10, 64)
+			var seq uint64
+			var stored time.Time
 			if meta, err := msg.Metadata(); err == nil {
-				f.Seq, f.Stored = meta.Sequence.Stream, meta.Timestamp
+				seq, stored = meta.Sequence.Stream, meta.Timestamp
 			}
-			if ref, ok := s.g.names.RefOf(msg.Subject()); ok {
-				f.Effector = ref.String()
-			}
-			subject := h.Get(records.HeaderSubject)
-			var rec records.Record
-			var err error
-			if strings.Contains(f.Truncated, records.TruncatedPayload) {
-				rec, err = records.FromMsg(subject, h, nil)
-				rec.Payload = msg.Data()
-			} else {
-				rec, err = records.FromMsg(subject, h, msg.Data())
-			}
-			r := store.Record{Record: rec, Stream: f.MailboxStream, Box: store.BoxMailbox, Stored: f.Stored}
-			if err != nil {
-				r.Record = records.Record{ID: h.Get(records.HeaderID), Payload: msg.Data()}
-				r.Invalid = err.Error()
-			}
-			// The dead letter's id is records.DeadID of the record's.
-			f.ID = r.ID
-			if orig, ok := strings.CutPrefix(r.ID, "dead:"); ok && records.DeadID(orig) == r.ID {
-				r.ID = orig
-			}
-			r.Subject, r.Seq = subject, f.MailboxSeq
-			if ref, ok := s.g.names.RefOf(msg.Subject()); ok {
-				r.Effector = ref
-			}
-			f.Record = r.JSON()
+			f := DeadFrame{Type: TypeDead, Sub: sub, DeadLetter: s.g.deadLetterJSON(msg.Subject(), h, msg.Data(), seq, stored)}
 			return out(TypeDead, f)
 		})
 	}

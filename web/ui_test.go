@@ -23,7 +23,8 @@ import (
 // token form at once, a wrong token refused once, #token= taken without a
 // reload; effectors paged, created and terminated; a record sent and
 // acknowledged (and again across a dropped connection), the log filtered,
-// one-line rows, the record drawer; a dead letter replayed and discarded;
+// one-line rows, the record drawer; dead letters paged and filtered by the
+// gateway, one replayed and discarded;
 // an orchestration's page (timeline, tasks and the worker records they
 // caused, input given, result); the node view. Screenshots of each view
 // are checked (a PNG, 1,400 wide, not blank) and saved to the test's temp
@@ -51,6 +52,22 @@ func TestConsoleInChromium(t *testing.T) {
 	if _, err := e.actors.Send(ctx, ref, bad); err != nil {
 		t.Fatal(err)
 	}
+	// 55 more dead letters, of counter/c00: two pages of 50 (newest first,
+	// so the one of counter/ui1, the oldest, is on the second).
+	for i := range 55 {
+		r, err := records.NewJSON("explode", map[string]int{"by": i})
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.ID = fmt.Sprintf("many-%02d", i)
+		if _, err := e.actors.Send(ctx, records.Ref{Kind: "counter", ID: "c00"}, r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	actortest.Eventually(t, 60*time.Second, "56 dead letters", func() bool {
+		st, err := e.conn.JetStream().Stream(ctx, e.conn.Names().DeadStream())
+		return err == nil && st.CachedInfo().State.Msgs == 56
+	})
 	oc, err := supervisor.NewClient(e.conn)
 	if err != nil {
 		t.Fatal(err)
@@ -191,8 +208,34 @@ func TestConsoleInChromium(t *testing.T) {
 
 	// Dead letters: replay (a new record, dead-lettered again since explode
 	// always fails), then discard the original.
+	// Paged by the gateway: 50, then 6, newest first, no dead letter twice.
 	b.click(`#tabs button[data-view="dead"]`)
+	seqsJS := `[...document.querySelectorAll("#dead tbody tr[data-seq]")].map(tr => Number(tr.dataset.seq))`
+	b.waitFor("the first page of dead letters", `document.querySelectorAll("#dead tbody tr[data-seq]").length === 50 && document.querySelector("#dead-pager .range").textContent.includes("more")`)
+	page1, err := eval[[]float64](b, seqsJS)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.click("#dead-pager .next")
+	b.waitFor("the second page of dead letters", `document.querySelectorAll("#dead tbody tr[data-seq]").length === 6 && document.querySelector("#dead-pager .range").textContent.includes("51–56") && document.querySelector("#dead-pager .next").disabled`)
+	page2, err := eval[[]float64](b, seqsJS)
+	if err != nil {
+		t.Fatal(err)
+	}
+	all := append(page1, page2...)
+	for i := 1; i < len(all); i++ {
+		if all[i] >= all[i-1] {
+			t.Fatalf("dead letters over two pages %v: want 56, newest first, each once", all)
+		}
+	}
+	b.screenshot("dead-letters-page-2")
+	b.click("#dead-pager .prev")
+	b.waitFor("the first page again", `document.querySelectorAll("#dead tbody tr[data-seq]").length === 50 && document.querySelector("#dead-pager .prev").disabled`)
+	// The effector filter asks the gateway: counter/ui1's, the oldest of
+	// all, comes first.
+	b.must(`const i = document.querySelector("#dead-effector"); i.value = "counter/ui1"; i.dispatchEvent(new Event("input"))`)
 	row := `#dead tbody tr[data-id="` + bad.ID + `"]`
+	b.waitFor("the effector filter", `document.querySelectorAll("#dead tbody tr[data-seq]").length === 1 && !!document.querySelector(`+jsString(row)+`)`)
 	b.waitFor("the dead letter", `document.querySelector(`+jsString(row)+`)?.innerText.includes("rejected")`)
 	seq, err := eval[string](b, `document.querySelector(`+jsString(row)+`).dataset.seq`)
 	if err != nil {
@@ -241,7 +284,8 @@ func TestConsoleInChromium(t *testing.T) {
 	b.screenshot("nodes")
 }
 
-// TestConsoleAsUser: a user's console shows only its own effectors, hides
+// TestConsoleAsUser: a user's console shows only its own effectors and
+// dead letters, hides
 // the Nodes tab, and refuses the node view (by its address) with a clear
 // message; an admin's token given by #token= in the same page starts the
 // console again as the admin, without a reload.
@@ -259,6 +303,24 @@ func TestConsoleAsUser(t *testing.T) {
 	if _, err := e.actors.Create(ctx, records.Ref{Kind: "counter", ID: "not-hers"}, nil); err != nil {
 		t.Fatal(err)
 	}
+	// A dead letter of each (explode is always rejected).
+	for _, r := range []struct {
+		id, owner string
+		ref       records.Ref
+	}{{"hers-dead", "alice", records.Ref{Kind: "counter", ID: "alices"}}, {"not-hers-dead", "", records.Ref{Kind: "counter", ID: "not-hers"}}} {
+		rec, err := records.NewJSON("explode", map[string]int{"by": 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		rec.ID, rec.Owner = r.id, r.owner
+		if _, err := e.actors.Send(ctx, r.ref, rec); err != nil {
+			t.Fatal(err)
+		}
+	}
+	actortest.Eventually(t, 30*time.Second, "two dead letters", func() bool {
+		st, err := e.conn.JetStream().Stream(ctx, e.conn.Names().DeadStream())
+		return err == nil && st.CachedInfo().State.Msgs == 2
+	})
 	b.navigate(e.http.URL + "/#/nodes&token=" + tokAlice)
 	b.waitFor("the connection as alice", `document.querySelector("#conn").dataset.state === "open" && document.querySelector("#user").textContent === "alice (user)"`)
 	b.waitFor("the node view refused", `document.querySelector("#nodes-error").textContent.startsWith("forbidden: nodes: the node view is for admins")`)
@@ -267,12 +329,17 @@ func TestConsoleAsUser(t *testing.T) {
 	}
 	b.click(`#tabs button[data-view="effectors"]`)
 	b.waitFor("her effector only", `[...document.querySelectorAll("#effectors tbody tr[data-effector]")].map(tr => tr.dataset.effector).join() === "counter/alices"`)
+	// Her dead letters only, from the gateway's dead.list.
+	b.click(`#tabs button[data-view="dead"]`)
+	b.waitFor("her dead letter only", `[...document.querySelectorAll("#dead tbody tr[data-seq]")].map(tr => tr.dataset.id).join() === "hers-dead"`)
 
 	// Another token by #token=, in the same page: the console starts again
 	// as that identity (an admin: both effectors, the Nodes tab).
 	b.must(`window.__loaded = "same"; location.hash = "#token=` + tokOps + `"`)
 	b.waitFor("the console as ops", `document.querySelector("#user").textContent === "ops (admin)" && document.querySelector('#tabs button[data-view="nodes"]').offsetParent !== null`)
 	b.waitFor("every effector", `[...document.querySelectorAll("#effectors tbody tr[data-effector]")].map(tr => tr.dataset.effector).sort().join() === "counter/alices,counter/not-hers"`)
+	b.click(`#tabs button[data-view="dead"]`)
+	b.waitFor("every dead letter", `[...document.querySelectorAll("#dead tbody tr[data-seq]")].map(tr => tr.dataset.id).sort().join() === "hers-dead,not-hers-dead"`)
 	if got, err := eval[string](b, `window.__loaded`); err != nil || got != "same" {
 		t.Fatalf("the page was reloaded (%q, %v)", got, err)
 	}

@@ -109,7 +109,10 @@ client.on("welcome", (w) => {
   $("#user").textContent = who;
   document.body.classList.toggle("admin", w.role === "admin");
   const id = `${w.user || ""}/${w.role}`;
-  if (identity !== undefined && identity !== id) { resetAll(); }
+  if (identity !== id) {
+    if (identity !== undefined) { resetAll(); }
+    startLists();
+  }
   identity = id;
   loadKinds();
   if (currentView === "nodes") { pollNodes(); }
@@ -128,7 +131,6 @@ window.addEventListener("hashchange", () => {
 
 // ---- requests and subscriptions -----------------------------------------
 
-const request = (frame) => client.request(frame);
 const errText = (e) => (e.code ? `${e.code}: ${e.message}` : e.message);
 
 // subscribe registers a subscription, replacing one of the same name; the
@@ -279,6 +281,76 @@ function renderPager(el, { text, prev, next }) {
   el.replaceChildren(p, s, n);
 }
 
+// ServerList is a list the gateway pages and filters: one page at a time
+// (prev/next by cursor, newest first), loaded again when its filters
+// change, kept live by a subscription: a row on the page follows its item
+// (or leaves when it no longer fits the filters); an item that is not on
+// the page and fits reloads the first page when that is the one shown.
+class ServerList {
+  constructor({ table, pager, key, row, fetch, fits = () => true, empty = "nothing yet", onLoad, onError }) {
+    this.tbody = $(table + " tbody");
+    this.cols = $(table + " thead tr").children.length;
+    this.pager = $(pager);
+    Object.assign(this, { key, row, fetch, fits, empty, onLoad, onError });
+    this.items = new Map(); // key → item, the page's
+    this.cursors = [""];
+    this.page = 0;
+    this.loads = 0;
+    this.timer = 0;
+  }
+  // first loads the first page (the filters changed).
+  first() { this.cursors = [""]; this.page = 0; return this.load(); }
+  async load() {
+    const my = ++this.loads;
+    let res;
+    try { res = await this.fetch(this.cursors[this.page] || undefined); } catch (e) { if (my === this.loads && this.onError) { this.onError(e); } return; }
+    if (my !== this.loads) { return; } // a later load answers
+    this.items.clear();
+    this.tbody.replaceChildren();
+    for (const it of res.items) {
+      this.items.set(this.key(it), it);
+      this.tbody.append(this.rowOf(it, false));
+    }
+    if (!res.items.length) { emptyRow(this.tbody, this.cols, this.page === 0 ? this.empty : "nothing more"); }
+    this.cursors[this.page + 1] = res.cursor;
+    this.cursors.length = this.page + 2;
+    const from = this.page * PAGE;
+    renderPager(this.pager, {
+      text: `page ${this.page + 1} · ${res.items.length ? `${from + 1}–${from + res.items.length}` : "none"}${res.more ? " · more" : ""}`,
+      prev: this.page > 0 ? () => { this.page--; this.load(); } : null,
+      next: res.more && res.cursor ? () => { this.page++; this.load(); } : null,
+    });
+    if (this.onLoad) { this.onLoad(res, this.page); }
+  }
+  rowOf(it, flash) {
+    const tr = this.row(it);
+    tr.dataset.key = this.key(it);
+    if (flash) { tr.classList.add("fresh"); }
+    return tr;
+  }
+  rowByKey(k) { return [...this.tbody.children].find((tr) => tr.dataset.key === k); }
+  // upsert follows a live change of an item.
+  upsert(it) {
+    const k = this.key(it);
+    const tr = this.rowByKey(k);
+    if (tr) {
+      if (this.fits(it)) { this.items.set(k, it); tr.replaceWith(this.rowOf(it, true)); } else { this.remove(k); }
+    } else if (this.page === 0 && this.fits(it)) {
+      clearTimeout(this.timer);
+      this.timer = setTimeout(() => this.load(), 200); // a burst reloads once
+    }
+  }
+  remove(k) { this.items.delete(k); this.rowByKey(k)?.remove(); }
+  get(k) { return this.items.get(k); }
+  clear() { this.items.clear(); this.cursors = [""]; this.page = 0; this.loads++; this.tbody.replaceChildren(); }
+}
+
+// debounced calls f once typing stops for 300 ms.
+function debounced(f) {
+  let t = 0;
+  return () => { clearTimeout(t); t = setTimeout(f, 300); };
+}
+
 // includes is a case-insensitive search over some values.
 function includes(q, ...vals) {
   if (!q) { return true; }
@@ -331,7 +403,7 @@ const DRAWER_LINKS = {
 // openRecordByID shows a record from the record store in the drawer.
 async function openRecordByID(id) {
   try {
-    const r = await request({ type: "get", id });
+    const r = await client.get(id);
     openDrawer(`record ${r.id}`, r);
   } catch (e) {
     $("#drawer-payload").textContent = `record ${id}: ${errText(e)}`;
@@ -387,9 +459,9 @@ const eff = { cursors: [""], page: 0, more: false, rows: new Map(), kinds: new M
 
 async function loadKinds() {
   let res;
-  try { res = await request({ type: "kinds" }); } catch (e) { return; }
+  try { res = await client.kinds(); } catch (e) { return; }
   const sel = $("#eff-kind");
-  for (const k of res.kinds) {
+  for (const k of res) {
     if (!eff.kinds.has(k.kind)) {
       const o = document.createElement("option");
       o.value = k.kind;
@@ -436,7 +508,7 @@ async function loadEffectors() {
   $("#eff-error").textContent = "";
   let res;
   try {
-    res = await request({ type: "effectors", kind: fl.kind, status: fl.status || undefined, owner: fl.owner || undefined, limit: fl.limit, cursor: eff.cursors[eff.page] || undefined });
+    res = await client.effectors({ kind: fl.kind, status: fl.status || undefined, owner: fl.owner || undefined, limit: fl.limit, cursor: eff.cursors[eff.page] || undefined });
   } catch (e) { $("#eff-error").textContent = errText(e); return; }
   eff.rows.clear();
   eff.loadedAt = Date.now();
@@ -468,7 +540,7 @@ function effectorRow(d) {
 function fillEffector(tr, d, flash = true) {
   const ref = `${d.kind}/${d.id}`;
   const term = confirmButton("terminate", async () => {
-    try { await request({ type: "terminate", effector: ref }); } catch (e) { $("#eff-error").textContent = `terminate ${ref}: ${errText(e)}`; }
+    try { await client.terminate(ref); } catch (e) { $("#eff-error").textContent = `terminate ${ref}: ${errText(e)}`; }
   }, "danger terminate");
   term.disabled = d.status === "TERMINATED";
   const act = document.createElement("td");
@@ -489,13 +561,13 @@ $("#create-form").onsubmit = async (ev) => {
   ev.preventDefault();
   $("#eff-error").textContent = "";
   const ref = $("#create-ref").value.trim();
-  const frame = { type: "create", effector: ref };
+  let state;
   const st = $("#create-state").value.trim();
   if (st) {
-    try { frame.state = JSON.parse(st); } catch (e) { $("#eff-error").textContent = "state is not JSON: " + e.message; return; }
+    try { state = JSON.parse(st); } catch (e) { $("#eff-error").textContent = "state is not JSON: " + e.message; return; }
   }
   try {
-    const doc = await request(frame);
+    const doc = await client.create(ref, state);
     $("#create-ref").value = "";
     if ($("#eff-kind").value !== doc.kind) {
       await loadKinds();
@@ -605,11 +677,20 @@ $("#send-form").onsubmit = (ev) => {
 
 const FINAL = ["COMPLETED", "FAILED", "CANCELLED"];
 
-const orchList = new List({
-  table: "#orchs", pager: "#orchs-pager", empty: "no orchestrations yet",
+function orchFilter() {
+  return { status: $("#orch-status").value || undefined, search: $("#orch-search").value.trim() || undefined };
+}
+
+const orchList = new ServerList({
+  table: "#orchs", pager: "#orchs-pager", empty: "no orchestrations match",
   key: (o) => o.id,
-  sort: (a, b) => (b.updated || "").localeCompare(a.updated || ""),
-  filter: (o) => (!$("#orch-status").value || o.status === $("#orch-status").value) && includes($("#orch-search").value.trim(), o.id, o.name),
+  fetch: async (cursor) => {
+    const p = await client.orchList({ ...orchFilter(), order: "newest", limit: PAGE, cursor });
+    return { items: p.orchestrations, cursor: p.cursor, more: p.more };
+  },
+  fits: (o) => { const f = orchFilter(); return (!f.status || o.status === f.status) && includes(f.search, o.id, o.name); },
+  onLoad: () => { $("#orch-error").textContent = ""; },
+  onError: (e) => { $("#orch-error").textContent = errText(e); },
   row: (o) => {
     const tr = document.createElement("tr");
     tr.className = "clickable";
@@ -617,7 +698,7 @@ const orchList = new List({
     tr.dataset.status = o.status;
     tr.onclick = () => openOrch(o.id);
     const act = document.createElement("td");
-    const cancel = confirmButton("cancel", () => request({ type: "orch.cancel", id: o.id }).catch((e) => { $("#orch-error").textContent = errText(e); }), "danger");
+    const cancel = confirmButton("cancel", () => client.orchCancel(o.id).catch((e) => { $("#orch-error").textContent = errText(e); }), "danger");
     cancel.disabled = FINAL.includes(o.status);
     act.append(cancel);
     tr.append(td(o.id, "mono"), td(o.name), td(o.status + (o.error ? " — " + o.error : ""), "status status-" + o.status), td(o.step),
@@ -625,15 +706,23 @@ const orchList = new List({
     return tr;
   },
 });
-$("#orch-status").onchange = () => orchList.refilter();
-$("#orch-search").oninput = () => orchList.refilter();
-$("#orch-filter").onsubmit = (ev) => ev.preventDefault();
+$("#orch-status").onchange = () => orchList.first();
+$("#orch-search").oninput = debounced(() => orchList.first());
+$("#orch-filter").onsubmit = (ev) => { ev.preventDefault(); orchList.first(); };
+onShow.orchestrations = () => orchList.load();
 
-function watchOrchestrations() {
-  subscribe("orchs", { topic: "orchestration" }, (f) => {
+// watchOrchestrations follows changes from the newest revision on: the
+// pages come from orch.list, the subscription only brings what changes.
+async function watchOrchestrations() {
+  let from = 1;
+  try {
+    const newest = await client.orchList({ order: "newest", limit: 1 });
+    if (newest.orchestrations.length) { from = newest.orchestrations[0].revision + 1; }
+  } catch (e) { $("#orch-error").textContent = errText(e); }
+  subscribe("orchs", { topic: "orchestration", from }, (f) => {
     if (f.type !== "orchestration") { return; }
     if (f.deleted) { orchList.remove(f.id); return; }
-    orchList.upsert(f.orchestration);
+    orchList.upsert({ ...f.orchestration, revision: f.revision });
   });
 }
 
@@ -642,8 +731,7 @@ $("#orch-start-form").onsubmit = async (ev) => {
   $("#orch-error").textContent = "";
   try {
     const input = $("#orch-input").value.trim() ? JSON.parse($("#orch-input").value) : undefined;
-    const res = await request({ type: "orch.start", name: $("#orch-name").value.trim(), input });
-    openOrch(res.id);
+    openOrch(await client.orchStart($("#orch-name").value.trim(), input));
   } catch (e) { $("#orch-error").textContent = errText(e); }
 };
 
@@ -766,28 +854,57 @@ $("#orch-input-form").onsubmit = async (ev) => {
   ev.preventDefault();
   $("#orch-page-error").textContent = "";
   try {
-    await request({ type: "orch.input", id: orch.id, input: JSON.parse($("#orch-answer").value) });
+    await client.orchInput(orch.id, JSON.parse($("#orch-answer").value));
   } catch (e) { $("#orch-page-error").textContent = errText(e); }
 };
 $("#orch-cancel").onclick = async () => {
   $("#orch-page-error").textContent = "";
-  try { await request({ type: "orch.cancel", id: orch.id }); } catch (e) { $("#orch-page-error").textContent = errText(e); }
+  try { await client.orchCancel(orch.id); } catch (e) { $("#orch-page-error").textContent = errText(e); }
 };
 $("#orch-back").onclick = (ev) => { ev.preventDefault(); showView("orchestrations"); };
 
 // ---- dead letters: replay, discard -------------------------------------------
 
-const deadList = new List({
-  table: "#dead", pager: "#dead-pager", empty: "no dead letters",
+// Reason codes of dead letters (records.HeaderDeadReason), for the filter.
+const DEAD_REASONS = ["decode", "content_type", "oversize", "rejected", "failed", "panic", "redelivered", "cancelled", "no_effector",
+  "terminated", "reply_forbidden", "output_too_large", "state_too_large"];
+const replayedAs = new Map(); // dead letter seq → the id it was replayed as
+
+// deadFilter reads the filters: "kind" or "kind/id", a reason, a search.
+function deadFilter() {
+  const who = $("#dead-effector").value.trim();
+  return {
+    effector: who.includes("/") ? who : undefined, kind: who && !who.includes("/") ? who : undefined,
+    reason: $("#dead-reason").value || undefined, text: $("#dead-search").value.trim() || undefined,
+  };
+}
+
+const deadList = new ServerList({
+  table: "#dead", pager: "#dead-pager", empty: "no dead letters match",
   key: (d) => String(d.seq),
-  sort: (a, b) => b.seq - a.seq,
-  filter: (d) => includes($("#dead-effector").value.trim(), d.effector) && (!$("#dead-reason").value || d.reason === $("#dead-reason").value) &&
-    includes($("#dead-search").value.trim(), d.record.id, d.error, d.record.type, payloadText(d.record)),
+  fetch: async (cursor) => {
+    const p = await client.deadList({ ...deadFilter(), order: "newest", limit: PAGE, cursor });
+    return { items: p.dead, cursor: p.cursor, more: p.more };
+  },
+  fits: (d) => {
+    const f = deadFilter();
+    return (!f.effector || d.effector === f.effector) && (!f.kind || d.effector.startsWith(f.kind + "/")) && (!f.reason || d.reason === f.reason) &&
+      includes(f.text, d.error, d.reason, d.record.id, d.record.type);
+  },
+  onLoad: (res, page) => {
+    $("#dead-error").textContent = "";
+    if (page === 0 && !deadFilter().effector && !deadFilter().kind && !deadFilter().reason && !deadFilter().text) {
+      $("#dead-count").textContent = res.items.length + (res.more ? "+" : "");
+      $("#dead-count").hidden = res.items.length === 0;
+    }
+  },
+  onError: (e) => { $("#dead-error").textContent = errText(e); },
   row: (d) => {
     const tr = document.createElement("tr");
     tr.className = "clickable";
     tr.dataset.id = d.record.id;
     tr.dataset.seq = d.seq;
+    d.replayed = d.replayed || replayedAs.get(d.seq);
     if (d.replayed) { tr.dataset.replayed = d.replayed; }
     tr.onclick = () => openDead(d);
     const act = document.createElement("td");
@@ -796,23 +913,25 @@ const deadList = new List({
       td(payloadText(d.record), "json"), act);
     return tr;
   },
-  onRender: () => {
-    const n = deadList.items.size;
-    $("#dead-count").textContent = n;
-    $("#dead-count").hidden = n === 0;
-  },
 });
-for (const id of ["#dead-effector", "#dead-search"]) { $(id).oninput = () => deadList.refilter(); }
-$("#dead-reason").onchange = () => deadList.refilter();
-$("#dead-filter").onsubmit = (ev) => ev.preventDefault();
+for (const r of DEAD_REASONS) {
+  const o = document.createElement("option");
+  o.value = o.textContent = r;
+  $("#dead-reason").append(o);
+}
+for (const id of ["#dead-effector", "#dead-search"]) { $(id).oninput = debounced(() => deadList.first()); }
+$("#dead-reason").onchange = () => deadList.first();
+$("#dead-filter").onsubmit = (ev) => { ev.preventDefault(); deadList.first(); };
+onShow.dead = () => deadList.load();
 
 function deadActions(d) {
   const replay = button(d.replayed ? "replayed ✓" : "replay", async (b) => {
     $("#dead-error").textContent = "";
     b.disabled = true;
     try {
-      const res = await request({ type: "dead.replay", seq: d.seq });
+      const res = await client.deadReplay(d.seq);
       d.replayed = res.id;
+      replayedAs.set(d.seq, res.id);
       deadList.upsert(d);
       if (!$("#drawer").hidden && $("#drawer").dataset.id === d.record.id) { openDead(d); }
     } catch (e) { $("#dead-error").textContent = `replay #${d.seq}: ${errText(e)}`; b.disabled = false; }
@@ -821,7 +940,7 @@ function deadActions(d) {
   const discard = confirmButton("discard", async () => {
     $("#dead-error").textContent = "";
     try {
-      await request({ type: "dead.discard", seq: d.seq });
+      await client.deadDiscard(d.seq);
       deadList.remove(String(d.seq));
       if (!$("#drawer").hidden && $("#drawer").dataset.id === d.record.id) { closeDrawer(); }
     } catch (e) { $("#dead-error").textContent = `discard #${d.seq}: ${errText(e)}`; }
@@ -837,16 +956,16 @@ function openDead(d) {
   });
 }
 
-function watchDead() {
-  subscribe("dead", { topic: "dead", from: 1 }, (f) => {
-    if (f.type !== "dead") { return; }
-    deadList.upsert(f);
-    const sel = $("#dead-reason");
-    if (f.reason && ![...sel.options].some((o) => o.value === f.reason)) {
-      const o = document.createElement("option");
-      o.value = o.textContent = f.reason;
-      sel.append(o);
-    }
+// watchDead follows dead letters stored from the newest on (the pages
+// come from dead.list).
+async function watchDead() {
+  let from = 1;
+  try {
+    const newest = await client.deadList({ order: "newest", limit: 1 });
+    if (newest.dead.length) { from = newest.dead[0].seq + 1; }
+  } catch (e) { $("#dead-error").textContent = errText(e); }
+  subscribe("dead", { topic: "dead", from }, (f) => {
+    if (f.type === "dead") { deadList.upsert(f); }
   });
 }
 
@@ -896,7 +1015,7 @@ async function pollNodes() {
   nodesTimer = setTimeout(pollNodes, 2000);
   if (client.status !== "open") { return; }
   let res;
-  try { res = await request({ type: "nodes" }); } catch (e) { $("#nodes-error").textContent = errText(e); return; }
+  try { res = await client.nodes(); } catch (e) { $("#nodes-error").textContent = errText(e); return; }
   $("#nodes-error").textContent = "";
   const prev = new Map((lastNodes?.nodes || []).map((n) => [n.id, n]));
   const dt = lastNodes ? (Date.parse(res.time) - Date.parse(lastNodes.time)) / 1000 : 0;
@@ -918,7 +1037,18 @@ onShow.nodes = pollNodes;
 
 // ---- start ----------------------------------------------------------------------
 
-// resetAll starts the lists again (another identity connected).
+// startLists follows the changes of the gateway's lists, then loads their
+// first pages (at the first welcome, and for each new identity): each
+// subscription starts after the newest item its list query saw, before the
+// page is read, so no change falls between the page and the subscription
+// (one may come twice, which only redraws its row).
+async function startLists() {
+  await Promise.all([watchOrchestrations(), watchDead()]);
+  orchList.first();
+  deadList.first();
+}
+
+// resetAll clears the lists (another identity connected).
 function resetAll() {
   for (const l of [logList, orchList, deadList, nodeList, timeline, tasks, workers]) { l.clear(); }
   eff.kinds.clear();
@@ -926,8 +1056,7 @@ function resetAll() {
   unsubscribe("state"); unsubscribe("log"); unsubscribe("orch-one"); unsubscribe("orch-log");
   orch.id = "";
   lastNodes = null;
-  watchOrchestrations();
-  watchDead();
+  replayedAs.clear();
   if (currentView === "orch" || currentView === "records") { showView("effectors"); }
 }
 
@@ -935,8 +1064,6 @@ if (!token()) {
   showTokenForm("No token yet: paste yours if this gateway needs one (or open the page as /#token=…). Connecting meanwhile, in case it needs none.");
 }
 route();
-watchOrchestrations();
-watchDead();
 // Sends kept from before a reload: shown, and re-sent once connected.
 client.pendingSends().then((hs) => hs.forEach(showSend), (e) => console.warn("kept sends:", e));
 client.connect().catch(() => undefined);

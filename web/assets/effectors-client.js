@@ -721,6 +721,35 @@ var Client = class {
   orchCancel(id) {
     return this.request({ type: "orch.cancel", id });
   }
+  /**
+   * A page of orchestrations, filtered and paged by the gateway (a user's own; an admin's all or `owner`'s).
+   * Errors: `bad_request` (a bad field, cursor or limit), `forbidden` (a user naming another owner).
+   */
+  orchList(q = {}) {
+    return this.request({ type: "orch.list", ...q });
+  }
+  /**
+   * A page of dead letters, filtered and paged by the gateway (a user's own; an admin's all or `owner`'s).
+   * Errors: `bad_request` (a bad field, cursor or limit), `forbidden` (a user naming another owner).
+   */
+  deadList(q = {}) {
+    return this.request({ type: "dead.list", ...q });
+  }
+  /**
+   * Sends the record of the dead letter at `seq` again, as a new record caused by the original.
+   * Errors: `not_found` (no dead letter at seq, or its effector is gone), `forbidden`, `bad_request`, `terminated`.
+   */
+  deadReplay(seq) {
+    return this.request({ type: "dead.replay", seq });
+  }
+  /** Deletes the dead letter at `seq` (`not_found` when it is not there, `forbidden` when another user's). */
+  deadDiscard(seq) {
+    return this.request({ type: "dead.discard", seq });
+  }
+  /** Nodes, the partitions each reads with their counts, and the index lag (admins; a user gets `forbidden`). */
+  nodes() {
+    return this.request({ type: "nodes" });
+  }
   /** A round trip to the gateway. */
   async ping() {
     await this.request({ type: "ping" });

@@ -5,10 +5,16 @@
 import { CloseCodes, EffectorsError } from "./errors.js";
 import type {
   AckFrame,
+  DeadListQuery,
+  DeadPage,
+  DeadReplayResult,
   EffectorPage,
   EffectorRef,
   KindInfo,
+  NodesResult,
   Orchestration,
+  OrchListQuery,
+  OrchPage,
   OutRecord,
   Query,
   RecordJSON,
@@ -850,7 +856,7 @@ export class Client {
   }
 
   /** A page of the effectors of a kind. */
-  effectors(q: { kind: string; status?: string; limit?: number; cursor?: string }): Promise<EffectorPage> {
+  effectors(q: { kind: string; status?: string; owner?: string; limit?: number; cursor?: string }): Promise<EffectorPage> {
     return this.request<EffectorPage>({ type: "effectors", ...q });
   }
 
@@ -886,6 +892,40 @@ export class Client {
   /** Cancels an orchestration (`finished` when it is over). */
   orchCancel(id: string): Promise<{ id: string; status: string }> {
     return this.request({ type: "orch.cancel", id });
+  }
+
+  /**
+   * A page of orchestrations, filtered and paged by the gateway (a user's own; an admin's all or `owner`'s).
+   * Errors: `bad_request` (a bad field, cursor or limit), `forbidden` (a user naming another owner).
+   */
+  orchList(q: OrchListQuery = {}): Promise<OrchPage> {
+    return this.request<OrchPage>({ type: "orch.list", ...q });
+  }
+
+  /**
+   * A page of dead letters, filtered and paged by the gateway (a user's own; an admin's all or `owner`'s).
+   * Errors: `bad_request` (a bad field, cursor or limit), `forbidden` (a user naming another owner).
+   */
+  deadList(q: DeadListQuery = {}): Promise<DeadPage> {
+    return this.request<DeadPage>({ type: "dead.list", ...q });
+  }
+
+  /**
+   * Sends the record of the dead letter at `seq` again, as a new record caused by the original.
+   * Errors: `not_found` (no dead letter at seq, or its effector is gone), `forbidden`, `bad_request`, `terminated`.
+   */
+  deadReplay(seq: number): Promise<DeadReplayResult> {
+    return this.request<DeadReplayResult>({ type: "dead.replay", seq });
+  }
+
+  /** Deletes the dead letter at `seq` (`not_found` when it is not there, `forbidden` when another user's). */
+  deadDiscard(seq: number): Promise<{ seq: number; discarded: true }> {
+    return this.request<{ seq: number; discarded: true }>({ type: "dead.discard", seq });
+  }
+
+  /** Nodes, the partitions each reads with their counts, and the index lag (admins; a user gets `forbidden`). */
+  nodes(): Promise<NodesResult> {
+    return this.request<NodesResult>({ type: "nodes" });
   }
 
   /** A round trip to the gateway. */

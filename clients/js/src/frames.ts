@@ -144,10 +144,9 @@ export interface StateFrame {
   document?: StateDocument;
 }
 
-/** `dead` frame of `dead` subscriptions. */
-export interface DeadFrame {
-  type: "dead";
-  sub: string;
+/** A dead letter, as `dead` frames and the `dead.list` request show it. */
+export interface DeadLetter {
+  /** Its sequence in the dead-letter stream (`dead.replay`, `dead.discard` take it). */
   seq: number;
   /** The dead letter's own id, `dead:<record id>`. */
   id: string;
@@ -159,6 +158,12 @@ export interface DeadFrame {
   truncated?: string;
   stored: string;
   record: RecordJSON;
+}
+
+/** `dead` frame of `dead` subscriptions. */
+export interface DeadFrame extends DeadLetter {
+  type: "dead";
+  sub: string;
 }
 
 /** `orchestration` frame of `orchestration` subscriptions. */
@@ -265,4 +270,125 @@ export interface EffectorPage {
   effectors: EffectorInfo[];
   cursor: string;
   more: boolean;
+}
+
+/** Fields of a `dead.list` request: all optional. */
+export interface DeadListQuery {
+  /** One effector's dead letters (not with `kind`). */
+  effector?: EffectorRef;
+  /** The dead letters of a kind's effectors (not with `effector`). */
+  kind?: string;
+  /** A reason code (`rejected`, `decode`, `failed`, …). */
+  reason?: string;
+  /** A case-insensitive search of the error, reason, record id and type (at most 256 bytes). */
+  text?: string;
+  /** Admins: only this owner's (a user's is always its own; another's is `forbidden`). */
+  owner?: string;
+  /** When the dead-letter stream stored it, RFC 3339, inclusive. */
+  since?: string;
+  until?: string;
+  /** `newest` first, or absent: oldest first. */
+  order?: "newest";
+  /** 1 to 100; default 50. */
+  limit?: number;
+  /** The `cursor` of the previous page of the same query. */
+  cursor?: string;
+}
+
+/** A page of dead letters (`dead.list`). */
+export interface DeadPage {
+  dead: DeadLetter[];
+  /** Continues after this page; empty newest first once the beginning is reached. */
+  cursor: string;
+  /** More may match: ask again with `cursor`. */
+  more: boolean;
+}
+
+/** Fields of an `orch.list` request: all optional. */
+export interface OrchListQuery {
+  status?: "RUNNING" | "WAITING" | "COMPLETED" | "FAILED" | "CANCELLED";
+  /** The orchestration's definition name, exactly. */
+  name?: string;
+  /** A case-insensitive search of the id and name (at most 256 bytes). */
+  search?: string;
+  /** Admins: only this owner's (a user's is always its own). */
+  owner?: string;
+  /** When it was started, RFC 3339, inclusive. */
+  since?: string;
+  until?: string;
+  /** `newest` (most recently changed) first, or absent: least recently changed first. */
+  order?: "newest";
+  /** 1 to 100; default 50. */
+  limit?: number;
+  cursor?: string;
+}
+
+/** An orchestration as `orch.list` lists it (no prompt, results or tasks: `orch.status` has them). */
+export interface OrchSummary {
+  id: string;
+  name: string;
+  status: string;
+  step: string;
+  steps: number;
+  waiting_for?: string;
+  error?: string;
+  owner?: string;
+  created: string;
+  updated: string;
+  /** Its revision in the orchestration bucket (an `orchestration` subscription's `from`). */
+  revision: number;
+}
+
+/** A page of orchestrations (`orch.list`). */
+export interface OrchPage {
+  orchestrations: OrchSummary[];
+  cursor: string;
+  more: boolean;
+}
+
+/** The result of `dead.replay`: the record sent again. */
+export interface DeadReplayResult {
+  /** The new record's id; `cause`, the original's. */
+  id: string;
+  cause: string;
+  effector: string;
+  type: string;
+  /** The new record's sequence in the mailbox stream. */
+  seq: number;
+  /** The replayed dead letter's sequence. */
+  dead_seq: number;
+}
+
+/** One partition of a kind: its lease and its consumer's counts. */
+export interface PartitionInfo {
+  kind: string;
+  partition: number;
+  node?: string;
+  since?: string;
+  /** Deliveries acknowledged (the consumer's ack floor). */
+  done: number;
+  /** Records stored and not yet acknowledged. */
+  pending: number;
+  error?: string;
+}
+
+/** A node as placement knows it. */
+export interface NodeInfo {
+  id: string;
+  kinds: string[];
+  started: string;
+  beat: string;
+  partitions: PartitionInfo[];
+  done: number;
+  pending: number;
+}
+
+/** The result of `nodes` (admins). */
+export interface NodesResult {
+  time: string;
+  nodes: NodeInfo[];
+  unheld: PartitionInfo[];
+  partitions: number;
+  index_lag: number;
+  index_lag_error?: string;
 }
