@@ -90,13 +90,7 @@ func (p *partition) drop(ctx context.Context, msg jetstream.Msg) {
 		p.mu.Unlock()
 		return
 	}
-	p.mu.Lock()
-	later := p.deferred
-	p.deferred = nil
-	p.mu.Unlock()
-	for _, m := range later {
-		_ = m.Ack()
-	}
+	p.ackDeferred()
 	_ = msg.Ack()
 }
 
@@ -120,6 +114,11 @@ func (p *partition) flushDrops(ctx context.Context) {
 	if n == 0 || !p.mayDrop(ctx) {
 		return
 	}
+	p.ackDeferred()
+}
+
+// ackDeferred acknowledges the drops put off; the caller checked mayDrop.
+func (p *partition) ackDeferred() {
 	p.mu.Lock()
 	later := p.deferred
 	p.deferred = nil
