@@ -127,15 +127,15 @@ func TestJoiningNodeTakesItsShare(t *testing.T) {
 	c := newClient(t, conn)
 	first := startNodeWith(t, srv.Connect(t), fastPlacement, nil)
 	refs := createCounters(t, c, 40)
-	publishAll(t, conn, refs, 10)
+	publishAll(t, conn, refs, 20)
 	actortest.Eventually(t, 30*time.Second, "first node has all loaded", func() bool { return active(t, first) == 40 })
 	done := make(chan error, 1)
-	go func() { done <- tryPublishAll(conn, refs, 50) }()
+	go func() { done <- tryPublishAll(conn, refs, 100) }()
 	second := startNodeWith(t, srv.Connect(t), fastPlacement, nil)
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
-	waitCounts(t, conn, c, refs, 60, time.Minute)
+	waitCounts(t, conn, c, refs, 120, time.Minute)
 	if h := metricSum(t, second.Registry, "ea_handovers_total") + metricSum(t, second.Registry, "ea_activations_total"); h == 0 {
 		t.Fatal("the joining node took over nothing")
 	}
@@ -146,11 +146,11 @@ func TestJoiningNodeTakesItsShare(t *testing.T) {
 	// The load may all have been applied before the hand-over: one more
 	// record each, after the split, reaches the effectors of both nodes.
 	publishAll(t, conn, refs, 1)
-	waitCountsOnly(t, c, refs, 61, time.Minute)
+	waitCountsOnly(t, c, refs, 121, time.Minute)
 	if active(t, second) == 0 {
 		t.Fatal("the joining node loaded no effector")
 	}
-	waitCounts(t, conn, c, refs, 61, time.Minute)
+	waitCounts(t, conn, c, refs, 121, time.Minute)
 }
 
 // TestTwoDriversNeverDoubleApply makes two nodes both believe they own every
