@@ -128,6 +128,7 @@ func throughput(ctx context.Context, env Env, conn *bus.Conn, outs *Outputs, ref
 		pids = append(pids, p.PID())
 	}
 	s := Sample(100*time.Millisecond, pids...)
+	cpu0 := cpuTimes(procs)
 	t0 := time.Now()
 	if err := Publish(ctx, conn, refs, total, 4096); err != nil {
 		s.Stop()
@@ -136,6 +137,7 @@ func throughput(ctx context.Context, env Env, conn *bus.Conn, outs *Outputs, ref
 	published := time.Since(t0)
 	err := outs.WaitTotal(ctx, base+int64(total))
 	end := time.Now()
+	cpu1 := cpuTimes(procs)
 	peaks := s.Stop()
 	if err != nil {
 		return 0, err
@@ -148,7 +150,27 @@ func throughput(ctx context.Context, env Env, conn *bus.Conn, outs *Outputs, ref
 	env.printf("  throughput over %d effectors: %d records in %.2fs (published in %.2fs): %.0f records/s steady (last nine tenths), %.0f records/s overall; outputs published again by node retries so far: %d",
 		len(refs), total, end.Sub(t0).Seconds(), published.Seconds(), rate, float64(total)/end.Sub(t0).Seconds(), outs.Duplicates())
 	env.printf("  RSS peak under load (sampled every 100ms): %s", strings.Join(parts, ", "))
+	parts = parts[:0]
+	for i, p := range procs {
+		if cpu0[i] >= 0 && cpu1[i] >= 0 {
+			parts = append(parts, fmt.Sprintf("%s %.1f", p.Name, float64((cpu1[i]-cpu0[i]).Microseconds())/float64(total)))
+		}
+	}
+	env.printf("  CPU per record, µs (user+system, publish to last output; steadier than the rate on a shared machine): %s", strings.Join(parts, ", "))
 	return rate, nil
+}
+
+// cpuTimes reads the CPU time of each process, -1 where it cannot.
+func cpuTimes(procs []*Proc) []time.Duration {
+	out := make([]time.Duration, len(procs))
+	for i, p := range procs {
+		d, err := p.CPU()
+		if err != nil {
+			d = -1
+		}
+		out[i] = d
+	}
+	return out
 }
 
 // activate sends one record to each of refs and waits for all their outputs.
