@@ -27,7 +27,7 @@ func TestParseConfigDefaults(t *testing.T) {
 		NATS: "", Listen: "127.0.0.1:4222", Store: "./data", SyncAlways: false, Prefix: "ea",
 		Partitions: 0, RecordStore: true, Replicas: 0, // 0: what is provisioned
 		Metrics: "127.0.0.1:9464", LogLevel: slog.LevelInfo, LogFormat: "text",
-		ShutdownGrace: 10 * time.Second, Heartbeat: time.Second, IdleTimeout: 2 * time.Minute,
+		ShutdownGrace: 10 * time.Second, MemoryLimit: -1, Heartbeat: time.Second, IdleTimeout: 2 * time.Minute,
 		RemoteTimeout: 10 * time.Second,
 	}
 	if len(cfg.explicit) != 0 {
@@ -111,13 +111,13 @@ func TestParseConfig(t *testing.T) {
 		{"idle OFF from env", nil, map[string]string{"EA_IDLE": "OFF"},
 			func(c config) bool { return c.IdleTimeout < 0 }},
 		{"default memory limit", nil, nil,
-			func(c config) bool { return c.MemoryLimit == 80<<20 && c.GOMEMLIMIT == "" }},
+			func(c config) bool { return c.MemoryLimit == -1 && c.GOMEMLIMIT == "" }},
 		{"memory limit flag wins", []string{"--memory-limit", "1GiB"}, map[string]string{"EA_MEMORY_LIMIT": "200MiB"},
 			func(c config) bool { return c.MemoryLimit == 1<<30 }},
 		{"memory limit off from env", nil, map[string]string{"EA_MEMORY_LIMIT": "off"},
 			func(c config) bool { return c.MemoryLimit == -1 }},
 		{"GOMEMLIMIT seen", nil, map[string]string{"GOMEMLIMIT": "300MiB"},
-			func(c config) bool { return c.GOMEMLIMIT == "300MiB" && c.MemoryLimit == 80<<20 }},
+			func(c config) bool { return c.GOMEMLIMIT == "300MiB" && c.MemoryLimit == -1 }},
 		{"default not explicit", nil, nil,
 			func(c config) bool { return len(c.explicit) == 0 }},
 	} {

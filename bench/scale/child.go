@@ -24,12 +24,13 @@ import (
 //
 //	server -store DIR [-listen ADDR]      a NATS server with JetStream; prints "URL <url>"
 //	node -url URL -id ID [-idle D] [-heartbeat D] [-ttl D] [-pprof ADDR]
-//	     [-memory-limit SIZE] [-record-store]
+//	     [-memory-limit SIZE] [-record-store] [-release]
 //	                                      a node hosting the counter kind; prints "READY"
 //
 // The node is configured like ea-node by default: its memory limit is
-// ea-node's default (cli.DefaultMemoryLimit; GOMEMLIMIT wins) and it serves
-// the record store (its indexer reads the mailbox and outbox streams) in the
+// ea-node's default (cli.DefaultMemoryLimit; GOMEMLIMIT wins), it returns
+// memory once quiet after a burst (cli.ReleaseWhenQuiet) and it serves the
+// record store (its indexer reads the mailbox and outbox streams) in the
 // same process.
 //
 // It runs until ctx ends. handled is false when args name neither.
@@ -59,6 +60,7 @@ func Child(ctx context.Context, args []string, stdout, stderr io.Writer) (handle
 	batch := fs.Int("batch", 0, "the counter kind's MaxBatch (0: its default)")
 	memLimit := fs.String("memory-limit", cli.DefaultMemoryLimit, `the Go runtime's soft memory limit, as ea-node's --memory-limit ("off": none; GOMEMLIMIT wins)`)
 	recordStore := fs.Bool("record-store", true, "serve the record store (index the log) in the node process, as ea-node does")
+	release := fs.Bool("release", true, "return memory to the system once the node is quiet after a burst, as ea-node does (cli.ReleaseWhenQuiet)")
 	if err := fs.Parse(args[1:]); err != nil {
 		return true, err
 	}
@@ -70,6 +72,9 @@ func Child(ctx context.Context, args []string, stdout, stderr io.Writer) (handle
 		return true, fmt.Errorf("%w: node: -memory-limit %q: %s", ErrInvalid, *memLimit, want)
 	}
 	defer cli.ApplyMemoryLimit(limit, os.Getenv("GOMEMLIMIT"), log)()
+	if *release {
+		defer cli.ReleaseWhenQuiet(ctx, cli.ReleaseOptions{}, log)()
+	}
 	opts := actor.Options{NodeID: *id, IdleTimeout: *idle, Heartbeat: *beat, HeartbeatTTL: *ttl, Logger: log.With("node", *id)}
 	return true, serveNode(ctx, *url, opts, *batch, *recordStore, *pp, stdout)
 }

@@ -9,14 +9,17 @@ import (
 )
 
 // DefaultMemoryLimit is the --memory-limit of a node binary when neither the
-// flag, its variable nor GOMEMLIMIT says otherwise: a soft limit on the Go
-// runtime's memory (heap, goroutine stacks, runtime structures; not the
-// binary's own mapped code), which makes the runtime collect garbage and
-// return freed memory to the operating system before the process grows past
-// it. Measured with bench/scale (BENCHMARKS.md, "Node memory and 10,000
-// active"): a node with 10,000 active counters stays below 100 MiB of RSS
-// after a burst of load with it, against 160–320 MiB without.
-const DefaultMemoryLimit = "80MiB"
+// flag, its variable nor GOMEMLIMIT says otherwise: none. A soft limit on
+// the Go runtime's memory (heap, goroutine stacks, runtime structures; not
+// the binary's own mapped code) makes the runtime collect garbage sooner as
+// the process nears it, and keeps it small after a burst; but a burst whose
+// own memory is over the limit then runs with the collector busy all
+// through it: measured with bench/scale (BENCHMARKS.md, "Node memory and
+// 10,000 active"), 80 MiB made a burst over 10,000 active counters run at a
+// tenth of its rate. What a burst leaves behind is returned once the node is
+// quiet instead ([ReleaseWhenQuiet]); set a limit to bound the process under
+// load as well, above its live heap under load.
+const DefaultMemoryLimit = "off"
 
 // minMemoryLimit is the least limit accepted: below it the runtime would
 // collect garbage all the time for an idle node.
@@ -29,7 +32,7 @@ const wantMemoryLimit = `want a size such as 80MiB, 512MiB or 2GiB (at least 16M
 // [ApplyMemoryLimit].
 func MemoryLimitSetting[C any](field func(*C) *int64) *Setting[C] {
 	return &Setting[C]{Arg: "SIZE", Def: DefaultMemoryLimit,
-		Usage: `soft limit on the node's Go memory (heap and stacks): past it the runtime collects garbage sooner and returns memory to the system, so a burst of load does not leave the process large. GOMEMLIMIT, when set, wins. "off" for none; raise it for nodes with far more than 10,000 active effectors or large states (README, Configuration)`,
+		Usage: `soft limit on the node's Go memory (heap and stacks), e.g. 512MiB: nearing it, the runtime collects garbage sooner and returns memory to the system. Set it above the node's live heap under load (a loaded effector costs about 2 KiB plus its state and records in flight), or bursts run with the collector busy. GOMEMLIMIT, when set, wins. Without a limit the node still returns what a burst left once it is quiet`,
 		Check: func(c *C, v string) string { return ParseMemoryLimit(v, field(c)) }}
 }
 

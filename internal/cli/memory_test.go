@@ -18,7 +18,7 @@ func TestParseMemoryLimit(t *testing.T) {
 	}{
 		{"80MiB", 80 << 20, true}, {" 2GiB ", 2 << 30, true}, {"512MB", 512e6, true}, {"1.5GiB", 3 << 29, true},
 		{"16MiB", 16 << 20, true}, {"67108864", 64 << 20, true}, {"off", -1, true}, {"OFF", -1, true}, {"none", -1, true},
-		{cli.DefaultMemoryLimit, 80 << 20, true},
+		{cli.DefaultMemoryLimit, -1, true},
 		{"", 0, false}, {"15MiB", 0, false}, {"0", 0, false}, {"-1GiB", 0, false}, {"lots", 0, false},
 		{"MiB", 0, false}, {"NaN", 0, false}, {"Inf", 0, false}, {"9e30GiB", 0, false}, {"80 MiB extra", 0, false}, {"100000000 x", 0, false},
 	} {
