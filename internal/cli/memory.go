@@ -15,8 +15,8 @@ import (
 // the process nears it, and keeps it small after a burst; but a burst whose
 // own memory is over the limit then runs with the collector busy all
 // through it: measured with bench/scale (BENCHMARKS.md, "Node memory and
-// 10,000 active"), 80 MiB made a burst over 10,000 active counters run at a
-// tenth of its rate. What a burst leaves behind is returned once the node is
+// 10,000 active"), 80 MiB made a burst over 10,000 active counters run at
+// 12–15 % of its rate. What a burst leaves behind is returned once the node is
 // quiet instead ([ReleaseWhenQuiet]); set a limit to bound the process under
 // load as well, above its live heap under load.
 const DefaultMemoryLimit = "off"
