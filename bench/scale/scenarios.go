@@ -177,9 +177,12 @@ func throughput(ctx context.Context, env Env, conn *bus.Conn, outs *Outputs, ref
 
 // indexed waits until the record store's indexer (consumer store.IndexerName
 // on the mailbox and outbox streams) has indexed every record, and returns
-// how long that took; ok is false, at once, when no indexer runs.
+// how long that took; ok is false, at once, when no indexer runs. It gives
+// up after indexWait.
 func indexed(ctx context.Context, conn *bus.Conn) (took time.Duration, ok bool, err error) {
 	t0 := time.Now()
+	ctx, cancel := context.WithTimeout(ctx, indexWait)
+	defer cancel()
 	for {
 		var lag uint64
 		for _, get := range []func(context.Context) (jetstream.Stream, error){conn.MailboxStream, conn.OutboxStream} {
@@ -202,11 +205,14 @@ func indexed(ctx context.Context, conn *bus.Conn) (took time.Duration, ok bool, 
 		}
 		select {
 		case <-ctx.Done():
-			return 0, true, ctx.Err()
+			return 0, true, fmt.Errorf("the record store's indexer has %d records left to index after %s: %w", lag, time.Since(t0).Round(time.Second), ctx.Err())
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
 }
+
+// indexWait bounds the wait for the record store's indexer to catch up.
+const indexWait = 5 * time.Minute
 
 // cpuTimes reads the CPU time of each process, -1 where it cannot.
 func cpuTimes(procs []*Proc) []time.Duration {
