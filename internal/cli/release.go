@@ -15,7 +15,7 @@ import (
 // pages to the operating system slowly and only down to its next heap goal,
 // itself set from the live heap of the burst. Measured with bench/scale
 // (BENCHMARKS.md, "Node memory and 10,000 active"): a node with 10,000
-// active counters stayed at 200–320 MiB of RSS after a burst of 20,000
+// active counters stayed at 160–320 MiB of RSS after a burst of 20,000
 // records while its live heap was ~25 MiB. A low memory limit
 // (GOMEMLIMIT, --memory-limit) brings that down too, but it makes the
 // collector run all through the burst when the burst's own memory is over
