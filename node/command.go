@@ -66,6 +66,12 @@ type Command struct {
 	// runs, e.g. to start something beside it that needs conn. It must not
 	// block; an error stops the binary with that error.
 	Setup func(ctx context.Context, conn *bus.Conn, n *actor.Node) error
+
+	// process is set by Main: the command owns its process, and sets the
+	// Go runtime's memory limit (--memory-limit) and returns memory after
+	// bursts, settings of the whole process that Run called inside another
+	// program (a test) leaves alone.
+	process bool
 }
 
 // Info is what a node binary knows once it serves its kinds: what its
@@ -87,9 +93,13 @@ type Info struct {
 }
 
 // Main runs the command with the process's arguments, environment and
-// standard streams, and exits (see [Main]).
+// standard streams, and exits (see [Main]). Main, owning the process, also
+// sets the Go runtime's soft memory limit from --memory-limit (unless
+// GOMEMLIMIT is set) and returns the memory a burst of work left behind once
+// the node is quiet ([cli.ReleaseWhenQuiet]); [Command.Run] does neither.
 func (c Command) Main() {
 	program := c.program()
+	c.process = true
 	cli.Main(program, func(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 		return c.Run(ctx, args, getenv, stdout, stderr)
 	})
@@ -101,7 +111,8 @@ func (c Command) Main() {
 // gracefully. It prints the usage for -h and the banner once ready to
 // stdout, and logs to stderr. A clean shutdown returns nil; a bad flag or
 // environment value an error for which the exit status is 2 (see
-// [Command.Main]).
+// [Command.Main]). It leaves the process's memory alone: only Main
+// applies --memory-limit.
 func (c Command) Run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	if getenv == nil || stdout == nil || stderr == nil {
 		return errors.New("node: Command.Run: getenv, stdout and stderr must not be nil")
@@ -138,6 +149,10 @@ func (c Command) about() string {
 
 // serve runs the node with its configuration until ctx ends.
 func (c Command) serve(ctx context.Context, program string, cfg config, log *slog.Logger, stdout io.Writer) error {
+	if c.process {
+		defer cli.ApplyMemoryLimit(cfg.MemoryLimit, cfg.GOMEMLIMIT, log)()
+		defer cli.ReleaseWhenQuiet(ctx, cli.ReleaseOptions{}, log)()
+	}
 	if cfg.NATS != "" {
 		for _, name := range []string{"listen", "store", "sync-always", "server-config"} {
 			if cfg.explicit[name] {

@@ -35,6 +35,11 @@ type config struct {
 	LogLevel      slog.Level
 	LogFormat     string // "text" or "json"
 	ShutdownGrace time.Duration
+	// MemoryLimit is the Go runtime's soft memory limit in bytes, -1 for
+	// none (--memory-limit); GOMEMLIMIT, the process's variable as read at
+	// start, wins when set.
+	MemoryLimit int64
+	GOMEMLIMIT  string
 
 	// Placement (see package actor, Options).
 	NodeID       string        // empty: random, new at every start
@@ -181,6 +186,7 @@ func settings() []*cli.Setting[config] {
 		{name: "metrics", shared: cli.MetricsSetting("127.0.0.1:9464", func(c *config) *string { return &c.Metrics })},
 		{name: "log-level", shared: cli.LogLevelSetting(func(c *config) *slog.Level { return &c.LogLevel })},
 		{name: "log-format", shared: cli.LogFormatSetting(func(c *config) *string { return &c.LogFormat })},
+		{name: "memory-limit", shared: cli.MemoryLimitSetting(func(c *config) *int64 { return &c.MemoryLimit })},
 		{name: "shutdown-grace", arg: "DURATION", def: "10s",
 			usage: "on SIGINT or SIGTERM, how long records in hand may finish before their logic is cancelled",
 			check: func(c *config, v string) string {
@@ -344,6 +350,7 @@ func parseConfig(program string, args []string, getenv func(string) string) (con
 		return config{}, err
 	}
 	cfg.explicit = explicit
+	cfg.GOMEMLIMIT = getenv("GOMEMLIMIT")
 	if err := cfg.Auth.Load(getenv); err != nil {
 		return config{}, err
 	}

@@ -27,7 +27,7 @@ func TestParseConfigDefaults(t *testing.T) {
 		NATS: "", Listen: "127.0.0.1:4222", Store: "./data", SyncAlways: false, Prefix: "ea",
 		Partitions: 0, RecordStore: true, Replicas: 0, // 0: what is provisioned
 		Metrics: "127.0.0.1:9464", LogLevel: slog.LevelInfo, LogFormat: "text",
-		ShutdownGrace: 10 * time.Second, Heartbeat: time.Second, IdleTimeout: 2 * time.Minute,
+		ShutdownGrace: 10 * time.Second, MemoryLimit: -1, Heartbeat: time.Second, IdleTimeout: 2 * time.Minute,
 		RemoteTimeout: 10 * time.Second,
 	}
 	if len(cfg.explicit) != 0 {
@@ -110,6 +110,14 @@ func TestParseConfig(t *testing.T) {
 			func(c config) bool { return c.IdleTimeout < 0 }},
 		{"idle OFF from env", nil, map[string]string{"EA_IDLE": "OFF"},
 			func(c config) bool { return c.IdleTimeout < 0 }},
+		{"default memory limit", nil, nil,
+			func(c config) bool { return c.MemoryLimit == -1 && c.GOMEMLIMIT == "" }},
+		{"memory limit flag wins", []string{"--memory-limit", "1GiB"}, map[string]string{"EA_MEMORY_LIMIT": "200MiB"},
+			func(c config) bool { return c.MemoryLimit == 1<<30 }},
+		{"memory limit off from env", nil, map[string]string{"EA_MEMORY_LIMIT": "off"},
+			func(c config) bool { return c.MemoryLimit == -1 }},
+		{"GOMEMLIMIT seen", nil, map[string]string{"GOMEMLIMIT": "300MiB"},
+			func(c config) bool { return c.GOMEMLIMIT == "300MiB" && c.MemoryLimit == -1 }},
 		{"default not explicit", nil, nil,
 			func(c config) bool { return len(c.explicit) == 0 }},
 	} {
@@ -156,6 +164,7 @@ func TestParseConfigErrors(t *testing.T) {
 			`--heartbeat-ttl 3s must exceed --heartbeat 5s: a node would count as dead between two of its own heartbeats (use about 3 heartbeats)`},
 		{[]string{"--idle", "0"}, nil, `--idle "0": want a positive duration such as 2m or 30s, or "off" to never passivate`},
 		{[]string{"--idle", "never"}, nil, `--idle "never": want a positive duration such as 2m or 30s, or "off" to never passivate`},
+		{[]string{"--memory-limit", "10MiB"}, nil, `--memory-limit "10MiB": want a size such as 80MiB, 512MiB or 2GiB (at least 16MiB), or "off" for no limit`},
 		{[]string{"--bogus"}, nil, `flag provided but not defined: -bogus`},
 		{[]string{"--nats"}, nil, `flag needs an argument: -nats`},
 		{[]string{"--sync-always", "false"}, nil, `unexpected argument "false": ea-node takes flags only (a bool flag takes its value as --flag=false)`},
@@ -205,7 +214,7 @@ func TestEnvNames(t *testing.T) {
 	want := map[string]string{
 		"nats": "EA_NATS", "listen": "EA_LISTEN", "store": "EA_STORE", "sync-always": "EA_SYNC_ALWAYS",
 		"prefix": "EA_PREFIX", "replicas": "EA_REPLICAS", "metrics": "EA_METRICS",
-		"log-level": "EA_LOG_LEVEL", "log-format": "EA_LOG_FORMAT", "shutdown-grace": "EA_SHUTDOWN_GRACE",
+		"log-level": "EA_LOG_LEVEL", "log-format": "EA_LOG_FORMAT", "shutdown-grace": "EA_SHUTDOWN_GRACE", "memory-limit": "EA_MEMORY_LIMIT",
 		"node-id": "EA_NODE_ID", "heartbeat": "EA_HEARTBEAT", "heartbeat-ttl": "EA_HEARTBEAT_TTL", "idle": "EA_IDLE",
 		"reply-subjects": "EA_REPLY_SUBJECTS", "partitions": "EA_PARTITIONS", "migrate": "EA_MIGRATE", "record-store": "EA_RECORD_STORE",
 		"log-max-age": "EA_LOG_MAX_AGE", "log-max-bytes": "EA_LOG_MAX_BYTES", "dead-max-age": "EA_DEAD_MAX_AGE", "dead-max-bytes": "EA_DEAD_MAX_BYTES",

@@ -15,7 +15,12 @@
 //	go run ./bench/scale/cmd/scale raw -sizes 100,10000   # the NATS server alone
 //
 // The same binary is the NATS server (scale server) and the node (scale node)
-// the scenarios start as child processes; see [Child]. Figures and what
+// the scenarios start as child processes; see [Child]. The node is
+// configured like ea-node (the record store's indexer in the same process,
+// memory returned once quiet after a burst); -node-arg passes it other
+// flags, e.g. -node-arg record-store=false. Each throughput run reports the
+// CPU time per record of every process, counted until the record store has
+// indexed the run's records when it runs. Figures and what
 // dominates them: notes/scale-BENCHMARKS.md.
 //
 // # Pieces

@@ -144,6 +144,39 @@ func (p *Proc) Kill() error {
 	return nil
 }
 
+// CPU returns the CPU time (user and system) the process has used so far.
+func (p *Proc) CPU() (time.Duration, error) { return ReadCPU(p.PID()) }
+
+// clockTicks is the kernel's USER_HZ, the unit of /proc/<pid>/stat's times:
+// 100 on every Linux architecture Go supports.
+const clockTicks = 100
+
+// ReadCPU reads the user and system CPU time of process pid from
+// /proc/<pid>/stat.
+func ReadCPU(pid int) (time.Duration, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, fmt.Errorf("read CPU time of process %d: %w", pid, err)
+	}
+	// The command name (field 2) is in parentheses and may hold spaces:
+	// fields are counted after its closing one. utime and stime are fields
+	// 14 and 15, so the 12th and 13th after it.
+	i := strings.LastIndexByte(string(b), ')')
+	f := strings.Fields(string(b[i+1:]))
+	if i < 0 || len(f) < 13 {
+		return 0, fmt.Errorf("process %d: unexpected /proc stat %q", pid, b)
+	}
+	var ticks int64
+	for _, s := range f[11:13] {
+		n, err := strconv.ParseInt(s, 10, 64)
+		if err != nil {
+			return 0, fmt.Errorf("process %d: /proc stat times %q: %w", pid, f[11:13], err)
+		}
+		ticks += n
+	}
+	return time.Duration(ticks) * time.Second / clockTicks, nil
+}
+
 // Sampler samples the RSS of processes every interval and keeps the highest.
 type Sampler struct {
 	mu   sync.Mutex

@@ -80,6 +80,8 @@ func TestActiveSmall(t *testing.T) {
 		"throughput 40 / 4 effectors:",
 		"activation latency (first record to a passive effector, publish to output seen), 20 samples",
 		"RSS 40 active, idle for 0s: node n1 ",
+		"CPU per record, µs (user+system, publish to last output and its index entries, ",
+		"the record store's index caught up ",
 	)
 }
 
@@ -140,6 +142,34 @@ func TestProcExitBeforeLine(t *testing.T) {
 	}
 	if _, err := p.WaitLine(testCtx(t), "READY"); !errors.Is(err, scale.ErrExited) {
 		t.Fatalf("WaitLine: got %v, want ErrExited", err)
+	}
+}
+
+// TestReadCPU: the CPU time read from /proc grows while this process
+// computes.
+func TestReadCPU(t *testing.T) {
+	before, err := scale.ReadCPU(os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var after time.Duration
+	x := 0
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); {
+		for i := range 1_000_000 {
+			x ^= i
+		}
+		if after, err = scale.ReadCPU(os.Getpid()); err != nil {
+			t.Fatal(err)
+		}
+		if after > before {
+			break
+		}
+	}
+	if after <= before {
+		t.Fatalf("CPU time %s after computing, %s before (x %d)", after, before, x)
+	}
+	if _, err := scale.ReadCPU(-1); err == nil {
+		t.Fatal("ReadCPU(-1): no error")
 	}
 }
 

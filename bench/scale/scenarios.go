@@ -2,6 +2,7 @@ package scale
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"maps"
@@ -16,6 +17,7 @@ import (
 	"github.com/effectors/effectors/bus"
 	"github.com/effectors/effectors/internal/codec"
 	"github.com/effectors/effectors/records"
+	"github.com/effectors/effectors/store"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -127,7 +129,11 @@ func throughput(ctx context.Context, env Env, conn *bus.Conn, outs *Outputs, ref
 	for _, p := range procs {
 		pids = append(pids, p.PID())
 	}
+	if _, _, err := indexed(ctx, conn); err != nil { // the indexer's work of what came before is not this run's
+		return 0, err
+	}
 	s := Sample(100*time.Millisecond, pids...)
+	cpu0 := cpuTimes(procs)
 	t0 := time.Now()
 	if err := Publish(ctx, conn, refs, total, 4096); err != nil {
 		s.Stop()
@@ -140,6 +146,13 @@ func throughput(ctx context.Context, env Env, conn *bus.Conn, outs *Outputs, ref
 	if err != nil {
 		return 0, err
 	}
+	// CPU is read once the record store's indexer (when the node runs
+	// one) has indexed this run's records too: its work is part of the hop.
+	caughtUp, indexing, err := indexed(ctx, conn)
+	if err != nil {
+		return 0, err
+	}
+	cpu1 := cpuTimes(procs)
 	rate := float64(total-total/10) / end.Sub(outs.MarkedAt()).Seconds()
 	var parts []string
 	for _, p := range procs {
@@ -148,7 +161,70 @@ func throughput(ctx context.Context, env Env, conn *bus.Conn, outs *Outputs, ref
 	env.printf("  throughput over %d effectors: %d records in %.2fs (published in %.2fs): %.0f records/s steady (last nine tenths), %.0f records/s overall; outputs published again by node retries so far: %d",
 		len(refs), total, end.Sub(t0).Seconds(), published.Seconds(), rate, float64(total)/end.Sub(t0).Seconds(), outs.Duplicates())
 	env.printf("  RSS peak under load (sampled every 100ms): %s", strings.Join(parts, ", "))
+	parts = parts[:0]
+	for i, p := range procs {
+		if cpu0[i] >= 0 && cpu1[i] >= 0 {
+			parts = append(parts, fmt.Sprintf("%s %.1f", p.Name, float64((cpu1[i]-cpu0[i]).Microseconds())/float64(total)))
+		}
+	}
+	what := "publish to last output"
+	if indexing {
+		what = fmt.Sprintf("publish to last output and its index entries, %.2fs after it", caughtUp.Seconds())
+	}
+	env.printf("  CPU per record, µs (user+system, %s; steadier than the rate on a shared machine): %s", what, strings.Join(parts, ", "))
 	return rate, nil
+}
+
+// indexed waits until the record store's indexer (consumer store.IndexerName
+// on the mailbox and outbox streams) has indexed every record, and returns
+// how long that took; ok is false, at once, when no indexer runs. It gives
+// up after indexWait.
+func indexed(ctx context.Context, conn *bus.Conn) (took time.Duration, ok bool, err error) {
+	t0 := time.Now()
+	ctx, cancel := context.WithTimeout(ctx, indexWait)
+	defer cancel()
+	for {
+		var lag uint64
+		for _, get := range []func(context.Context) (jetstream.Stream, error){conn.MailboxStream, conn.OutboxStream} {
+			st, err := get(ctx)
+			if err != nil {
+				return 0, false, err
+			}
+			cons, err := st.Consumer(ctx, store.IndexerName)
+			if errors.Is(err, jetstream.ErrConsumerNotFound) {
+				return 0, false, nil
+			}
+			if err != nil {
+				return 0, false, fmt.Errorf("the record store's indexer: %w", err)
+			}
+			info := cons.CachedInfo()
+			lag += info.NumPending + uint64(info.NumAckPending)
+		}
+		if lag == 0 {
+			return time.Since(t0), true, nil
+		}
+		select {
+		case <-ctx.Done():
+			return 0, true, fmt.Errorf("the record store's indexer has %d records left to index after %s: %w", lag, time.Since(t0).Round(time.Second), ctx.Err())
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// indexWait bounds the wait for the record store's indexer to catch up.
+const indexWait = 5 * time.Minute
+
+// cpuTimes reads the CPU time of each process, -1 where it cannot.
+func cpuTimes(procs []*Proc) []time.Duration {
+	out := make([]time.Duration, len(procs))
+	for i, p := range procs {
+		d, err := p.CPU()
+		if err != nil {
+			d = -1
+		}
+		out[i] = d
+	}
+	return out
 }
 
 // activate sends one record to each of refs and waits for all their outputs.
@@ -256,6 +332,13 @@ func Active(ctx context.Context, env Env, cfg ActiveConfig) error {
 	env.printf("  throughput %d / %d effectors: %.2f", cfg.Effectors, cfg.Small, rateAll/rateSmall)
 	sleep(ctx, cfg.Settle)
 	rss(env, fmt.Sprintf("%d active, idle %s after the load", cfg.Effectors, cfg.Settle), node, srv)
+	if took, ok, err := indexed(ctx, conn); err != nil {
+		return err
+	} else if ok {
+		env.printf("  the record store's index caught up %.2fs after that", took.Seconds())
+		sleep(ctx, cfg.Settle)
+		rss(env, fmt.Sprintf("%d active, %s after the index caught up", cfg.Effectors, cfg.Settle), node, srv)
+	}
 	if cfg.Samples > 0 {
 		if err := Latency(ctx, env, conn, refs[cfg.Effectors:]); err != nil {
 			return err

@@ -48,8 +48,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.SetOutput(stderr)
 	dir := fs.String("dir", "", "directory for the server's store (default: a temporary one)")
 	nodePprof := fs.String("node-pprof", "", "host:port: node n<i> serves net/http/pprof on port+i-1")
-	var nodeEnv listFlag
+	var nodeEnv, nodeArgs listFlag
 	fs.Var(&nodeEnv, "node-env", "KEY=VALUE added to the nodes' environment (repeatable), e.g. GOMEMLIMIT=150MiB")
+	fs.Var(&nodeArgs, "node-arg", "FLAG=VALUE passed to every node as -FLAG=VALUE (repeatable), e.g. memory-limit=off, record-store=false")
 	serverPprof := fs.String("server-pprof", "", "make the NATS server process serve net/http/pprof on this address")
 	var runScenario func(env scale.Env) error
 	switch args[0] {
@@ -107,6 +108,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	env := scale.Env{Bin: bin, Dir: *dir, Log: stderr, Out: stdout}
 	env.NodeEnv = nodeEnv
+	for _, a := range nodeArgs {
+		env.NodeArgs = append(env.NodeArgs, "-"+a)
+	}
 	if *serverPprof != "" {
 		env.ServerArgs = []string{"-pprof", *serverPprof}
 	}

@@ -1,0 +1,53 @@
+package cli_test
+
+import (
+	"context"
+	"log/slog"
+	"runtime"
+	"runtime/metrics"
+	"testing"
+	"time"
+
+	"github.com/effectors/effectors/internal/cli"
+)
+
+// retained reads the memory the runtime has mapped and not returned.
+func retained() uint64 {
+	s := []metrics.Sample{{Name: "/memory/classes/total:bytes"}, {Name: "/memory/classes/heap/released:bytes"}}
+	metrics.Read(s)
+	return s[0].Value.Uint64() - s[1].Value.Uint64()
+}
+
+var sink [][]byte
+
+// TestReleaseWhenQuiet: after a burst (a live heap, then as much garbage,
+// then the live heap dropped) the process keeps the memory while nothing
+// collects; once quiet, ReleaseWhenQuiet returns it. Not parallel: it
+// measures the process's memory.
+func TestReleaseWhenQuiet(t *testing.T) {
+	const mib = 1 << 20
+	for range 96 {
+		sink = append(sink, make([]byte, mib))
+	}
+	runtime.GC() // the last collection sees 96 MiB live: the next comes at about twice that
+	for range 80 {
+		b := make([]byte, mib) // garbage below the heap goal: nothing collects it
+		b[0] = 1
+	}
+	sink = nil
+	before := retained()
+	if before < 150*mib {
+		t.Fatalf("retained %d MiB after the burst, want over 150 MiB: the test does not make the burst it needs", before/mib)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	stop := cli.ReleaseWhenQuiet(ctx, cli.ReleaseOptions{Every: 50 * time.Millisecond, Gap: 50 * time.Millisecond}, slog.New(slog.DiscardHandler))
+	defer stop()
+	deadline := time.Now().Add(30 * time.Second)
+	for retained() > before/2 {
+		if time.Now().After(deadline) {
+			t.Fatalf("retained %d MiB 30s after going quiet, %d MiB before: nothing was returned", retained()/mib, before/mib)
+		}
+		time.Sleep(20 * time.Millisecond) // polling the condition
+	}
+}
