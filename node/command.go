@@ -222,7 +222,13 @@ func (c Command) serve(ctx context.Context, program string, cfg config, log *slo
 		defer func() { stopStore(); <-storeDone }()
 	}
 
+	tracer, flushSpans, err := cli.StartTracing(ctx, program, cfg.OTLPEndpoint, log)
+	if err != nil {
+		return err
+	}
+	defer flushSpans()
 	opts := cfg.actorOptions(log, proc.Registry)
+	opts.Intercept = tracer.Intercept() // nil with tracing off
 	if c.Configure != nil {
 		c.Configure(&opts)
 	}

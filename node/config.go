@@ -35,6 +35,7 @@ type config struct {
 	LogLevel      slog.Level
 	LogFormat     string // "text" or "json"
 	ShutdownGrace time.Duration
+	OTLPEndpoint  string // --otlp-endpoint: where trace spans go (package tracing)
 
 	// Placement (see package actor, Options).
 	NodeID       string        // empty: random, new at every start
@@ -181,6 +182,7 @@ func settings() []*cli.Setting[config] {
 		{name: "metrics", shared: cli.MetricsSetting("127.0.0.1:9464", func(c *config) *string { return &c.Metrics })},
 		{name: "log-level", shared: cli.LogLevelSetting(func(c *config) *slog.Level { return &c.LogLevel })},
 		{name: "log-format", shared: cli.LogFormatSetting(func(c *config) *string { return &c.LogFormat })},
+		{name: "otlp-endpoint", shared: cli.OTLPSetting(func(c *config) *string { return &c.OTLPEndpoint })},
 		{name: "shutdown-grace", arg: "DURATION", def: "10s",
 			usage: "on SIGINT or SIGTERM, how long records in hand may finish before their logic is cancelled",
 			check: func(c *config, v string) string {

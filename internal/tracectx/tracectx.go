@@ -11,6 +11,8 @@ import (
 	"context"
 	"encoding/hex"
 
+	"github.com/nats-io/nats.go"
+	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/effectors/effectors/records"
@@ -101,4 +103,46 @@ func Tracer(ctx context.Context, name string) trace.Tracer {
 		return nil
 	}
 	return span.TracerProvider().Tracer(name)
+}
+
+// InjectHeader sets the traceparent and tracestate headers of a NATS
+// request from the span of ctx, when ctx has one; h must not be nil.
+func InjectHeader(ctx context.Context, h nats.Header) {
+	var rec records.Record
+	if Inject(ctx, &rec) {
+		h.Set(records.HeaderTraceParent, rec.TraceParent)
+		if rec.TraceState != "" {
+			h.Set(records.HeaderTraceState, rec.TraceState)
+		}
+	}
+}
+
+// ExtractHeader is [Extract] for the headers of a NATS request (an API
+// call rather than a record): a malformed trace context is ignored.
+func ExtractHeader(ctx context.Context, h nats.Header) context.Context {
+	tp := h.Get(records.HeaderTraceParent)
+	if tp == "" {
+		return ctx
+	}
+	rec := records.Record{TraceParent: tp, TraceState: h.Get(records.HeaderTraceState)}
+	if rec.Validate() != nil {
+		rec.TraceState = ""
+		if rec.Validate() != nil {
+			return ctx
+		}
+	}
+	return Extract(ctx, rec)
+}
+
+// End ends span, first marking it failed with err when err is not nil; a
+// nil span is left alone.
+func End(span trace.Span, err error) {
+	if span == nil {
+		return
+	}
+	if err != nil {
+		span.RecordError(err)
+		span.SetStatus(codes.Error, err.Error())
+	}
+	span.End()
 }
