@@ -470,6 +470,9 @@ func (s *Supervisor) publish(ctx context.Context, ef effect) error {
 		}
 	}
 	msg := ef.timer
+	if msg != nil && msg.Header != nil {
+		tracectx.InjectHeader(ctx, msg.Header) // the timer fires in the step's trace
+	}
 	if msg == nil {
 		// The one check of where records may go (bus.Routes): task records
 		// go to mailboxes only.

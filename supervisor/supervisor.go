@@ -591,6 +591,7 @@ func (s *Supervisor) handleTimer(m jetstream.Msg) {
 	answer := records.Record{
 		ID: "timeout:" + rec.Cause, Type: answerError, From: worker, Process: ref.ID, Cause: rec.Cause,
 		ContentType: records.ContentJSON, Payload: body, Time: time.Now().UTC(),
+		TraceParent: rec.TraceParent, TraceState: rec.TraceState,
 	}
 	s.applyResult(m, ref.ID, answer)
 }
