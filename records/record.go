@@ -150,7 +150,11 @@ func (r Record) Decode(v any) error {
 // Header does not validate r; call [Record.Validate] first for records
 // built from untrusted input.
 func (r Record) Header() nats.Header {
-	h := make(nats.Header, 11)
+	size := 9
+	if r.TraceParent != "" {
+		size += 2 // traceparent, tracestate
+	}
+	h := make(nats.Header, size)
 	set := func(k, v string) {
 		if v != "" {
 			h[k] = []string{v}
