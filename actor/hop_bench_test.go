@@ -12,9 +12,9 @@ import (
 // from its headers (records.FromMsg), run a counter's logic that emits one
 // output (Kind.Apply, where outputs are built), and write the output's
 // headers (Record.Header), for an input without trace context (plain) and
-// one with a traceparent (traceparent), as a traced caller sends. It compiles against the commits before tracing,
-// so that tracing off can be compared with them in the same run
-// (BENCHMARKS.md, "Tracing").
+// one with a traceparent (traceparent), as a traced caller sends. It
+// compiles against the commits before tracing, so that tracing off can be
+// compared with them in the same run (BENCHMARKS.md, "Tracing").
 func BenchmarkApplyHop(b *testing.B) {
 	k := actor.Kind[int]{Name: "counter", Logic: func(c *actor.Context, n int) (int, error) {
 		return n + 1, c.Emit("count", n+1)

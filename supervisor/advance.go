@@ -82,9 +82,15 @@ const maxConflicts = 16
 func (s *Supervisor) advance(ctx context.Context, id string, ev event) (_ orchRecord, err error) {
 	if t := s.opts.Tracer; t != nil {
 		var span trace.Span
-		ctx, span = t.Start(ctx, "orchestration "+ev.kind.String(), trace.SpanKindConsumer, ev.rec,
-			attribute.String("ea.orchestration", id), attribute.String("ea.record.type", ev.rec.Type))
-		defer func() { tracing.End(span, err) }()
+		ctx, span = t.Start(ctx, "orchestration "+ev.kind.String(), trace.SpanKindConsumer, ev.rec, attribute.String("ea.orchestration", id))
+		defer func() {
+			if st := (*staleError)(nil); errors.As(err, &st) {
+				span.SetAttributes(attribute.String("ea.stale", st.why)) // acknowledged without effect: no failure
+				tracing.End(span, nil)
+				return
+			}
+			tracing.End(span, err)
+		}()
 	}
 	unlock := s.lock(id)
 	defer unlock()
