@@ -155,6 +155,11 @@ func (c Command) serve(ctx context.Context, program string, cfg config, log *slo
 	}
 	defer proc.Close()
 	state, metrics := proc.State, proc.Metrics
+	tracer, flushSpans, err := cli.StartTracing(ctx, program, cfg.OTLPEndpoint, log)
+	if err != nil {
+		return err
+	}
+	defer flushSpans()
 
 	log.Debug("connecting to NATS", "url", bus.RedactURL(cfg.NATS), "auth", cfg.Auth.Method())
 	conn, err := bus.Connect(ctx, bus.Config{
@@ -222,11 +227,6 @@ func (c Command) serve(ctx context.Context, program string, cfg config, log *slo
 		defer func() { stopStore(); <-storeDone }()
 	}
 
-	tracer, flushSpans, err := cli.StartTracing(ctx, program, cfg.OTLPEndpoint, log)
-	if err != nil {
-		return err
-	}
-	defer flushSpans()
 	opts := cfg.actorOptions(log, proc.Registry)
 	opts.Intercept = tracer.Intercept() // nil with tracing off
 	if c.Configure != nil {

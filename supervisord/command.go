@@ -160,6 +160,11 @@ func (c Command) serve(ctx context.Context, program string, cfg config, log *slo
 	}
 	defer proc.Close()
 	state, metrics := proc.State, proc.Metrics
+	tracer, flushSpans, err := cli.StartTracing(ctx, program, cfg.OTLPEndpoint, log)
+	if err != nil {
+		return err
+	}
+	defer flushSpans()
 
 	conn, err := bus.Connect(ctx, bus.Config{
 		URL: cfg.NATS, Prefix: cfg.Prefix, Name: program, Logger: log,
@@ -188,11 +193,6 @@ func (c Command) serve(ctx context.Context, program string, cfg config, log *slo
 		return err
 	}
 
-	tracer, flushSpans, err := cli.StartTracing(ctx, program, cfg.OTLPEndpoint, log)
-	if err != nil {
-		return err
-	}
-	defer flushSpans()
 	opts := supervisor.Options{Logger: log, Registerer: proc.Registry, Tracer: tracer}
 	if c.Configure != nil {
 		c.Configure(&opts)
