@@ -117,7 +117,11 @@ func (e *effector) attempt(d delivery, cur []byte) (state []byte, outs []output,
 			state, outs, err = nil, nil, &PanicError{Value: v, Stack: debug.Stack()}
 		}
 	}()
-	state, err = e.kind.run(c, cur)
+	if intercept := e.node.opts.Intercept; intercept != nil {
+		err = intercept(c, func(c *Context) (err error) { state, err = e.kind.run(c, cur); return err })
+	} else {
+		state, err = e.kind.run(c, cur)
+	}
 	if err = c.outcome(err); err != nil {
 		return nil, nil, err
 	}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/effectors/effectors/bus"
 	"github.com/effectors/effectors/internal/service"
+	"github.com/effectors/effectors/internal/tracectx"
 	"github.com/effectors/effectors/kv"
 	"github.com/effectors/effectors/records"
 	"github.com/nats-io/nats.go"
@@ -228,6 +229,8 @@ func (c *Client) document(ctx context.Context, ref records.Ref) (Document, error
 // (none when it created ref; again after Terminate or Reset through it), so
 // later sends cost one publish. A record sent to an effector terminated meanwhile by someone
 // else goes to its dead letters (reason terminated), as any record does.
+// A record without TraceParent gets the span of ctx, when ctx has one
+// (see package tracing), so it continues the caller's trace.
 func (c *Client) Send(ctx context.Context, ref records.Ref, rec records.Record) (records.Record, error) {
 	if err := ref.Validate(); err != nil {
 		return rec, fmt.Errorf("send to %s: %w: %w", ref, ErrInvalid, err)
@@ -240,6 +243,9 @@ func (c *Client) Send(ctx context.Context, ref records.Ref, rec records.Record) 
 	}
 	if rec.Time.IsZero() {
 		rec.Time = time.Now()
+	}
+	if rec.TraceParent == "" {
+		tracectx.Inject(ctx, &rec) // a caller's span: the record continues its trace
 	}
 	if err := rec.Validate(); err != nil {
 		return rec, fmt.Errorf("send to %s: %w: %w", ref, ErrInvalid, err)

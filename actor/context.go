@@ -13,6 +13,7 @@ import (
 
 	"github.com/effectors/effectors/bus"
 	"github.com/effectors/effectors/internal/codec"
+	"github.com/effectors/effectors/internal/tracectx"
 	"github.com/effectors/effectors/records"
 	"github.com/nats-io/nats.go"
 )
@@ -272,7 +273,12 @@ func (c *Context) build(typ string, payload any, opts []SendOption) (records.Rec
 		Time:        c.now,
 		ContentType: records.ContentMsgpack,
 		Payload:     body,
+		TraceParent: c.rec.TraceParent,
+		TraceState:  c.rec.TraceState,
 	}
+	// With tracing on (package tracing), the hop's span is the parent of
+	// its outputs; off, they carry the input's trace context unchanged.
+	tracectx.Inject(c.ctx, &rec)
 	for _, opt := range opts {
 		if err := opt(&rec); err != nil {
 			return records.Record{}, fmt.Errorf("%w: record %q: %w", ErrInvalid, typ, err)

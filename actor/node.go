@@ -55,7 +55,17 @@ type Options struct {
 	// it and a warning names it, its partition and the partition
 	// consumer's state. Default 10s.
 	StallAfter time.Duration
+	// Intercept, when set, runs around every attempt of the logic of every
+	// kind the node hosts, for behaviour that cuts across kinds the node
+	// knows only as Definitions (package tracing's Tracer.Intercept). A
+	// typed [Middleware] on a [Kind] is the way for one kind.
+	Intercept Interceptor
 }
+
+// Interceptor runs around one attempt of a kind's logic: it must call next
+// once, with c or a Context derived with [Context.WithContext], and return
+// its error (or a wrapped one).
+type Interceptor func(c *Context, next func(*Context) error) error
 
 // withDefaults validates o and fills in defaults.
 func (o Options) withDefaults() (Options, error) {

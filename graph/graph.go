@@ -12,6 +12,9 @@ import (
 	"time"
 
 	"github.com/effectors/effectors/internal/codec"
+	"github.com/effectors/effectors/internal/tracectx"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // Graph is a compiled graph of state S, safe for concurrent use: many
@@ -674,7 +677,14 @@ func (g *Graph[S]) runTask(ctx context.Context, r *run[S], t *task[S], step int)
 			return taskResult[S]{upd: upd}
 		}
 	}
+	var span trace.Span
+	if tr := tracectx.Tracer(ctx, "github.com/effectors/effectors/graph"); tr != nil {
+		// Traced (a hosted graph's hop span is in ctx): a span per node.
+		nctx, span = tr.Start(nctx, "graph node "+t.Node, trace.WithAttributes(
+			attribute.String("graph.node", t.Node), attribute.Int("graph.step", step), attribute.String("graph.thread", r.thread)))
+	}
 	res := g.attempts(ctx, nctx, nc, t, input)
+	tracectx.End(span, res.err)
 	res.values = nc.values()
 	if res.err == nil && res.upd.subIn != nil {
 		res.upd = g.expand(res.upd)

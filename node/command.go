@@ -170,6 +170,11 @@ func (c Command) serve(ctx context.Context, program string, cfg config, log *slo
 	}
 	defer proc.Close()
 	state, metrics := proc.State, proc.Metrics
+	tracer, flushSpans, err := cli.StartTracing(ctx, program, cfg.OTLPEndpoint, log)
+	if err != nil {
+		return err
+	}
+	defer flushSpans()
 
 	log.Debug("connecting to NATS", "url", bus.RedactURL(cfg.NATS), "auth", cfg.Auth.Method())
 	conn, err := bus.Connect(ctx, bus.Config{
@@ -238,6 +243,7 @@ func (c Command) serve(ctx context.Context, program string, cfg config, log *slo
 	}
 
 	opts := cfg.actorOptions(log, proc.Registry)
+	opts.Intercept = tracer.Intercept() // nil with tracing off
 	if c.Configure != nil {
 		c.Configure(&opts)
 	}

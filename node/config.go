@@ -38,8 +38,9 @@ type config struct {
 	// MemoryLimit is the Go runtime's soft memory limit in bytes, -1 for
 	// none (--memory-limit); GOMEMLIMIT, the process's variable as read at
 	// start, wins when set.
-	MemoryLimit int64
-	GOMEMLIMIT  string
+	MemoryLimit  int64
+	GOMEMLIMIT   string
+	OTLPEndpoint string // --otlp-endpoint: where trace spans go (package tracing)
 
 	// Placement (see package actor, Options).
 	NodeID       string        // empty: random, new at every start
@@ -187,6 +188,7 @@ func settings() []*cli.Setting[config] {
 		{name: "log-level", shared: cli.LogLevelSetting(func(c *config) *slog.Level { return &c.LogLevel })},
 		{name: "log-format", shared: cli.LogFormatSetting(func(c *config) *string { return &c.LogFormat })},
 		{name: "memory-limit", shared: cli.MemoryLimitSetting(func(c *config) *int64 { return &c.MemoryLimit })},
+		{name: "otlp-endpoint", shared: cli.OTLPSetting(func(c *config) *string { return &c.OTLPEndpoint })},
 		{name: "shutdown-grace", arg: "DURATION", def: "10s",
 			usage: "on SIGINT or SIGTERM, how long records in hand may finish before their logic is cancelled",
 			check: func(c *config, v string) string {

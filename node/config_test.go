@@ -223,6 +223,7 @@ func TestEnvNames(t *testing.T) {
 		"remote-kinds": "EA_REMOTE_KINDS", "remote-timeout": "EA_REMOTE_TIMEOUT",
 		"llm-base-url": "EA_LLM_BASE_URL", "llm-model": "EA_LLM_MODEL", "llm-embed-model": "EA_LLM_EMBED_MODEL",
 		"llm-api-key-file": "EA_LLM_API_KEY_FILE", "tools": "EA_TOOLS",
+		"otlp-endpoint": "EA_OTLP_ENDPOINT",
 	}
 	all := settings()
 	if len(all) != len(want) {
@@ -253,5 +254,21 @@ func TestActorOptions(t *testing.T) {
 		if !reflect.DeepEqual(got, tc.want) {
 			t.Errorf("%q: actor options\n got %+v\nwant %+v", tc.args, got, tc.want)
 		}
+	}
+}
+
+// TestOTLPEndpoint: --otlp-endpoint (EA_OTLP_ENDPOINT) takes the base URL of
+// an OTLP/HTTP receiver and refuses anything else with a usage error.
+func TestOTLPEndpoint(t *testing.T) {
+	cfg, err := parseConfig("ea-node", nil, envOf(map[string]string{"EA_OTLP_ENDPOINT": "http://collector:4318"}))
+	if err != nil || cfg.OTLPEndpoint != "http://collector:4318" {
+		t.Fatalf("EA_OTLP_ENDPOINT: %q %v", cfg.OTLPEndpoint, err)
+	}
+	if cfg, err := parseConfig("ea-node", nil, envOf(nil)); err != nil || cfg.OTLPEndpoint != "" {
+		t.Fatalf("default: %q %v, want empty (off)", cfg.OTLPEndpoint, err)
+	}
+	_, err = parseConfig("ea-node", []string{"--otlp-endpoint", "collector:4318"}, envOf(nil))
+	if err == nil || !strings.Contains(err.Error(), "otlp-endpoint") || !strings.Contains(err.Error(), "http://localhost:4318") {
+		t.Fatalf("--otlp-endpoint collector:4318: %v, want a usage error naming the flag and an example", err)
 	}
 }

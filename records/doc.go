@@ -24,6 +24,8 @@
 //	EA-Priority    Priority     "high" or absent
 //	EA-Time        Time         RFC 3339 with nanoseconds, written in UTC
 //	Content-Type   ContentType  application/msgpack (absent) or application/json
+//	traceparent    TraceParent  W3C trace context: the trace and the span that published it
+//	tracestate     TraceState   W3C vendor trace data, only with traceparent
 //	(body)         Payload      the payload, encoded as Content-Type says
 //
 // Empty fields are not written, and absent or empty headers read as empty
@@ -61,6 +63,13 @@
 //   - Content-Type: application/msgpack (alias application/x-msgpack) or
 //     application/json, as mime.ParseMediaType reads it; parameters are
 //     ignored and the field holds [ContentMsgpack] or [ContentJSON]
+//   - traceparent: a W3C traceparent, 00-<32 hex trace id>-<16 hex span
+//     id>-<2 hex flags> in lowercase, ids not all zero (a later version may
+//     add fields, up to [MaxTraceParentLen]); tracestate: at most
+//     [MaxTraceStateLen] printable ASCII characters. Unlike the other
+//     headers, FromMsg ignores a malformed trace context instead of
+//     refusing the record, as the W3C recommendation says (the record
+//     starts a new trace); Validate refuses it
 //
 // FromMsg also checks, without decoding it, that the payload is well
 // formed for its content type; an empty payload always is. JSON must be

@@ -36,18 +36,23 @@ func FuzzFromMsg(f *testing.F) {
 		{"t", "", "", "", "", "", "", []byte{0xdd, 0xff, 0xff, 0xff, 0xff}},
 		{"t", "", "", "", "", "", "", []byte{0x82, 0xa1, 'a', 0x01}},
 		{"t", "", "", "", "", "", "a\r\nb", []byte{0xd8, 0x01}},
+		// id doubles as traceparent, reply as tracestate.
+		{"t", "", "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01", "", "", "", "rojo=00f067aa0ba902b7,congo=t61rcWkgMzE", nil},
+		{"t", "", "01-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01-x", "", "", "", "a b", nil},
 	}
 	for _, s := range seeds {
 		f.Add(s.typ, s.from, s.id, s.prio, s.tm, s.ctype, s.reply, s.data)
 	}
 
 	f.Fuzz(func(t *testing.T, typ, from, id, prio, tm, ctype, reply string, data []byte) {
-		// EA-Process and EA-Cause reuse inputs: they follow the id rule.
+		// EA-Process and EA-Cause reuse inputs: they follow the id rule;
+		// traceparent and tracestate reuse id and reply.
 		h := make(nats.Header)
 		for _, kv := range [...][2]string{
 			{HeaderID, id}, {HeaderType, typ}, {HeaderFrom, from}, {HeaderProcess, id},
 			{HeaderCause, typ}, {HeaderReply, reply}, {HeaderPriority, prio},
 			{HeaderTime, tm}, {HeaderContentType, ctype},
+			{HeaderTraceParent, id}, {HeaderTraceState, reply},
 		} {
 			if kv[1] != "" {
 				h.Set(kv[0], kv[1])

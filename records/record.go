@@ -29,6 +29,13 @@ const (
 	// HeaderError carries the reason on a dead letter. It is not part of
 	// [Record]; [FromMsg] ignores it.
 	HeaderError = "EA-Error"
+	// HeaderTraceParent is the W3C trace context of the record
+	// (https://www.w3.org/TR/trace-context/): the trace it belongs to and
+	// the span that published it. See package tracing.
+	HeaderTraceParent = "traceparent"
+	// HeaderTraceState is the W3C tracestate that goes with
+	// HeaderTraceParent: vendor data, carried along unchanged.
+	HeaderTraceState = "tracestate"
 )
 
 // Content types of a payload.
@@ -65,6 +72,8 @@ type Record struct {
 	Time        time.Time // EA-Time, RFC 3339 with nanoseconds, set by the sender
 	ContentType string    // Content-Type: ContentMsgpack (when empty) or ContentJSON
 	Payload     []byte    // the body, already encoded
+	TraceParent string    // traceparent: W3C trace context, e.g. 00-<trace id>-<span id>-01
+	TraceState  string    // tracestate: W3C vendor trace data (only with TraceParent)
 
 	// Set only on records read from a stream.
 	Subject string // the subject the record was published to
@@ -141,7 +150,11 @@ func (r Record) Decode(v any) error {
 // Header does not validate r; call [Record.Validate] first for records
 // built from untrusted input.
 func (r Record) Header() nats.Header {
-	h := make(nats.Header, 9)
+	size := 9
+	if r.TraceParent != "" {
+		size += 2 // traceparent, tracestate
+	}
+	h := make(nats.Header, size)
 	set := func(k, v string) {
 		if v != "" {
 			h[k] = []string{v}
@@ -155,6 +168,10 @@ func (r Record) Header() nats.Header {
 	set(HeaderCause, r.Cause)
 	set(HeaderReply, r.Reply)
 	set(HeaderPriority, string(r.Priority))
+	set(HeaderTraceParent, r.TraceParent)
+	if r.TraceParent != "" {
+		set(HeaderTraceState, r.TraceState)
+	}
 	if !r.Time.IsZero() {
 		h[HeaderTime] = []string{r.Time.UTC().Format(time.RFC3339Nano)}
 	}
@@ -177,6 +194,7 @@ func (r Record) Msg(subject string) *nats.Msg {
 var envelope = [...]string{
 	HeaderID, HeaderType, HeaderFrom, HeaderProcess, HeaderCause,
 	HeaderReply, HeaderPriority, HeaderTime, HeaderContentType, HeaderOwner,
+	HeaderTraceParent, HeaderTraceState,
 }
 
 const (
@@ -190,6 +208,8 @@ const (
 	slotTime
 	slotContentType
 	slotOwner
+	slotTraceParent
+	slotTraceState
 	numSlots
 )
 
@@ -262,6 +282,14 @@ func FromMsg(subject string, h nats.Header, data []byte) (Record, error) {
 			return Record{}, err
 		}
 		r.Time = t
+	}
+	// A malformed trace context is ignored, as the W3C recommendation says
+	// (the record starts a new trace instead): it never costs a record.
+	if s := v[slotTraceParent]; s != "" && traceParentGot(s) == "" {
+		r.TraceParent = s
+		if s := v[slotTraceState]; s != "" && traceStateGot(s) == "" {
+			r.TraceState = s
+		}
 	}
 	ct, err := parseContentType(v[slotContentType])
 	if err != nil {

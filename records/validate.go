@@ -15,6 +15,12 @@ const (
 	MaxTypeLen  = 128 // EA-Type
 	MaxIDLen    = 256 // Nats-Msg-Id, EA-Process, EA-Cause, EA-Owner
 	MaxReplyLen = 512 // EA-Reply
+	// MaxTraceParentLen bounds traceparent: 55 characters in version 00,
+	// longer only in a future version.
+	MaxTraceParentLen = 256
+	// MaxTraceStateLen bounds tracestate: the 512 characters W3C says a
+	// vendor must carry at least.
+	MaxTraceStateLen = 512
 )
 
 // The rules, as error messages state them.
@@ -25,6 +31,8 @@ const (
 	priorityRule = `must be "high" or absent`
 	timeRule     = "must be an RFC 3339 time such as 2026-01-02T15:04:05.123456789Z"
 	contentRule  = "must be application/msgpack or application/json"
+	traceRule    = "must be a W3C traceparent: 00-<32 lowercase hex trace id, not all 0>-<16 lowercase hex span id, not all 0>-<2 hex flags>"
+	stateRule    = "must be a W3C tracestate of at most 512 printable ASCII characters, set only with a traceparent"
 )
 
 // Validate reports whether the envelope of r keeps the wire contract, so
@@ -81,7 +89,86 @@ func (r Record) Validate() error {
 	default:
 		return fieldErr(HeaderContentType, r.ContentType, contentRule, quote(r.ContentType))
 	}
+	if r.TraceParent != "" {
+		if got := traceParentGot(r.TraceParent); got != "" {
+			return fieldErr(HeaderTraceParent, r.TraceParent, traceRule, got)
+		}
+	}
+	if r.TraceState != "" {
+		got := traceStateGot(r.TraceState)
+		if got == "" && r.TraceParent == "" {
+			got = "no traceparent"
+		}
+		if got != "" {
+			return fieldErr(HeaderTraceState, r.TraceState, stateRule, got)
+		}
+	}
 	return nil
+}
+
+// traceParentGot returns "" when s is a W3C traceparent, or what was
+// wrong: version 00 is exactly 55 characters; a later version (not ff) may
+// add fields after a '-', as the recommendation allows.
+func traceParentGot(s string) string {
+	const n = 55
+	if len(s) > MaxTraceParentLen {
+		return strconv.Itoa(len(s)) + " characters"
+	}
+	if len(s) < n || (s[:2] == "00" && len(s) != n) || (len(s) > n && s[n] != '-') {
+		return strconv.Itoa(len(s)) + " characters"
+	}
+	if s[:2] == "ff" {
+		return "version ff"
+	}
+	zeros := [2]bool{true, true} // trace id, span id
+	for i := 0; i < n; i++ {
+		c := s[i]
+		switch i {
+		case 2, 35, 52:
+			if c != '-' {
+				return describeAt(s, i)
+			}
+			continue
+		}
+		if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
+			return describeAt(s, i)
+		}
+		if c != '0' && 3 <= i && i < 35 {
+			zeros[0] = false
+		}
+		if c != '0' && 36 <= i && i < 52 {
+			zeros[1] = false
+		}
+	}
+	switch {
+	case zeros[0]:
+		return "an all-zero trace id"
+	case zeros[1]:
+		return "an all-zero span id"
+	}
+	for i := n; i < len(s); i++ {
+		if c := s[i]; c <= ' ' || c > '~' {
+			return describeAt(s, i)
+		}
+	}
+	return ""
+}
+
+// traceStateGot returns "" when s is short printable ASCII (tracestate's
+// own list syntax is left to the tracer that reads it), or what was wrong.
+func traceStateGot(s string) string {
+	if len(s) > MaxTraceStateLen {
+		return strconv.Itoa(len(s)) + " characters"
+	}
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < ' ' || c > '~' {
+			return describeAt(s, i)
+		}
+	}
+	if s[0] == ' ' || s[len(s)-1] == ' ' {
+		return "leading or trailing space"
+	}
+	return ""
 }
 
 func fieldErr(header, value, rule, got string) *FieldError {

@@ -15,10 +15,14 @@ import (
 
 	"github.com/effectors/effectors/actor"
 	"github.com/effectors/effectors/internal/codec"
+	"github.com/effectors/effectors/internal/tracectx"
 	"github.com/effectors/effectors/kv"
 	"github.com/effectors/effectors/records"
+	"github.com/effectors/effectors/tracing"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
 )
 
 type eventKind int
@@ -75,7 +79,19 @@ const maxConflicts = 16
 // may then no longer apply. The write is the commit point: a crash before it
 // leaves the orchestration as it was, and the event is applied again later
 // (the result record is redelivered; an API call fails and can be retried).
-func (s *Supervisor) advance(ctx context.Context, id string, ev event) (orchRecord, error) {
+func (s *Supervisor) advance(ctx context.Context, id string, ev event) (_ orchRecord, err error) {
+	if t := s.opts.Tracer; t != nil {
+		var span trace.Span
+		ctx, span = t.Start(ctx, "orchestration "+ev.kind.String(), trace.SpanKindConsumer, ev.rec, attribute.String("ea.orchestration", id))
+		defer func() {
+			if st := (*staleError)(nil); errors.As(err, &st) {
+				span.SetAttributes(attribute.String("ea.stale", st.why)) // acknowledged without effect: no failure
+				tracing.End(span, nil)
+				return
+			}
+			tracing.End(span, err)
+		}()
+	}
 	unlock := s.lock(id)
 	defer unlock()
 	began := time.Now()
@@ -460,12 +476,16 @@ func (s *Supervisor) publish(ctx context.Context, ef effect) error {
 		}
 	}
 	msg := ef.timer
+	if msg != nil && msg.Header != nil {
+		tracectx.InjectHeader(ctx, msg.Header) // the timer fires in the step's trace
+	}
 	if msg == nil {
 		// The one check of where records may go (bus.Routes): task records
 		// go to mailboxes only.
 		if _, err := s.routes.Check(records.Ref{}, ef.subject); err != nil {
 			return fmt.Errorf("publish %s: %w", ef.rec.Type, err)
 		}
+		tracectx.Inject(ctx, &ef.rec) // the step's span, when traced
 		msg = ef.rec.Msg(ef.subject)
 	}
 	if _, err := s.conn.JetStream().PublishMsg(ctx, msg, jetstream.WithMsgID(ef.rec.ID)); err != nil {

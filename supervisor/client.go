@@ -8,7 +8,9 @@ import (
 
 	"github.com/effectors/effectors/bus"
 	"github.com/effectors/effectors/internal/service"
+	"github.com/effectors/effectors/internal/tracectx"
 	"github.com/nats-io/nats.go"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // Client drives orchestrations through the orchestration API
@@ -123,7 +125,7 @@ func (c *Client) call(ctx context.Context, op string, req, rep any) error {
 		return invalidf("encode request: %v", err)
 	}
 	subject := c.names.Orch(op)
-	msg, err := c.nc.RequestWithContext(ctx, subject, body)
+	msg, err := c.nc.RequestMsgWithContext(ctx, c.request(ctx, subject, body))
 	if errors.Is(err, nats.ErrNoResponders) {
 		return fmt.Errorf("%w: nobody answers %s: start ea-supervisor", ErrUnavailable, subject)
 	}
@@ -137,4 +139,16 @@ func (c *Client) call(ctx context.Context, op string, req, rep any) error {
 		return fmt.Errorf("decode reply of %s: %w", subject, err)
 	}
 	return nil
+}
+
+// request is the message of an API call: with the span of ctx in its
+// traceparent header when ctx has one, so the supervisor's step continues
+// the caller's trace.
+func (c *Client) request(ctx context.Context, subject string, body []byte) *nats.Msg {
+	msg := &nats.Msg{Subject: subject, Data: body}
+	if trace.SpanContextFromContext(ctx).IsValid() {
+		msg.Header = nats.Header{}
+		tracectx.InjectHeader(ctx, msg.Header)
+	}
+	return msg
 }

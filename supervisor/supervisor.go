@@ -15,8 +15,11 @@ import (
 	"github.com/effectors/effectors/actor"
 	"github.com/effectors/effectors/bus"
 	"github.com/effectors/effectors/internal/service"
+	"github.com/effectors/effectors/internal/tracectx"
 	"github.com/effectors/effectors/kv"
 	"github.com/effectors/effectors/records"
+	"github.com/effectors/effectors/tracing"
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nats.go/micro"
 	"github.com/prometheus/client_golang/prometheus"
@@ -62,6 +65,11 @@ type Options struct {
 	AckWait time.Duration
 	// RequestTimeout bounds the work of one API request. Default 30s.
 	RequestTimeout time.Duration
+	// Tracer, when set, traces every step: a span per change of an
+	// orchestration (start, result, input, cancel), child of the span that
+	// published the worker's result (or of the caller's), and the task
+	// records a step sends carry it as their parent. Nil: tracing off.
+	Tracer *tracing.Tracer
 }
 
 // Supervisor runs orchestrations: it serves the orchestration API
@@ -299,6 +307,9 @@ func (s *Supervisor) Run(ctx context.Context) error {
 func (s *Supervisor) serve(op string, req micro.Request) {
 	ctx, cancel := context.WithTimeout(s.runCtx, s.opts.RequestTimeout)
 	defer cancel()
+	if s.opts.Tracer != nil {
+		ctx = tracectx.ExtractHeader(ctx, nats.Header(req.Headers())) // the caller's trace
+	}
 	rep, err := s.handle(ctx, op, req.Data())
 	var body []byte
 	if err == nil {
@@ -580,6 +591,7 @@ func (s *Supervisor) handleTimer(m jetstream.Msg) {
 	answer := records.Record{
 		ID: "timeout:" + rec.Cause, Type: answerError, From: worker, Process: ref.ID, Cause: rec.Cause,
 		ContentType: records.ContentJSON, Payload: body, Time: time.Now().UTC(),
+		TraceParent: rec.TraceParent, TraceState: rec.TraceState,
 	}
 	s.applyResult(m, ref.ID, answer)
 }

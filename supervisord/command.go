@@ -17,6 +17,7 @@ import (
 	"github.com/effectors/effectors/core"
 	"github.com/effectors/effectors/internal/cli"
 	"github.com/effectors/effectors/supervisor"
+	"github.com/effectors/effectors/tracing"
 	"github.com/effectors/effectors/web"
 )
 
@@ -159,6 +160,11 @@ func (c Command) serve(ctx context.Context, program string, cfg config, log *slo
 	}
 	defer proc.Close()
 	state, metrics := proc.State, proc.Metrics
+	tracer, flushSpans, err := cli.StartTracing(ctx, program, cfg.OTLPEndpoint, log)
+	if err != nil {
+		return err
+	}
+	defer flushSpans()
 
 	conn, err := bus.Connect(ctx, bus.Config{
 		URL: cfg.NATS, Prefix: cfg.Prefix, Name: program, Logger: log,
@@ -187,7 +193,7 @@ func (c Command) serve(ctx context.Context, program string, cfg config, log *slo
 		return err
 	}
 
-	opts := supervisor.Options{Logger: log, Registerer: proc.Registry}
+	opts := supervisor.Options{Logger: log, Registerer: proc.Registry, Tracer: tracer}
 	if c.Configure != nil {
 		c.Configure(&opts)
 	}
@@ -202,7 +208,7 @@ func (c Command) serve(ctx context.Context, program string, cfg config, log *slo
 	if err := sup.Register(append(slices.Clone(c.Definitions), agents...)...); err != nil {
 		return err
 	}
-	run, gateway, err := withGateway(ctx, cfg, conn, log, proc, sup.Run)
+	run, gateway, err := withGateway(ctx, cfg, conn, log, proc, tracer, sup.Run)
 	if err != nil {
 		return err
 	}
@@ -289,6 +295,9 @@ type config struct {
 	GatewayOrigins string
 	// LLM is the model of model-driven orchestrations (supervisord/llm.go).
 	LLM cli.LLM
+	// OTLPEndpoint is where trace spans go (--otlp-endpoint, package
+	// tracing): the supervisor's steps and the gateway's sends.
+	OTLPEndpoint string
 }
 
 // Logging is how the supervisor logs; see cli.Run.
@@ -318,6 +327,7 @@ func settings() []*cli.Setting[config] {
 		cli.MetricsSetting("127.0.0.1:9465", func(c *config) *string { return &c.Metrics }),
 		cli.LogLevelSetting(func(c *config) *slog.Level { return &c.LogLevel }),
 		cli.LogFormatSetting(func(c *config) *string { return &c.LogFormat }),
+		cli.OTLPSetting(func(c *config) *string { return &c.OTLPEndpoint }),
 		&cli.Setting[config]{Name: "connect-timeout", Arg: "DURATION", Def: "60s",
 			Usage: "how long to keep trying to reach NATS at start (e.g. while the nodes start)",
 			Check: func(c *config, v string) string {
@@ -399,12 +409,12 @@ func (c config) gatewayConfig() web.Config {
 // and the live view's URL (with a placeholder for the token, which the
 // page reads from the fragment: browsers do not send it to servers). Off,
 // it returns next as it is.
-func withGateway(ctx context.Context, cfg config, conn *bus.Conn, log *slog.Logger, proc *cli.Process, next func(context.Context) error) (func(context.Context) error, string, error) {
+func withGateway(ctx context.Context, cfg config, conn *bus.Conn, log *slog.Logger, proc *cli.Process, tracer *tracing.Tracer, next func(context.Context) error) (func(context.Context) error, string, error) {
 	if cfg.Gateway == "" {
 		return next, "", nil
 	}
 	gc := cfg.gatewayConfig()
-	gc.Logger, gc.Registerer = log, proc.Registry
+	gc.Logger, gc.Registerer, gc.Tracer = log, proc.Registry, tracer
 	gw, err := web.New(ctx, conn, gc)
 	if err != nil {
 		return nil, "", err

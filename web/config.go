@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/effectors/effectors/tracing"
 )
 
 // DefaultAddr is where the gateway listens unless told otherwise: loopback
@@ -82,6 +84,11 @@ type Config struct {
 	PollInterval time.Duration
 	// RequestTimeout bounds the work of one request frame.
 	RequestTimeout time.Duration
+	// Tracer, when set, traces every send: a producer span "gateway send",
+	// child of the frame's traceparent when it has one, is the parent of
+	// the record stored. Nil: tracing off (a given traceparent is still
+	// carried unchanged).
+	Tracer *tracing.Tracer
 	// Logger receives the gateway's logs. Default slog.Default().
 	Logger *slog.Logger
 	// Registerer receives the gateway's metrics (ea_gateway_*). Nil: not

@@ -81,6 +81,11 @@ type OutRecord struct {
 	// the connection's identity. Only an admin may name another owner (to
 	// act for a user, e.g. when replaying its dead letter).
 	Owner string `json:"owner,omitempty"`
+	// TraceParent and TraceState are the W3C trace context of the send
+	// (traceparent, tracestate): the record continues the caller's trace.
+	// Empty: with tracing on the gateway starts a trace.
+	TraceParent string `json:"traceparent,omitempty"`
+	TraceState  string `json:"tracestate,omitempty"`
 }
 
 // SendFrame is {"type":"send"}.

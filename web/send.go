@@ -13,6 +13,8 @@ import (
 	"github.com/effectors/effectors/bus"
 	"github.com/effectors/effectors/records"
 	"github.com/effectors/effectors/store"
+	"github.com/effectors/effectors/tracing"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // handleSend stores a record in a mailbox and acknowledges it only on
@@ -47,6 +49,7 @@ func (s *session) handleSend(h head, f SendFrame) {
 	rec := records.Record{
 		ID: in.ID, Type: in.Type, Process: in.Process, Cause: in.Cause,
 		Priority: records.Priority(in.Priority), ContentType: records.ContentJSON,
+		TraceParent: in.TraceParent, TraceState: in.TraceState,
 	}
 	if len(in.Payload) > 0 && string(in.Payload) != "null" {
 		rec.Payload = in.Payload
@@ -107,6 +110,12 @@ func (s *session) handleSend(h head, f SendFrame) {
 			// protects a re-send made within it.
 			s.log.Warn("gateway: record store unavailable, relying on the duplicate window", "id", rec.ID, "err", err)
 		}
+	}
+	if t := s.g.cfg.Tracer; t != nil {
+		var span trace.Span
+		ctx, span = t.Start(ctx, "gateway send", trace.SpanKindProducer, rec, tracing.RecordAttributes(rec)...)
+		defer span.End()
+		tracing.Inject(ctx, &rec)
 	}
 	pa, err := s.g.conn.JetStream().PublishMsg(ctx, rec.Msg(s.g.names.Mailbox(ref)))
 	if err != nil {

@@ -12,7 +12,11 @@ import (
 	"github.com/openai/openai-go/v3/option"
 	"github.com/openai/openai-go/v3/shared"
 
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/effectors/effectors/core"
+	"github.com/effectors/effectors/internal/tracectx"
 )
 
 // Provider is an OpenAI-compatible core.LLM. Safe for concurrent use.
@@ -45,13 +49,20 @@ func New(cfg Config) (*Provider, error) {
 func (p *Provider) Model() string { return p.cfg.Model }
 
 // Generate implements core.LLM.
-func (p *Provider) Generate(ctx context.Context, req core.Request) (core.Response, error) {
+func (p *Provider) Generate(ctx context.Context, req core.Request) (_ core.Response, err error) {
 	const op = "llm.generate"
 	params, err := p.params(op, req)
 	if err != nil {
 		return core.Response{}, err
 	}
+	ctx, span := p.span(ctx, "chat", string(params.Model))
 	var out core.Response
+	defer func() {
+		if span != nil {
+			span.SetAttributes(attribute.Int("gen_ai.usage.input_tokens", out.Usage.Input), attribute.Int("gen_ai.usage.output_tokens", out.Usage.Output))
+		}
+		tracectx.End(span, err)
+	}()
 	err = p.retry(ctx, op, func() error {
 		res, err := p.client.Chat.Completions.New(ctx, params)
 		if err != nil {
@@ -85,6 +96,18 @@ func (p *Provider) Stream(ctx context.Context, req core.Request) iter.Seq2[core.
 			return
 		}
 		params.StreamOptions.IncludeUsage = openai.Bool(true)
+		ctx, span := p.span(ctx, "chat", string(params.Model))
+		if span != nil {
+			var failed error
+			defer func() { tracectx.End(span, failed) }()
+			next := yield
+			yield = func(d core.Delta, err error) bool {
+				if err != nil {
+					failed = err
+				}
+				return next(d, err)
+			}
+		}
 		sctx, cancel := context.WithCancel(ctx)
 		defer cancel()
 		for attempt := 1; ; attempt++ {
@@ -159,17 +182,19 @@ func (p *Provider) Stream(ctx context.Context, req core.Request) iter.Seq2[core.
 }
 
 // Embed implements core.LLM.
-func (p *Provider) Embed(ctx context.Context, texts []string) ([][]float32, error) {
+func (p *Provider) Embed(ctx context.Context, texts []string) (_ [][]float32, err error) {
 	const op = "llm.embed"
 	if len(texts) == 0 {
 		return nil, nil
 	}
+	ctx, span := p.span(ctx, "embeddings", p.cfg.EmbedModel)
+	defer func() { tracectx.End(span, err) }()
 	params := openai.EmbeddingNewParams{
 		Model: openai.EmbeddingModel(p.cfg.EmbedModel),
 		Input: openai.EmbeddingNewParamsInputUnion{OfArrayOfStrings: texts},
 	}
 	var out [][]float32
-	err := p.retry(ctx, op, func() error {
+	err = p.retry(ctx, op, func() error {
 		res, err := p.client.Embeddings.New(ctx, params)
 		if err != nil {
 			return err
@@ -334,4 +359,16 @@ func (p *Provider) wrap(ctx context.Context, op string, err error) error {
 		return core.E(core.CodeProvider, op, &StatusError{Status: ae.StatusCode, Message: ae.Message, err: err})
 	}
 	return core.E(core.CodeProvider, op, err)
+}
+
+// span starts the client span of one call ("chat <model>", "embeddings
+// <model>"), child of the recording span in ctx (the hop's, with tracing on);
+// with none it starts nothing and returns a nil span.
+func (p *Provider) span(ctx context.Context, op, model string) (context.Context, trace.Span) {
+	tr := tracectx.Tracer(ctx, "github.com/effectors/effectors/core/llm")
+	if tr == nil {
+		return ctx, nil
+	}
+	return tr.Start(ctx, op+" "+model, trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(
+		attribute.String("gen_ai.operation.name", op), attribute.String("gen_ai.request.model", model)))
 }
