@@ -4,7 +4,6 @@ import (
 	"log/slog"
 	"math"
 	"runtime/debug"
-	"strconv"
 	"strings"
 )
 
@@ -45,19 +44,8 @@ func ParseMemoryLimit(v string, dst *int64) (want string) {
 		*dst = -1
 		return ""
 	}
-	mult := int64(1)
-	for _, u := range byteUnits {
-		if num, ok := strings.CutSuffix(v, u.suffix); ok {
-			v, mult = strings.TrimSpace(num), u.mult
-			break
-		}
-	}
-	n, err := strconv.ParseFloat(v, 64)
-	if err != nil || math.IsNaN(n) || math.IsInf(n, 0) || n <= 0 || n*float64(mult) > math.MaxInt64/2 {
-		return wantMemoryLimit
-	}
-	b := int64(n * float64(mult))
-	if b < minMemoryLimit {
+	b, ok := parseBytes(v)
+	if !ok || b < minMemoryLimit {
 		return wantMemoryLimit
 	}
 	*dst = b

@@ -97,21 +97,28 @@ func RetentionBytes(v string, dst *int64) (want string) {
 		*dst = bus.Unlimited
 		return ""
 	}
+	b, ok := parseBytes(v)
+	if !ok || b < bus.MinRetentionBytes {
+		return wantBytes
+	}
+	*dst = b
+	return ""
+}
+
+// parseBytes reads a positive size in bytes with an optional unit of
+// byteUnits (a fraction is allowed: 1.5GiB); ok is false for anything else
+// or a size past half the int64 range.
+func parseBytes(v string) (b int64, ok bool) {
 	mult := int64(1)
 	for _, u := range byteUnits {
-		if num, ok := strings.CutSuffix(v, u.suffix); ok {
+		if num, found := strings.CutSuffix(v, u.suffix); found {
 			v, mult = strings.TrimSpace(num), u.mult
 			break
 		}
 	}
 	n, err := strconv.ParseFloat(v, 64)
 	if err != nil || math.IsNaN(n) || n <= 0 || math.IsInf(n, 0) || n*float64(mult) > math.MaxInt64/2 {
-		return wantBytes
+		return 0, false
 	}
-	b := int64(n * float64(mult))
-	if b < bus.MinRetentionBytes {
-		return wantBytes
-	}
-	*dst = b
-	return ""
+	return int64(n * float64(mult)), true
 }
