@@ -22,6 +22,13 @@ func TestDropsOnlyUnderAVerifiedLease(t *testing.T) {
 	actortest.Eventually(t, 30*time.Second, "the partition may drop", func() bool {
 		return n.Node.MayDrop("counter", 3)
 	})
+	// The reading under the lease as it is now: the node may open the
+	// partition again under the lease written below (it names this node),
+	// and that new reading may drop; this one must not.
+	mayDrop := n.Node.DropCheck("counter", 3)
+	if mayDrop == nil {
+		t.Fatal("the node reads no partition counter/3")
+	}
 	place, err := conn.JetStream().KeyValue(ctx, conn.Names().PlaceBucket())
 	if err != nil {
 		t.Fatal(err)
@@ -39,10 +46,10 @@ func TestDropsOnlyUnderAVerifiedLease(t *testing.T) {
 	// Its last reading of the lease at the server stays good for a moment,
 	// then never again.
 	actortest.Eventually(t, 10*time.Second, "the partition stops dropping", func() bool {
-		return !n.Node.MayDrop("counter", 3)
+		return !mayDrop()
 	})
 	for range 5 {
-		if n.Node.MayDrop("counter", 3) {
+		if mayDrop() {
 			t.Fatal("the partition may drop again after its lease was written over")
 		}
 	}

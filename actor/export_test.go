@@ -76,6 +76,18 @@ func (n *Node) MayDrop(kind string, num int) bool {
 	return false
 }
 
+// DropCheck is MayDrop bound to the reading of partition num of kind the
+// node has now (nil if none): it goes on asking that reading after the node
+// has opened the partition again under another lease.
+func (n *Node) DropCheck(kind string, num int) func() bool {
+	for _, p := range n.partitions() {
+		if p.kind.name == kind && p.num == num {
+			return func() bool { return p.mayDrop(n.runCtx) }
+		}
+	}
+	return nil
+}
+
 // Goroutines returns the node's long-lived goroutines running now, by name.
 func (n *Node) Goroutines() map[string]int {
 	out := map[string]int{}
