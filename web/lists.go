@@ -104,6 +104,25 @@ func listOrder(typ, order string) (store.Order, error) {
 	return "", fmt.Errorf("%s frame: order %q: must be \"newest\" or absent (oldest first)", typ, truncate(order, 64))
 }
 
+// listPage checks what every list request has, its page size, order and
+// owner (listLimit, listOrder, listOwner), and returns the error code with
+// an error.
+func (s *session) listPage(typ string, limit int, order, owner string) (int, store.Order, string, string, error) {
+	n, err := listLimit(typ, limit)
+	if err != nil {
+		return 0, "", "", CodeBadRequest, err
+	}
+	o, err := listOrder(typ, order)
+	if err != nil {
+		return 0, "", "", CodeBadRequest, err
+	}
+	who, code, err := s.listOwner(owner)
+	if err != nil {
+		return 0, "", "", code, err
+	}
+	return n, o, who, "", nil
+}
+
 // listAnswer answers dead.list and orch.list.
 func (s *session) listAnswer(ctx context.Context, h head, data []byte) (any, string, error) {
 	switch h.Type {
@@ -131,18 +150,11 @@ func (s *session) listAnswer(ctx context.Context, h head, data []byte) (any, str
 				}
 			}
 		}
+		var code string
 		var err error
-		if q.Limit, err = listLimit(h.Type, f.Limit); err != nil {
-			return nil, CodeBadRequest, err
-		}
-		if q.Order, err = listOrder(h.Type, f.Order); err != nil {
-			return nil, CodeBadRequest, err
-		}
-		owner, code, err := s.listOwner(f.Owner)
-		if err != nil {
+		if q.Limit, q.Order, q.Owner, code, err = s.listPage(h.Type, f.Limit, f.Order, f.Owner); err != nil {
 			return nil, code, err
 		}
-		q.Owner = owner
 		page, err := s.g.store.DeadLetters(ctx, q)
 		if err != nil {
 			return nil, "", fmt.Errorf("dead.list: %w", err)
@@ -158,18 +170,11 @@ func (s *session) listAnswer(ctx context.Context, h head, data []byte) (any, str
 			return nil, CodeBadRequest, fmt.Errorf("orch.list frame: %w", err)
 		}
 		q := store.OrchListQuery{Status: f.Status, Name: f.Name, Search: f.Search, Since: f.Since, Until: f.Until, Cursor: f.Cursor}
+		var code string
 		var err error
-		if q.Limit, err = listLimit(h.Type, f.Limit); err != nil {
-			return nil, CodeBadRequest, err
-		}
-		if q.Order, err = listOrder(h.Type, f.Order); err != nil {
-			return nil, CodeBadRequest, err
-		}
-		owner, code, err := s.listOwner(f.Owner)
-		if err != nil {
+		if q.Limit, q.Order, q.Owner, code, err = s.listPage(h.Type, f.Limit, f.Order, f.Owner); err != nil {
 			return nil, code, err
 		}
-		q.Owner = owner
 		page, err := s.g.store.ListOrchestrations(ctx, q)
 		if err != nil {
 			return nil, "", fmt.Errorf("orch.list: %w", err)
