@@ -394,11 +394,29 @@ func outputs(t testing.TB, conn *bus.Conn, subject string) []string {
 	return ids
 }
 
-// server starts an embedded JetStream server and a provisioned connection.
+// testPartitions is the partition count a kind gets in most tests here:
+// opening a partition costs a lease write and three JetStream API calls
+// (create the consumer, unpin, reset), so a node hosting two kinds of 64
+// took 3–5 s to be ready under -race, and of 8 a fifth of a second. The
+// code paths do not depend on the count; the tests about spread at the
+// default count (TestSpreadOverNodes) or about throughput across many
+// partitions (TestHundredCountersInParallel) ask for it with serverWith.
+const testPartitions = 8
+
+// server starts an embedded JetStream server and a connection provisioned
+// with testPartitions partitions a kind; other connections to srv adopt
+// that count.
 func server(t testing.TB) (*bustest.Server, *bus.Conn) {
 	t.Helper()
+	return serverWith(t, bus.Config{Partitions: testPartitions})
+}
+
+// serverWith is server with the connection's configuration (Partitions 0:
+// the default).
+func serverWith(t testing.TB, cfg bus.Config) (*bustest.Server, *bus.Conn) {
+	t.Helper()
 	srv := bustest.NewServer(t)
-	return srv, srv.Connect(t)
+	return srv, srv.Connect(t, cfg)
 }
 
 // metricSum sums the counters or gauges named name in reg whose labels
