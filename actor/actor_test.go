@@ -165,7 +165,7 @@ func TestTenThousandIncrements(t *testing.T) {
 // with 8, the 20,000 records go through a few partition consumers and the
 // test takes half as long again under -race.
 func TestHundredCountersInParallel(t *testing.T) {
-	_, conn := serverWith(t, bus.Config{})
+	_, conn := serverWith(t, bus.Config{Partitions: bus.DefaultPartitions})
 	n := startNode(t, conn, nil)
 	c := newClient(t, conn)
 	ctx := ctxT(t)

@@ -394,25 +394,16 @@ func outputs(t testing.TB, conn *bus.Conn, subject string) []string {
 	return ids
 }
 
-// testPartitions is the partition count a kind gets in most tests here:
-// opening a partition costs a lease write and three JetStream API calls
-// (create the consumer, unpin, reset), so a node hosting two kinds of 64
-// took 3–5 s to be ready under -race, and of 8 a fifth of a second. The
-// code paths do not depend on the count; the tests about spread at the
-// default count (TestSpreadOverNodes) or about throughput across many
-// partitions (TestHundredCountersInParallel) ask for it with serverWith.
-const testPartitions = 8
-
-// server starts an embedded JetStream server and a connection provisioned
-// with testPartitions partitions a kind; other connections to srv adopt
-// that count.
+// server starts an embedded JetStream server and a provisioned connection,
+// with bustest.Partitions (8) partitions a kind: the tests about spread at
+// the default count (TestSpreadOverNodes) or about throughput across many
+// partitions (TestHundredCountersInParallel) ask for 64 with serverWith.
 func server(t testing.TB) (*bustest.Server, *bus.Conn) {
 	t.Helper()
-	return serverWith(t, bus.Config{Partitions: testPartitions})
+	return serverWith(t, bus.Config{})
 }
 
-// serverWith is server with the connection's configuration (Partitions 0:
-// the default).
+// serverWith is server with the connection's configuration.
 func serverWith(t testing.TB, cfg bus.Config) (*bustest.Server, *bus.Conn) {
 	t.Helper()
 	srv := bustest.NewServer(t)

@@ -180,7 +180,7 @@ type Conn struct {
 	disconnects atomic.Uint64
 
 	// The configuration left these at 0: Provision takes them from the
-	// provisioned streams (see adopt).
+	// provisioned streams (see Adopt).
 	unsetReplicas, unsetPartitions bool
 }
 
@@ -224,8 +224,8 @@ func Connect(ctx context.Context, cfg Config) (*Conn, error) {
 		return nil, fmt.Errorf("jetstream: %w", err)
 	}
 	c.nc, c.js = nc, js
-	// Until Provision reads what is provisioned (a client that only sends
-	// may not read streams), the defaults.
+	// Until Provision or Adopt reads what is provisioned (a client that
+	// only sends may not read streams), the defaults.
 	c.unsetReplicas, c.unsetPartitions = cfg.Replicas == 0, cfg.Partitions == 0
 	c.cfg.Replicas = cmp.Or(c.cfg.Replicas, 1)
 	c.cfg.Partitions = cmp.Or(c.cfg.Partitions, DefaultPartitions)
@@ -233,11 +233,16 @@ func Connect(ctx context.Context, cfg Config) (*Conn, error) {
 	return c, nil
 }
 
-// adopt sets the replica and partition counts the configuration left at 0
+// Adopt sets the replica and partition counts the configuration left at 0
 // to the provisioned mailbox stream's, keeping the defaults (1, and
 // [DefaultPartitions]) when there is none or it cannot be read; then the
-// names' partition count. Provision calls it first.
-func (c *Conn) adopt(ctx context.Context) {
+// names' partition count. [Conn.Provision] calls it first; a client that
+// does not provision but reads stored mailbox subjects (a CLI, a log
+// reader: [Names.StoredMailbox], [Names.RefOf]) calls it once after
+// Connect, or its names assume 64 partitions whatever the deployment has.
+// It needs permission to read the mailbox stream's info; without it the
+// defaults stay.
+func (c *Conn) Adopt(ctx context.Context) {
 	if c.unsetReplicas || c.unsetPartitions {
 		ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		defer cancel()

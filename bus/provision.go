@@ -23,7 +23,7 @@ func (c *Conn) Provision(ctx context.Context) error {
 	if err := checkServerVersion(c.NATS().ConnectedServerVersion()); err != nil {
 		return err
 	}
-	c.adopt(ctx)
+	c.Adopt(ctx)
 	n, cfg := c.names, c.cfg
 	if err := c.checkLegacy(ctx); err != nil {
 		return err
