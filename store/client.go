@@ -22,6 +22,8 @@ type Client struct {
 	conn   *bus.Conn
 	n      names
 	direct direct
+	// batched: the server takes fast batches on the id index stream.
+	batched bool
 }
 
 // NewClient returns a client on conn, which must be provisioned. It creates
@@ -31,10 +33,11 @@ func NewClient(ctx context.Context, conn *bus.Conn) (*Client, error) {
 		return nil, invalidf("NewClient: conn is nil")
 	}
 	n := names{conn.Names()}
-	if err := ensureIndex(ctx, conn, n); err != nil {
+	batched, err := ensureIndex(ctx, conn, n)
+	if err != nil {
 		return nil, err
 	}
-	return &Client{conn: conn, n: n, direct: direct{nc: conn.NATS()}}, nil
+	return &Client{conn: conn, n: n, direct: direct{nc: conn.NATS()}, batched: batched}, nil
 }
 
 func unavailable(what string, err error) error {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -49,14 +50,17 @@ func recordID(h map[string][]string, seq uint64) string {
 // both log streams have a size limit, their sum as each index stream's
 // (entries are smaller than most records, so they outlive them; a query
 // skips an entry whose record is gone).
-func ensureIndex(ctx context.Context, conn *bus.Conn, n names) error {
+//
+// The id index stream allows fast batch publishing (nats-server 2.14 and
+// later); batched reports whether the server took that setting.
+func ensureIndex(ctx context.Context, conn *bus.Conn, n names) (batched bool, err error) {
 	mbox, err := conn.MailboxStream(ctx)
 	if err != nil {
-		return fmt.Errorf("%w: %w", ErrUnavailable, err)
+		return false, fmt.Errorf("%w: %w", ErrUnavailable, err)
 	}
 	out, err := conn.OutboxStream(ctx)
 	if err != nil {
-		return fmt.Errorf("%w: %w", ErrUnavailable, err)
+		return false, fmt.Errorf("%w: %w", ErrUnavailable, err)
 	}
 	mc, oc := mbox.CachedInfo().Config, out.CachedInfo().Config
 	maxBytes := int64(-1)
@@ -75,7 +79,7 @@ func ensureIndex(ctx context.Context, conn *bus.Conn, n names) error {
 		indexes = append(indexes, index{n.ownerStream(shard), n.ownerFilter(shard), fmt.Sprintf("owner (shard %d of %d)", shard, ownerShards)})
 	}
 	for _, ix := range indexes {
-		_, err = conn.JetStream().CreateOrUpdateStream(ctx, jetstream.StreamConfig{
+		st, err := conn.JetStream().CreateOrUpdateStream(ctx, jetstream.StreamConfig{
 			Name:        ix.stream,
 			Description: "record store index by " + ix.what + ": entries pointing at mailbox and outbox records",
 			Subjects:    []string{ix.filter},
@@ -86,12 +90,18 @@ func ensureIndex(ctx context.Context, conn *bus.Conn, n names) error {
 			MaxAge:      longest(mc.MaxAge, oc.MaxAge),
 			MaxBytes:    maxBytes,
 			AllowDirect: true,
+			// The id index takes a message per record: the indexer
+			// writes a batch's as one fast batch (one acknowledgement).
+			AllowBatchPublish: ix.stream == n.IndexStream(indexID),
 		})
 		if err != nil {
-			return fmt.Errorf("provision stream %s: %w", ix.stream, err)
+			return false, fmt.Errorf("provision stream %s: %w", ix.stream, err)
+		}
+		if ix.stream == n.IndexStream(indexID) {
+			batched = st.CachedInfo().Config.AllowBatchPublish
 		}
 	}
-	return nil
+	return batched, nil
 }
 
 // longest is the longer of two age limits, 0 (none) being the longest.
@@ -115,6 +125,8 @@ type indexer struct {
 	js  jetstream.JetStream
 	n   names
 	log *slog.Logger
+	// batched: the id index stream takes fast batches (see fastBatch).
+	batched bool
 }
 
 // indexBatch is how many records the indexer takes at most in one batch:
@@ -189,6 +201,13 @@ func (ix *indexer) consume(ctx context.Context, stream string) error {
 		return fmt.Errorf("indexer consumer on %s: %w", stream, err)
 	}
 	defer cc.Stop()
+	var fast *fastBatch
+	if ix.batched {
+		if fast, err = newFastBatch(ix.js.Conn()); err != nil {
+			return fmt.Errorf("indexer on %s: %w", stream, err)
+		}
+		defer fast.close()
+	}
 	batch := make([]jetstream.Msg, 0, indexBatch)
 	for {
 		batch = batch[:0]
@@ -210,7 +229,7 @@ func (ix *indexer) consume(ctx context.Context, stream string) error {
 				break more
 			}
 		}
-		if err := ix.index(ctx, batch); err != nil {
+		if err := ix.index(ctx, batch, fast); err != nil {
 			if ctx.Err() != nil {
 				return nil
 			}
@@ -229,17 +248,20 @@ type indexMsg struct {
 	subject string
 	body    []byte
 	n       int
+	id      bool // in the id index
 }
 
 // index writes the entries of a batch of records, waits for JetStream to
-// store them, then acknowledges the records.
-func (ix *indexer) index(ctx context.Context, batch []jetstream.Msg) error {
+// store them, then acknowledges the records. With fast set, the id index's
+// messages go as one fast batch.
+func (ix *indexer) index(ctx context.Context, batch []jetstream.Msg, fast *fastBatch) error {
 	open := make(map[string]*indexMsg)
 	var out []*indexMsg
+	idIndex := strings.TrimSuffix(ix.n.indexFilter(indexID), ">")
 	add := func(subject string, e entry) {
 		m := open[subject]
 		if m == nil || len(m.body) >= maxEntryMsg || m.n >= maxEntries {
-			m = &indexMsg{subject: subject, body: []byte{entryFormat2}}
+			m = &indexMsg{subject: subject, body: []byte{entryFormat2}, id: strings.HasPrefix(subject, idIndex)}
 			open[subject] = m
 			out = append(out, m)
 		}
@@ -266,14 +288,21 @@ func (ix *indexer) index(ctx context.Context, batch []jetstream.Msg) error {
 		}
 	}
 	futures := make([]jetstream.PubAckFuture, 0, len(out))
+	var ids []*nats.Msg
 	for _, m := range out {
-		msg := nats.NewMsg(m.subject)
-		msg.Data = m.body
+		msg := &nats.Msg{Subject: m.subject, Data: m.body}
+		if fast != nil && m.id {
+			ids = append(ids, msg)
+			continue
+		}
 		f, err := ix.js.PublishMsgAsync(msg, jetstream.WithStallWait(30*time.Second))
 		if err != nil {
 			return fmt.Errorf("write index entry: %w", err)
 		}
 		futures = append(futures, f)
+	}
+	if err := fast.publish(ctx, ids); err != nil {
+		return fmt.Errorf("write id index entries: %w", err)
 	}
 	for _, f := range futures {
 		select {
