@@ -257,10 +257,13 @@ type indexMsg struct {
 func (ix *indexer) index(ctx context.Context, batch []jetstream.Msg, fast *fastBatch) error {
 	open := make(map[string]*indexMsg)
 	var out []*indexMsg
+	// A message ends past maxEntryMsg, or half the server's largest
+	// payload when that is smaller (an entry is at most a few KiB).
+	maxBody := min(maxEntryMsg, int(ix.js.Conn().MaxPayload()/2))
 	idIndex := strings.TrimSuffix(ix.n.indexFilter(indexID), ">")
 	add := func(subject string, e entry) {
 		m := open[subject]
-		if m == nil || len(m.body) >= maxEntryMsg || m.n >= maxEntries {
+		if m == nil || len(m.body) >= maxBody || m.n >= maxEntries {
 			m = &indexMsg{subject: subject, body: []byte{entryFormat2}, id: strings.HasPrefix(subject, idIndex)}
 			open[subject] = m
 			out = append(out, m)
