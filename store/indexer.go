@@ -192,11 +192,15 @@ func (ix *indexer) consume(ctx context.Context, stream string) error {
 		case msgs <- m:
 		case <-cctx.Done():
 		}
-	}, jetstream.PullMaxMessages(indexBatch), jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
-		if errors.Is(err, jetstream.ErrConsumerDeleted) || errors.Is(err, jetstream.ErrConsumerNotFound) {
-			once.Do(func() { fatal = err; cancel() })
-		}
-	}))
+	}, jetstream.PullMaxMessages(indexBatch),
+		// A pull that ends unseen (its heartbeats stop) is replaced within
+		// 2 s instead of the default 30.
+		jetstream.PullExpiry(5*time.Second), jetstream.PullHeartbeat(time.Second),
+		jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
+			if errors.Is(err, jetstream.ErrConsumerDeleted) || errors.Is(err, jetstream.ErrConsumerNotFound) {
+				once.Do(func() { fatal = err; cancel() })
+			}
+		}))
 	if err != nil {
 		return fmt.Errorf("indexer consumer on %s: %w", stream, err)
 	}
