@@ -90,7 +90,8 @@ const Partitions = 8
 // Connect connects to the server with cfg (URL filled in, prefix "ea" unless
 // set), provisions streams and buckets, and closes the connection at
 // cleanup. With cfg.Partitions 0 it adopts the count already provisioned on
-// the server, or provisions [Partitions] on a fresh one.
+// the server, or provisions [Partitions] on a fresh one (and adopts the
+// count of a process that provisions the server at the same moment).
 func (s *Server) Connect(t testing.TB, cfg ...bus.Config) *bus.Conn {
 	t.Helper()
 	var c bus.Config
@@ -104,12 +105,13 @@ func (s *Server) Connect(t testing.TB, cfg ...bus.Config) *bus.Conn {
 	if err != nil {
 		t.Fatalf("bustest: connect: %v", err)
 	}
+	chose := false // Partitions is ours, not the test's
 	if c.Partitions == 0 {
 		_, err := conn.JetStream().Stream(ctx, conn.Names().MailboxStream())
 		switch {
 		case errors.Is(err, jetstream.ErrStreamNotFound):
 			_ = conn.Close()
-			c.Partitions = Partitions
+			c.Partitions, chose = Partitions, true
 			if conn, err = bus.Connect(ctx, c); err != nil {
 				t.Fatalf("bustest: connect: %v", err)
 			}
@@ -118,8 +120,18 @@ func (s *Server) Connect(t testing.TB, cfg ...bus.Config) *bus.Conn {
 			t.Fatalf("bustest: read the mailbox stream: %v", err)
 		}
 	}
+	err = conn.Provision(ctx)
+	if chose && errors.Is(err, bus.ErrInvalidConfig) {
+		// A node of the test provisioned its own count meanwhile: adopt it.
+		_ = conn.Close()
+		c.Partitions = 0
+		if conn, err = bus.Connect(ctx, c); err != nil {
+			t.Fatalf("bustest: connect: %v", err)
+		}
+		err = conn.Provision(ctx)
+	}
 	t.Cleanup(func() { _ = conn.Close() })
-	if err := conn.Provision(ctx); err != nil {
+	if err != nil {
 		t.Fatalf("bustest: provision: %v", err)
 	}
 	return conn
