@@ -74,20 +74,7 @@ func BenchmarkIndexer(b *testing.B) {
 			b.ResetTimer()
 			done := make(chan error, 1)
 			go func() { done <- s.Run(sctx) }()
-			deadline := time.Now().Add(10 * time.Minute)
-			for {
-				lag, err := s.Client().IndexLag(ctx)
-				if err != nil {
-					b.Fatal(err)
-				}
-				if lag == 0 {
-					break
-				}
-				if time.Now().After(deadline) {
-					b.Fatalf("indexer still %d behind", lag)
-				}
-				time.Sleep(20 * time.Millisecond)
-			}
+			waitIndexed(ctx, b, s.Client(), 20*time.Millisecond)
 			b.StopTimer()
 			cpu := cpuTime() - cpu0
 			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "records/s")
