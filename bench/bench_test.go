@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"sync/atomic"
@@ -140,27 +141,40 @@ func latency(b *testing.B, st starter) {
 	b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds()), "p99-µs")
 }
 
-// publish puts total inc records round-robin into the counters' mailboxes.
+// publish puts total inc records round-robin into the counters' mailboxes,
+// asynchronously; when the client's window of unacknowledged publishes is
+// full (a loaded machine), it waits for the acknowledgements so far and
+// goes on.
 func publish(b *testing.B, conn *bus.Conn, refs []records.Ref, total int) {
 	var futures []jetstream.PubAckFuture
+	wait := func() {
+		for _, f := range futures {
+			select {
+			case <-f.Ok():
+			case err := <-f.Err():
+				b.Fatal(err)
+			}
+		}
+		futures = futures[:0]
+	}
 	for i := range total {
 		rec, err := records.New("inc", nil)
 		if err != nil {
 			b.Fatal(err)
 		}
-		f, err := conn.JetStream().PublishMsgAsync(rec.Msg(conn.Names().Mailbox(refs[i%len(refs)])))
+		msg := rec.Msg(conn.Names().Mailbox(refs[i%len(refs)]))
+		f, err := conn.JetStream().PublishMsgAsync(msg)
+		if errors.Is(err, jetstream.ErrTooManyStalledMsgs) {
+			wait()
+			msg = rec.Msg(conn.Names().Mailbox(refs[i%len(refs)]))
+			f, err = conn.JetStream().PublishMsgAsync(msg)
+		}
 		if err != nil {
 			b.Fatal(err)
 		}
 		futures = append(futures, f)
 	}
-	for _, f := range futures {
-		select {
-		case <-f.Ok():
-		case err := <-f.Err():
-			b.Fatal(err)
-		}
-	}
+	wait()
 }
 
 // startActor creates the counters through a node, then stops it; start runs

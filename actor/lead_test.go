@@ -1,0 +1,80 @@
+package actor_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/effectors/effectors/actor"
+	"github.com/effectors/effectors/actor/actortest"
+	"github.com/effectors/effectors/records"
+)
+
+// TestLeaderDoesNotHoldUpNeighbours: a record that finds its partition idle
+// is processed on the goroutine that read it, which hands the reading to a
+// new one first (partition.read, "Leader and follower"). Logic that blocks
+// there must not hold up the partition: records of other effectors of the
+// same partition, published while it blocks, are applied, each once; and
+// the blocked record is applied once it is released.
+func TestLeaderDoesNotHoldUpNeighbours(t *testing.T) {
+	t.Parallel()
+	_, conn := server(t)
+	entered := make(chan struct{}, 1)
+	release := make(chan struct{})
+	kind := lagKind()
+	kind.Logic = func(ctx *actor.Context, s lagState) (lagState, error) {
+		if ctx.Self().ID == "slow" {
+			select {
+			case entered <- struct{}{}:
+			default:
+			}
+			select {
+			case <-release:
+			case <-ctx.Done():
+				return s, ctx.Err()
+			}
+		}
+		s.Count++
+		return s, nil
+	}
+	startNode(t, conn, nil, kind)
+	c := newClient(t, conn)
+	slow := records.Ref{Kind: "lag", ID: "slow"}
+	others := neighbours(conn.Names(), 10)
+	for _, r := range append([]records.Ref{slow}, others...) {
+		if _, err := c.Create(ctxT(t), r, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The partition is idle: the reader that takes this record leads it.
+	publishIncs(t, conn, slow, 1)
+	select {
+	case <-entered:
+	case <-time.After(time.Minute):
+		t.Fatal("the slow effector's logic never ran")
+	}
+	const each = 5
+	for _, r := range others {
+		publishIncs(t, conn, r, each)
+	}
+	actortest.Eventually(t, time.Minute, "the neighbours served while the leader blocks", func() bool {
+		for _, r := range others {
+			if lagCount(t, c, r) != each {
+				return false
+			}
+		}
+		return true
+	})
+	if got := lagCount(t, c, slow); got != 0 {
+		t.Fatalf("slow applied %d records while its logic was blocked", got)
+	}
+	close(release)
+	waitLag(t, c, slow, 1)
+	// Exactly once: nothing more arrives later.
+	publishIncs(t, conn, slow, 1)
+	waitLag(t, c, slow, 2)
+	for _, r := range others {
+		if got := lagCount(t, c, r); got != each {
+			t.Fatalf("%s applied %d records, want %d", r, got, each)
+		}
+	}
+}
