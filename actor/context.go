@@ -125,7 +125,7 @@ func (c *Context) Record() records.Record { return c.rec }
 // Logger returns a logger carrying the effector and record id.
 func (c *Context) Logger() *slog.Logger {
 	if c.log == nil {
-		c.log = c.base.With("record", c.rec.ID)
+		c.log = c.base.With("effector", c.self.String(), "record", c.rec.ID)
 	}
 	return c.log
 }
@@ -333,7 +333,7 @@ func outputID(in string, n string) string {
 // attempt.
 func (e *effector) newContext(ctx context.Context, d delivery) *Context {
 	return newCallContext(ctx, &call{
-		self: e.ref, rec: d.rec, base: e.logger(), names: e.node.names,
+		self: e.ref, rec: d.rec, base: e.node.log, names: e.node.names,
 		routes: e.node.routes, maxMsg: e.node.conn.MaxPayload(),
 		publishNow: e.publishNow, idKey: e.node.idKey, timerList: e.node.timerNames,
 	})
