@@ -106,12 +106,18 @@ type output struct {
 	// msg, when set, is the message to publish instead of rec's (a timer's
 	// schedule or cancellation, see timer.go).
 	msg *nats.Msg
+	// hdr, when set, is rec's header, built once when the output was
+	// checked (see Context.refusal); nothing changes rec after that.
+	hdr nats.Header
 }
 
 // message is the NATS message of o.
 func (o output) message() *nats.Msg {
 	if o.msg != nil {
 		return o.msg
+	}
+	if o.hdr != nil {
+		return &nats.Msg{Subject: o.subject, Header: o.hdr, Data: o.rec.Payload}
 	}
 	return o.rec.Msg(o.subject)
 }
