@@ -78,3 +78,30 @@ func TestLeaderDoesNotHoldUpNeighbours(t *testing.T) {
 		}
 	}
 }
+
+// TestDeletedPartitionConsumerIsReadAgain: the partition's consumer is
+// deleted under a running node (an operator's mistake): the reading ends,
+// the partition is opened again (its consumer made anew) and later records
+// are applied, each once, with every output once.
+func TestDeletedPartitionConsumerIsReadAgain(t *testing.T) {
+	t.Parallel()
+	_, conn := server(t)
+	startNode(t, conn, nil)
+	c := newClient(t, conn)
+	ref := records.Ref{Kind: "counter", ID: "deleted"}
+	if _, err := c.Create(ctxT(t), ref, nil); err != nil {
+		t.Fatal(err)
+	}
+	publishIncs(t, conn, ref, 3)
+	waitCount(t, conn, c, ref, 3, time.Minute)
+	stream, err := conn.MailboxStream(ctxT(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	name := conn.Names().PartitionConsumer(ref.Kind, conn.Names().Partition(ref))
+	if err := stream.DeleteConsumer(ctxT(t), name); err != nil {
+		t.Fatal(err)
+	}
+	publishIncs(t, conn, ref, 2)
+	waitCount(t, conn, c, ref, 5, 2*time.Minute)
+}

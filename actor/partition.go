@@ -183,9 +183,9 @@ func (p *partition) read(it jetstream.MessagesContext) {
 			case errors.Is(err, jetstream.ErrMsgIteratorClosed):
 				close(p.readDone)
 				p.mu.Lock()
-				stopped := p.stopped
+				done := p.stopped || p.lost
 				p.mu.Unlock()
-				if !stopped {
+				if !done {
 					// nats.go ended the reading on an error it cannot go
 					// on from (a bad request): open the partition again.
 					p.log.Info("reading ended; opening the partition again")
