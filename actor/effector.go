@@ -27,7 +27,7 @@ import (
 // holding mu.
 //
 // Goroutines: the drain goroutine (counted by holdLocked, started by its
-// caller, or run by the partition's reader itself: see partition.read) and
+// caller) and
 // the watchdog's PROCESSING write (started by checkSlow) are counted in
 // drainers, which stop waits for.
 type effector struct {

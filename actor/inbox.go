@@ -24,8 +24,8 @@ type delivery struct {
 // it does, the partition's records of it are dropped (drop is true: its own
 // consumer delivers them; the partition acknowledges them if it may, see
 // "Drops"), or parked while it leaves that mode. run is true when the record
-// found the effector idle: the caller must run [effector.drain] (counted in
-// drainers already), on a goroutine of its choice.
+// found the effector idle: the caller must start [effector.drain] (counted
+// in drainers already).
 func (e *effector) deliver(d delivery) (ok, overflow, drop, run bool) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -104,8 +104,6 @@ func (e *effector) wake() {
 // drain processes held records until none is left or the effector stops.
 func (e *effector) drain() {
 	defer e.drainers.Done()
-	e.part.draining.Add(1)
-	defer e.part.draining.Add(-1)
 	for {
 		e.mu.Lock()
 		e.progress = time.Now()

@@ -30,9 +30,7 @@ type partition struct {
 	name  string        // the durable consumer's name
 	lease uint64        // the revision of the lease it is read under
 	epoch atomic.Uint64 // the node's lapse count it is read under (fence.go, "Lapses")
-	// draining counts the drain goroutines of its effectors running now.
-	draining atomic.Int32
-	log      *slog.Logger
+	log   *slog.Logger
 	// opened is when it was prepared, after its lease was taken from another
 	// node; zero when no other node read it last (drop.go, "Drops").
 	opened time.Time
@@ -163,18 +161,16 @@ func (n *Node) readOpts(info *jetstream.ConsumerInfo, batch int) []jetstream.Pul
 	return opts
 }
 
-// read takes the partition's records from it and dispatches them, one
-// reader at a time, until it is stopped; then it closes readDone.
+// read takes the partition's records from it and dispatches them until it
+// is stopped; then it closes readDone. A record that finds its effector
+// idle starts the effector's drain goroutine.
 //
-// Leader and follower: when a record finds its effector idle, the reader
-// starts a new reader (the follower) and runs the effector's drain itself,
-// so the record's logic and writes start on the goroutine that received it,
-// without waiting for another goroutine to be scheduled (on a busy machine
-// that wake-up is the largest part of a lone record's latency). The
-// follower takes the partition's next records meanwhile, so an effector's
-// logic never holds up its neighbours. Only one goroutine at a time reads
-// from it: a reader starts its follower only after its last dispatch, so
-// records are dispatched in consumer order as before.
+// (Measured and not kept: a reader that ran that drain itself and handed
+// the reading to a new goroutine, so a lone record's logic would start
+// without a goroutine wake-up. It saved 5–9 µs p50 between delivery and
+// logic on an idle partition, nothing measurable end to end, and cost node
+// CPU per record with 10,000 active effectors; see BENCHMARKS.md, "The hop
+// itself".)
 func (p *partition) read(it jetstream.MessagesContext) {
 	for {
 		msg, err := it.Next()
@@ -200,17 +196,7 @@ func (p *partition) read(it jetstream.MessagesContext) {
 			}
 			continue
 		}
-		e := p.deliver(msg)
-		switch {
-		case e == nil:
-		case p.draining.Load() == 0:
-			// The partition was idle: lead.
-			go p.read(it)
-			e.drain()
-			return
-		default:
-			// Others are draining: the partition has a backlog, and a drain
-			// started a little later takes more records in its first batch.
+		if e := p.deliver(msg); e != nil {
 			go e.drain()
 		}
 	}
@@ -238,7 +224,7 @@ func (p *partition) fail() {
 
 // deliver receives a record from the consumer and hands it to its effector.
 // It returns the effector when the record found it idle: the caller must
-// run its drain (see [partition.read]).
+// start its drain (see [partition.read]).
 func (p *partition) deliver(msg jetstream.Msg) *effector {
 	meta, err := msg.Metadata()
 	if err != nil {

@@ -9,13 +9,12 @@ import (
 	"github.com/effectors/effectors/records"
 )
 
-// TestLeaderDoesNotHoldUpNeighbours: a record that finds its partition idle
-// is processed on the goroutine that read it, which hands the reading to a
-// new one first (partition.read, "Leader and follower"). Logic that blocks
-// there must not hold up the partition: records of other effectors of the
-// same partition, published while it blocks, are applied, each once; and
-// the blocked record is applied once it is released.
-func TestLeaderDoesNotHoldUpNeighbours(t *testing.T) {
+// TestBlockedLogicDoesNotHoldUpNeighbours: logic that blocks on the first
+// record of an idle partition does not hold up the partition's reading
+// (partition.read): records of other effectors of the same partition,
+// published while it blocks, are applied, each once; and the blocked record
+// is applied once it is released.
+func TestBlockedLogicDoesNotHoldUpNeighbours(t *testing.T) {
 	t.Parallel()
 	_, conn := server(t)
 	entered := make(chan struct{}, 1)
@@ -45,7 +44,7 @@ func TestLeaderDoesNotHoldUpNeighbours(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	// The partition is idle: the reader that takes this record leads it.
+	// The partition is idle when this record arrives.
 	publishIncs(t, conn, slow, 1)
 	select {
 	case <-entered:
@@ -56,7 +55,7 @@ func TestLeaderDoesNotHoldUpNeighbours(t *testing.T) {
 	for _, r := range others {
 		publishIncs(t, conn, r, each)
 	}
-	actortest.Eventually(t, time.Minute, "the neighbours served while the leader blocks", func() bool {
+	actortest.Eventually(t, time.Minute, "the neighbours served while slow blocks", func() bool {
 		for _, r := range others {
 			if lagCount(t, c, r) != each {
 				return false
