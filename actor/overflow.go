@@ -274,7 +274,9 @@ func (e *effector) leaveOverflow() {
 	parked := ovf.parked
 	if !e.stopped {
 		for _, d := range parked {
-			e.holdLocked(d) // records at or below seq are skipped when taken
+			if e.holdLocked(d) { // records at or below seq are skipped when taken
+				go e.drain()
+			}
 		}
 	}
 	e.mu.Unlock()
