@@ -2,6 +2,7 @@ package bus
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
@@ -336,6 +337,104 @@ func (c *Conn) probeMapping(ctx context.Context) error {
 	if _, err := sub.NextMsgWithContext(ctx); err != nil {
 		return fmt.Errorf("%w: %d stream groups need the account subject mapping %q -> %q on every server, in the account that publishes to mailboxes, and a publish to %s did not arrive as %s within %s (%v): add to the account in the nats-server config: mappings = { %q: %q } (see docs/layout.md)",
 			ErrInvalidConfig, c.names.Groups(), src, dest, c.names.Mailbox(ref), c.names.StoredMailbox(ref), mappingProbeTimeout, err, src, dest)
+	}
+	return nil
+}
+
+// leaderWait bounds the wait for moved leaders in [Conn.SpreadLeaders].
+const leaderWait = 10 * time.Second
+
+// SpreadLeaders moves the leaders of the stream groups' mailbox streams, and
+// separately of their state buckets, so that no server leads more of either
+// than it must: JetStream elects each stream's leader among its replicas on
+// its own, and two groups led by one server would take that server's writes
+// twice. For each stream in group order it picks, among the stream's
+// current replicas, the server that leads the fewest streams of the family
+// so far (the current leader on a tie), and asks the stream's leader to step
+// down in favour of it (a preferred placement, nats-server 2.11+). It
+// returns the leader of each stream afterwards. A stream that is not
+// replicated, or a server that is not current, is left as it is.
+// [Conn.Provision] calls it with several groups and more than one replica;
+// call it again after a server that died comes back.
+func (c *Conn) SpreadLeaders(ctx context.Context) (map[string]string, error) {
+	n := c.names
+	var states []string
+	for _, b := range n.StateBuckets() {
+		states = append(states, "KV_"+b)
+	}
+	leaders := map[string]string{}
+	moved := map[string]string{}
+	for _, family := range [][]string{n.MailboxStreams(), states} {
+		count := map[string]int{}
+		for _, name := range family {
+			s, err := c.JetStream().Stream(ctx, name)
+			if err != nil {
+				return nil, fmt.Errorf("spread leaders: stream %s: %w", name, err)
+			}
+			cl := s.CachedInfo().Cluster
+			if cl == nil || cl.Leader == "" || len(cl.Replicas) == 0 {
+				continue
+			}
+			best := cl.Leader
+			for _, r := range cl.Replicas {
+				if r.Current && !r.Offline && (count[r.Name] < count[best] || count[r.Name] == count[best] && best != cl.Leader && r.Name < best) {
+					best = r.Name
+				}
+			}
+			count[best]++
+			leaders[name] = cl.Leader
+			if best != cl.Leader {
+				if err := c.stepDown(ctx, name, best); err != nil {
+					return nil, err
+				}
+				moved[name] = best
+			}
+		}
+	}
+	deadline := time.Now().Add(leaderWait)
+	for name, want := range moved {
+		for {
+			s, err := c.JetStream().Stream(ctx, name)
+			if err == nil && s.CachedInfo().Cluster != nil && s.CachedInfo().Cluster.Leader != "" {
+				leaders[name] = s.CachedInfo().Cluster.Leader
+				if leaders[name] == want {
+					break
+				}
+			}
+			if time.Now().After(deadline) {
+				c.log.Warn("a stream group's leader did not move where asked", "stream", name, "want", want, "leader", leaders[name])
+				break
+			}
+			select {
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			case <-time.After(50 * time.Millisecond):
+			}
+		}
+	}
+	return leaders, nil
+}
+
+// stepDown asks stream's leader to step down in favour of server.
+func (c *Conn) stepDown(ctx context.Context, stream, server string) error {
+	body, _ := json.Marshal(map[string]any{"placement": map[string]string{"preferred": server}})
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	msg, err := c.NATS().RequestWithContext(ctx, c.names.StreamStepDown(stream), body)
+	if err != nil {
+		return fmt.Errorf("spread leaders: step down the leader of %s for %s: %w", stream, server, err)
+	}
+	var resp struct {
+		Error *struct {
+			Code        int    `json:"code"`
+			Description string `json:"description"`
+		} `json:"error"`
+	}
+	if err := json.Unmarshal(msg.Data, &resp); err != nil {
+		return fmt.Errorf("spread leaders: step down the leader of %s: answer %q: %w", stream, msg.Data, err)
+	}
+	if resp.Error != nil {
+		return fmt.Errorf("spread leaders: step down the leader of %s for %s: %s (%d)", stream, server, resp.Error.Description, resp.Error.Code)
 	}
 	return nil
 }

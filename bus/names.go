@@ -348,6 +348,10 @@ func (n Names) StateFilter(kind string) string { return "$KV." + n.StateBucket()
 // $JS.API.DIRECT.GET.<stream> (the stream must allow direct gets).
 func (n Names) DirectGet(stream string) string { return "$JS.API.DIRECT.GET." + stream }
 
+// StreamStepDown is JetStream's API subject that asks stream's leader to
+// step down: $JS.API.STREAM.LEADER.STEPDOWN.<stream>.
+func (n Names) StreamStepDown(stream string) string { return "$JS.API.STREAM.LEADER.STEPDOWN." + stream }
+
 // OrchStream is the stream behind the orchestration bucket: KV_<prefix>_orch.
 func (n Names) OrchStream() string { return "KV_" + n.OrchBucket() }
 

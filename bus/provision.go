@@ -94,8 +94,18 @@ func (c *Conn) Provision(ctx context.Context) error {
 			return fmt.Errorf("provision bucket %s: %w", kc.Bucket, c.explain(err))
 		}
 	}
-	if n.Groups() > 1 {
-		return c.ensureMapping(ctx)
+	if n.Groups() == 1 {
+		return nil
+	}
+	if err := c.ensureMapping(ctx); err != nil {
+		return err
+	}
+	if cfg.Replicas > 1 {
+		leaders, err := c.SpreadLeaders(ctx)
+		if err != nil {
+			return err
+		}
+		c.log.Info("stream group leaders", "leaders", leaders)
 	}
 	return nil
 }

@@ -1,0 +1,216 @@
+package actor_test
+
+import (
+	"errors"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/effectors/effectors/actor/actortest"
+	"github.com/effectors/effectors/bus"
+	"github.com/effectors/effectors/bus/bustest"
+	"github.com/effectors/effectors/records"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// groupLoads is per records for each of refs, round-robin, with fixed ids.
+func groupLoads(refs []records.Ref, per int) []clusterLoad {
+	var loads []clusterLoad
+	for range per {
+		for _, r := range refs {
+			loads = append(loads, clusterLoad{to: r, id: records.NewID()})
+		}
+	}
+	return loads
+}
+
+// checkGroupPlacement fails t unless each ref's state document is in its
+// group's bucket and in no other, and the groups used are more than one.
+func checkGroupPlacement(t *testing.T, conn *bus.Conn, refs []records.Ref) {
+	t.Helper()
+	n := conn.Names()
+	buckets, err := conn.StateBuckets(ctxT(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	used := map[int]bool{}
+	for _, r := range refs {
+		for g, b := range buckets {
+			_, err := b.Get(ctxT(t), n.StateKey(r))
+			switch {
+			case g == n.GroupOf(r) && err != nil:
+				t.Fatalf("%s: no state document in its group's bucket %s: %v", r, n.StateBucketOf(g), err)
+			case g != n.GroupOf(r) && !errors.Is(err, jetstream.ErrKeyNotFound):
+				t.Fatalf("%s: state document in bucket %s of group %d, not its group %d (%v)", r, n.StateBucketOf(g), g, n.GroupOf(r), err)
+			}
+		}
+		used[n.GroupOf(r)] = true
+	}
+	if len(used) < 2 {
+		t.Fatalf("the effectors are all in group(s) %v: the test proves nothing", used)
+	}
+}
+
+// TestGroupsOneServer: stream groups on a single server (the node's default
+// is an embedded one) drive counters through mailboxes exactly: every count
+// exact, every output once, each state document in its group's bucket.
+func TestGroupsOneServer(t *testing.T) {
+	t.Parallel()
+	const (
+		counters = 24
+		per      = 20
+	)
+	srv := bustest.NewServer(t)
+	names, _ := bus.NewNames("ea")
+	names, _ = names.WithPartitions(8)
+	srv.MapMailboxes(t, names)
+	cfg := bus.Config{Partitions: 8, Groups: 4}
+	conn := srv.Connect(t, cfg)
+	if conn.Names().Groups() != 4 {
+		t.Fatalf("groups %d", conn.Names().Groups())
+	}
+	startNode(t, srv.Connect(t, cfg), nil)
+	c := newClient(t, conn)
+	refs := createCounters(t, c, counters)
+	var acked atomic.Int64
+	if err := publishResilient(conn, groupLoads(refs, per), 4, time.Now().Add(60*time.Second), &acked); err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range refs {
+		waitCountOnly(t, c, r, per, 60*time.Second)
+	}
+	outs := outboxes(t, conn, "counter")
+	for _, r := range refs {
+		if got := len(outs[conn.Names().Outbox(r)]); got != per {
+			t.Fatalf("%s: %d outputs, want %d", r, got, per)
+		}
+	}
+	checkGroupPlacement(t, conn, refs)
+	var stored uint64
+	for g := range 4 {
+		s, err := conn.MailboxStreamOf(ctxT(t), g)
+		if err != nil {
+			t.Fatal(err)
+		}
+		info, err := s.Info(ctxT(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		stored += info.State.Msgs
+	}
+	if stored != counters*per {
+		t.Fatalf("the group streams hold %d records, want %d", stored, counters*per)
+	}
+}
+
+// clusterGroups is the stream group count of the cluster tests: one
+// mailbox stream and one state bucket per server of the 3-server cluster.
+const clusterGroups = 3
+
+// groupLeaders returns, for each stream of names (mailbox streams and state
+// buckets' streams), the server leading it.
+func groupLeaders(t *testing.T, cl *bustest.Cluster, names bus.Names) map[string]string {
+	t.Helper()
+	leaders := map[string]string{}
+	for _, s := range names.MailboxStreams() {
+		leaders[s] = cl.StreamLeader(t, s).Name
+	}
+	for _, b := range names.StateBuckets() {
+		leaders["KV_"+b] = cl.StreamLeader(t, "KV_"+b).Name
+	}
+	return leaders
+}
+
+// TestClusterGroupLeaderDies runs two nodes against a 3-server NATS cluster
+// with 3 stream groups, every stream and bucket in 3 replicas. The groups'
+// mailbox streams and state buckets are led by different servers. While a
+// plain publisher drives 30 counters, the server leading group 0's mailbox
+// stream stops; the other groups go on, group 0 gets a new leader, and at the
+// end every count is exact and every output is on its outbox once.
+// Not parallel, like TestClusterStreamLeaderDies.
+func TestClusterGroupLeaderDies(t *testing.T) {
+	const (
+		counters = 30
+		per      = 60
+		total    = counters * per
+	)
+	start := time.Now()
+	cl := bustest.NewCluster(t, 3)
+	names, _ := bus.NewNames("ea")
+	names, _ = names.WithPartitions(clusterPartitions)
+	cl.MapMailboxes(t, names)
+	cfg := bus.Config{Replicas: 3, Partitions: clusterPartitions, Groups: clusterGroups}
+	conn := cl.Connect(t, cfg)
+	names = conn.Names()
+	if names.Groups() != clusterGroups {
+		t.Fatalf("groups %d", names.Groups())
+	}
+	leaders := groupLeaders(t, cl, names)
+	t.Logf("leaders: %v", leaders)
+	for _, streams := range [][]string{names.MailboxStreams(), {"KV_" + names.StateBucketOf(0), "KV_" + names.StateBucketOf(1), "KV_" + names.StateBucketOf(2)}} {
+		seen := map[string]string{}
+		for _, s := range streams {
+			if other, dup := seen[leaders[s]]; dup {
+				t.Fatalf("%s and %s are both led by %s: the groups' leaders did not spread (%v)", other, s, leaders[s], leaders)
+			}
+			seen[leaders[s]] = s
+		}
+	}
+	c := newClient(t, conn)
+	var nodes []*runningNode
+	for range 2 {
+		nodes = append(nodes, startNodeWith(t, cl.Connect(t, cfg), clusterPlacement, nil))
+	}
+	refs := createCounters(t, c, counters)
+	t.Cleanup(func() {
+		if t.Failed() {
+			for _, n := range nodes {
+				t.Log(n.Debug())
+			}
+		}
+	})
+	var acked atomic.Int64
+	published := make(chan error, 1)
+	go func() {
+		published <- publishResilient(conn, groupLoads(refs, per), 6, time.Now().Add(60*time.Second), &acked)
+	}()
+	processed := func() float64 {
+		var sum float64
+		for _, n := range nodes {
+			sum += metricSum(t, n.Registry, "ea_records_processed_total")
+		}
+		return sum
+	}
+	actortest.Eventually(t, 30*time.Second, "a third of the load published and some processed", func() bool {
+		return acked.Load() >= total/3 && processed() >= total/10
+	})
+	victim := names.MailboxStreamOf(0)
+	leader := cl.StreamLeader(t, victim)
+	before := acked.Load()
+	leader.Shutdown()
+	stopped := time.Now()
+	t.Logf("stopped %s, leader of %s, with %d/%d records published", leader.Name, victim, before, total)
+	if before == total {
+		t.Fatal("the load was all published before the leader stopped: the test proves nothing")
+	}
+	if err := <-published; err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range refs {
+		waitCountOnly(t, c, r, per, time.Until(stopped.Add(90*time.Second)))
+	}
+	t.Logf("all %d counts exact %s after the leader stopped (%s in all)", counters, time.Since(stopped).Round(time.Millisecond), time.Since(start).Round(time.Millisecond))
+	if next := cl.StreamLeader(t, victim); next == leader {
+		t.Fatalf("stream %s is still led by the stopped server", victim)
+	}
+	outs := outboxes(t, conn, "counter")
+	for _, r := range refs {
+		if got := len(outs[names.Outbox(r)]); got != per {
+			t.Fatalf("%s: %d outputs, want %d", r, got, per)
+		}
+		if got := count(t, c, r); got != per {
+			t.Fatalf("count of %s is %d after its outputs were read, want %d: a record was applied again", r, got, per)
+		}
+	}
+	checkGroupPlacement(t, conn, refs)
+}
