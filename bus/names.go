@@ -350,7 +350,9 @@ func (n Names) DirectGet(stream string) string { return "$JS.API.DIRECT.GET." + 
 
 // StreamStepDown is JetStream's API subject that asks stream's leader to
 // step down: $JS.API.STREAM.LEADER.STEPDOWN.<stream>.
-func (n Names) StreamStepDown(stream string) string { return "$JS.API.STREAM.LEADER.STEPDOWN." + stream }
+func (n Names) StreamStepDown(stream string) string {
+	return "$JS.API.STREAM.LEADER.STEPDOWN." + stream
+}
 
 // OrchStream is the stream behind the orchestration bucket: KV_<prefix>_orch.
 func (n Names) OrchStream() string { return "KV_" + n.OrchBucket() }
