@@ -214,3 +214,97 @@ func TestClusterGroupLeaderDies(t *testing.T) {
 	}
 	checkGroupPlacement(t, conn, refs)
 }
+
+// TestGroupsUpgradeFromOneStream: a deployment provisioned with one mailbox
+// stream moves to 4 stream groups with records left unapplied by a node
+// stopped mid-load; after bus.Conn.MigrateGroups and a node on the groups,
+// and records published through the mapping after, every count is exact
+// and every output is on its outbox once.
+func TestGroupsUpgradeFromOneStream(t *testing.T) {
+	t.Parallel()
+	const (
+		counters = 20
+		before   = 30 // per counter, published to the one stream
+		after    = 10 // per counter, published to the groups
+	)
+	srv := bustest.NewServer(t)
+	one := bus.Config{Partitions: 8}
+	conn := srv.Connect(t, one)
+	node := startNode(t, srv.Connect(t, one), nil)
+	c := newClient(t, conn)
+	refs := createCounters(t, c, counters)
+	var acked atomic.Int64
+	published := make(chan error, 1)
+	go func() {
+		published <- publishResilient(conn, groupLoads(refs, before), 2, time.Now().Add(60*time.Second), &acked)
+	}()
+	actortest.Eventually(t, 30*time.Second, "some records processed", func() bool {
+		return metricSum(t, node.Registry, "ea_records_processed_total") >= counters*before/4
+	})
+	node.Stop(t)
+	if err := <-published; err != nil {
+		t.Fatal(err)
+	}
+	var applied int64
+	for _, r := range refs {
+		applied += count(t, c, r)
+	}
+	t.Logf("%d of %d records applied before the migration", applied, counters*before)
+	if applied == counters*before {
+		t.Fatal("every record was applied before the migration: the test proves nothing")
+	}
+
+	// The upgrade: the mapping on the server, then the migration.
+	names, _ := bus.NewNames("ea")
+	names, _ = names.WithPartitions(8)
+	srv.MapMailboxes(t, names)
+	grouped := bus.Config{Partitions: 8, Groups: 4, URL: srv.URL}
+	mc, err := bus.Connect(ctxT(t), grouped)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = mc.Close() }()
+	if err := mc.Provision(ctxT(t)); !errors.Is(err, bus.ErrInvalidConfig) {
+		t.Fatalf("provision groups over one stream before migrating: %v, want it refused", err)
+	}
+	if err := mc.MigrateGroups(ctxT(t)); err != nil {
+		t.Fatal(err)
+	}
+	if err := mc.MigrateGroups(ctxT(t)); err != nil {
+		t.Fatalf("migrating again: %v", err)
+	}
+	if err := mc.Provision(ctxT(t)); err != nil {
+		t.Fatal(err)
+	}
+	var copied uint64
+	for g := range 4 {
+		s, err := mc.MailboxStreamOf(ctxT(t), g)
+		if err != nil {
+			t.Fatal(err)
+		}
+		copied += s.CachedInfo().State.Msgs
+	}
+	if want := uint64(counters*before) - uint64(applied); copied != want {
+		t.Fatalf("%d records copied to the groups, want the %d not applied", copied, want)
+	}
+
+	gconn := srv.Connect(t, bus.Config{}) // adopts the groups
+	if gconn.Names().Groups() != 4 {
+		t.Fatalf("a connection that does not say adopts %d groups, want 4", gconn.Names().Groups())
+	}
+	startNode(t, srv.Connect(t, bus.Config{}), nil)
+	gc := newClient(t, gconn)
+	if err := publishResilient(gconn, groupLoads(refs, after), 2, time.Now().Add(60*time.Second), &acked); err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range refs {
+		waitCountOnly(t, gc, r, before+after, 60*time.Second)
+	}
+	outs := outboxes(t, gconn, "counter")
+	for _, r := range refs {
+		if got := len(outs[gconn.Names().Outbox(r)]); got != before+after {
+			t.Fatalf("%s: %d outputs, want %d", r, got, before+after)
+		}
+	}
+	checkGroupPlacement(t, gconn, refs)
+}

@@ -237,7 +237,7 @@ func (c *Conn) checkGroups(ctx context.Context) error {
 		return nil
 	}
 	if g == 1 {
-		return fmt.Errorf("%w: the deployment has one mailbox stream (%s) and this connection is configured for %d stream groups: changing the layout is a migration: stop every node, then run ea-node once with --migrate-groups and --stream-groups %d (from Go, bus.Conn.MigrateGroups), see docs/layout.md", ErrInvalidConfig, c.names.MailboxStream(), c.names.Groups(), c.names.Groups())
+		return fmt.Errorf("%w: the deployment has one mailbox stream (%s) and this connection is configured for %d stream groups: changing the layout is a migration: stop every node, then run ea-node once with --migrate and --stream-groups %d (EA_MIGRATE=true EA_STREAM_GROUPS=%d; from Go, bus.Conn.MigrateGroups), see docs/layout.md", ErrInvalidConfig, c.names.MailboxStream(), c.names.Groups(), c.names.Groups(), c.names.Groups())
 	}
 	return fmt.Errorf("%w: the deployment has %d stream groups and this connection is configured for %d: the count is fixed at provisioning (set stream groups to %d; only the move from one stream to groups is a supported migration, see docs/layout.md)", ErrInvalidConfig, g, c.names.Groups(), g)
 }

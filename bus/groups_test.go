@@ -205,7 +205,7 @@ func TestGroupsRefuseChange(t *testing.T) {
 	}
 	_ = one.Close()
 	_, err = connectEmbedded(t, store, bus.Config{Partitions: 8, Groups: 2})
-	if !errors.Is(err, bus.ErrInvalidConfig) || !strings.Contains(err.Error(), "migration") || !strings.Contains(err.Error(), "--migrate-groups") {
+	if !errors.Is(err, bus.ErrInvalidConfig) || !strings.Contains(err.Error(), "migration") || !strings.Contains(err.Error(), "--migrate and --stream-groups 2") {
 		t.Fatalf("one stream to 2 groups: %v, want an error saying it is a migration", err)
 	}
 	store = t.TempDir()

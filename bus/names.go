@@ -326,6 +326,10 @@ func (n Names) DeadLetters() string { return n.prefix + ".dead.>" }
 // ('_' is not a valid id on its own; see [records.ValidateID]).
 func (n Names) StrayDead(kind string) string { return n.prefix + ".dead." + kind + "._" }
 
+// RetiredMailboxes is the subject filter the one mailbox stream (EA_MBOX) is
+// moved to by [Conn.MigrateGroups]: <prefix>.retired.mbox.>.
+func (n Names) RetiredMailboxes() string { return n.prefix + ".retired.mbox.>" }
+
 // LegacySubjects is the subject filter the previous layout's stream is moved
 // to while it is migrated: <prefix>.legacy.>.
 func (n Names) LegacySubjects() string { return n.prefix + ".legacy.>" }
