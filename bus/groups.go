@@ -287,10 +287,10 @@ func (c *Conn) StateBuckets(ctx context.Context) ([]jetstream.KeyValue, error) {
 	return out, nil
 }
 
-// unsupportedWithGroups is the error of a one-stream accessor asked for on a
-// deployment with stream groups.
-func (c *Conn) unsupportedWithGroups(what string) error {
-	return fmt.Errorf("%w: %s reads one %s and this deployment has %d stream groups (see docs/layout.md for what supports them)", ErrGroupsUnsupported, what, what, c.names.Groups())
+// unsupportedWithGroups is the error of a one-stream accessor (method, which
+// returns the one thing what) asked for on a deployment with stream groups.
+func (c *Conn) unsupportedWithGroups(method, what string) error {
+	return fmt.Errorf("%w: Conn.%s: this deployment has %d stream groups, so no one %s holds them all (Conn.%sOf opens one group's; docs/layout.md says what supports groups)", ErrGroupsUnsupported, method, c.names.Groups(), what, method)
 }
 
 // mappingProbeTimeout bounds the wait for the probe of the account mapping.
@@ -437,4 +437,40 @@ func (c *Conn) stepDown(ctx context.Context, stream, server string) error {
 		return fmt.Errorf("spread leaders: step down the leader of %s for %s: %s (%d)", stream, server, resp.Error.Description, resp.Error.Code)
 	}
 	return nil
+}
+
+// OneStream returns nil when the deployment keeps every mailbox in one
+// stream and every state document in one bucket, and an error wrapping
+// [ErrGroupsUnsupported] that names what when it has stream groups: by this
+// connection's configuration, or, for a connection that was not told (a
+// client that does not provision), by what is provisioned. Parts of the
+// runtime that read the mailbox stream or the state bucket by name call it
+// before they start.
+func (c *Conn) OneStream(ctx context.Context, what string) error {
+	g := c.names.Groups()
+	if g == 1 && c.unsetGroups {
+		ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		if pg, _, found, err := c.provisionedLayout(ctx); err == nil && found {
+			g = pg
+		}
+	}
+	if g > 1 {
+		return fmt.Errorf("%w: %s reads one mailbox stream and one state bucket, and this deployment has %d stream groups (see docs/layout.md)", ErrGroupsUnsupported, what, g)
+	}
+	return nil
+}
+
+// explainNotFound adds to the error of a one-stream accessor whose stream or
+// bucket was not found that the deployment has stream groups, if it has.
+func (c *Conn) explainNotFound(ctx context.Context, err error) error {
+	if c.names.Groups() > 1 {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if g, _, found, lerr := c.provisionedLayout(ctx); lerr == nil && found && g > 1 {
+		return fmt.Errorf("%w: the deployment has %d stream groups and this connection was not told: set bus.Config.Groups to %d (or 0 and call Provision), see docs/layout.md", err, g, g)
+	}
+	return err
 }

@@ -136,13 +136,26 @@ func (c *Conn) MigrateGroups(ctx context.Context) error {
 	case state == "done":
 		return nil
 	case state == "copying":
-		if g, _ := strconv.Atoi(sc.Metadata[metaGroups]); g != n.Groups() {
-			return fmt.Errorf("migrate to stream groups: %w: a migration to %s stream groups was interrupted; finish it with that count", ErrInvalidConfig, sc.Metadata[metaGroups])
+		g, p, _ := groupsOfStream(sc)
+		if c.unsetPartitions && p > 0 {
+			c.cfg.Partitions = p
+			c.setLayout()
+			n = c.names
+		}
+		if g != n.Groups() || p != n.Partitions() {
+			return fmt.Errorf("migrate to stream groups: %w: a migration to %s stream groups over %s partitions was interrupted; finish it with those counts", ErrInvalidConfig, sc.Metadata[metaGroups], sc.Metadata[metaPartitions])
 		}
 	default:
 		p, ok := n.PartitionsOfTransform(transformDest(sc))
 		if !ok {
 			return c.matchPartitions(sc)
+		}
+		if c.unsetPartitions {
+			c.cfg.Partitions = p
+			c.setLayout()
+			if n = c.names; n.Groups() != c.cfg.Groups {
+				return fmt.Errorf("migrate to stream groups: %w: %d stream groups: more than the %d partitions of stream %s", ErrInvalidConfig, c.cfg.Groups, p, sc.Name)
+			}
 		}
 		if p != n.Partitions() {
 			return fmt.Errorf("migrate to stream groups: %w: stream %s has %d partitions and this connection is configured for %d: the partition count stays (set partitions to %d)", ErrInvalidConfig, sc.Name, p, n.Partitions(), p)
@@ -198,6 +211,7 @@ func (c *Conn) retireMailbox(ctx context.Context, s jetstream.Stream) error {
 	}
 	sc.Metadata[metaMigration] = "copying"
 	sc.Metadata[metaGroups] = strconv.Itoa(c.names.Groups())
+	sc.Metadata[metaPartitions] = strconv.Itoa(c.names.Partitions())
 	if _, err := c.JetStream().UpdateStream(ctx, sc); err != nil {
 		return fmt.Errorf("migrate to stream groups: retire stream %s: %w", sc.Name, err)
 	}

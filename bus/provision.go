@@ -234,14 +234,14 @@ func retry(ctx context.Context, op func() error) error {
 // [Conn.MailboxStreamOf].
 func (c *Conn) MailboxStream(ctx context.Context) (jetstream.Stream, error) {
 	if c.names.Groups() > 1 {
-		return nil, c.unsupportedWithGroups("mailbox stream")
+		return nil, c.unsupportedWithGroups("MailboxStream", "mailbox stream")
 	}
 	s, err := c.JetStream().Stream(ctx, c.names.MailboxStream())
 	if err != nil {
 		if lerr := c.checkLegacy(ctx); lerr != nil {
 			return nil, lerr
 		}
-		return nil, fmt.Errorf("stream %s: %w (was it provisioned?)", c.names.MailboxStream(), err)
+		return nil, c.explainNotFound(ctx, fmt.Errorf("stream %s: %w (was it provisioned?)", c.names.MailboxStream(), err))
 	}
 	if err := c.matchPartitions(s.CachedInfo().Config); err != nil {
 		return nil, err
@@ -311,11 +311,11 @@ func (c *Conn) checkLegacy(ctx context.Context) error {
 // wrapping [ErrGroupsUnsupported]; use [Conn.StateBucketOf].
 func (c *Conn) StateBucket(ctx context.Context) (jetstream.KeyValue, error) {
 	if c.names.Groups() > 1 {
-		return nil, c.unsupportedWithGroups("state bucket")
+		return nil, c.unsupportedWithGroups("StateBucket", "state bucket")
 	}
 	kv, err := c.JetStream().KeyValue(ctx, c.names.StateBucket())
 	if err != nil {
-		return nil, fmt.Errorf("bucket %s: %w (was it provisioned?)", c.names.StateBucket(), err)
+		return nil, c.explainNotFound(ctx, fmt.Errorf("bucket %s: %w (was it provisioned?)", c.names.StateBucket(), err))
 	}
 	return kv, nil
 }

@@ -184,6 +184,7 @@ func (c Command) serve(ctx context.Context, program string, cfg config, log *slo
 		SyncAlways: cfg.SyncAlways,
 		Prefix:     cfg.Prefix,
 		Partitions: cfg.Partitions,
+		Groups:     cfg.StreamGroups,
 		Name:       program,
 		Replicas:   cfg.Replicas,
 		Retention:  cfg.Retention,
@@ -214,6 +215,9 @@ func (c Command) serve(ctx context.Context, program string, cfg config, log *slo
 		if err := conn.Migrate(ctx); err != nil {
 			return err
 		}
+		if err := conn.MigrateGroups(ctx); err != nil {
+			return err
+		}
 	}
 	state.Set("provisioning streams and buckets")
 	if err := conn.Provision(ctx); err != nil {
@@ -226,6 +230,9 @@ func (c Command) serve(ctx context.Context, program string, cfg config, log *slo
 
 	// The record store: index the log and answer <prefix>.store.* (see docs/store.md).
 	if cfg.RecordStore {
+		if err := conn.OneStream(ctx, "the record store"); err != nil {
+			return fmt.Errorf("%w: run with --record-store=false (EA_RECORD_STORE=false)", err)
+		}
 		storeSrv, err := store.NewServer(ctx, conn, store.ServerOptions{Logger: log})
 		if err != nil {
 			return err
