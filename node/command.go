@@ -335,7 +335,7 @@ func DefaultBanner(in Info) string {
 		fmt.Fprintf(&b, "  nats req %s '{\"id\":\"%s\"}'\n", n.Control("create", ref.Kind), ref.ID)
 		fmt.Fprintf(&b, "  nats sub '%s'    # in another terminal: what %s emits\n", n.Outbox(ref), ref.ID)
 		fmt.Fprintf(&b, "  nats pub %s '{}' -H EA-Type:message -H Content-Type:application/json\n", n.Mailbox(ref))
-		fmt.Fprintf(&b, "  nats kv get %s %s    # its state document (the value is msgpack)\n", n.StateBucket(), n.StateKey(ref))
+		fmt.Fprintf(&b, "  nats kv get %s %s    # its state document (the value is msgpack)\n", n.StateBucketFor(ref), n.StateKey(ref))
 	}
 	b.WriteString("\n")
 	return b.String()
