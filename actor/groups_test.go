@@ -2,6 +2,7 @@ package actor_test
 
 import (
 	"errors"
+	"fmt"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -86,6 +87,30 @@ func TestGroupsOneServer(t *testing.T) {
 		}
 	}
 	checkGroupPlacement(t, conn, refs)
+
+	// A publish that bypasses the mapping naming another partition than
+	// its effector's is stored in the group of the partition it names and
+	// dead-lettered by that partition's reader, never applied.
+	forged := refs[0]
+	wrong := (conn.Names().Partition(forged) + 1) % conn.Names().Partitions()
+	rec, err := records.New("inc", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ack, err := conn.JetStream().PublishMsg(ctxT(t), rec.Msg(fmt.Sprintf("ea.mbox.%d.%s.%s", wrong, forged.Kind, forged.ID)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ack.Stream != conn.Names().PartitionStream(wrong) {
+		t.Fatalf("forged record stored in %s, want %s", ack.Stream, conn.Names().PartitionStream(wrong))
+	}
+	dl := waitDead(t, c, forged, 0, 1, "bad_subject")
+	if dl[0].Seq != ack.Sequence || dl[0].Stream != ack.Stream {
+		t.Fatalf("dead letter of seq %d of %s, want %d of %s", dl[0].Seq, dl[0].Stream, ack.Sequence, ack.Stream)
+	}
+	if got := count(t, c, forged); got != per {
+		t.Fatalf("count of %s is %d after a forged record, want %d", forged, got, per)
+	}
 	var stored uint64
 	for g := range 4 {
 		s, err := conn.MailboxStreamOf(ctxT(t), g)
@@ -98,8 +123,8 @@ func TestGroupsOneServer(t *testing.T) {
 		}
 		stored += info.State.Msgs
 	}
-	if stored != counters*per {
-		t.Fatalf("the group streams hold %d records, want %d", stored, counters*per)
+	if stored != counters*per+1 {
+		t.Fatalf("the group streams hold %d records, want %d", stored, counters*per+1)
 	}
 }
 
