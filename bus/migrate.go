@@ -396,7 +396,6 @@ func (c *Conn) copyRecord(ctx context.Context, js jetstream.JetStream, msg jetst
 	}
 	h.Set(HeaderMigratedFrom, n.MailboxStream()+":"+strconv.FormatUint(seq, 10))
 	g := groups[n.Group(p)]
-	h.Set(jetstream.ExpectedStreamHeader, g.CachedInfo().Config.Name)
 	out := &nats.Msg{Subject: msg.Subject(), Header: h, Data: msg.Data()}
 	ack, err := js.PublishMsg(ctx, out)
 	if err == nil && ack.Duplicate {
@@ -404,10 +403,13 @@ func (c *Conn) copyRecord(ctx context.Context, js jetstream.JetStream, msg jetst
 		// The id was used again after the duplicate window by its
 		// publisher; the group stream's window has them side by side.
 		c.log.Warn("migrate to stream groups: a record id repeats; the copy gets another", "id", msg.Headers().Get(records.HeaderID), "new_id", h.Get(records.HeaderID), "seq", seq)
-		_, err = js.PublishMsg(ctx, out)
+		ack, err = js.PublishMsg(ctx, out)
 	}
 	if err != nil {
 		return false, fmt.Errorf("migrate to stream groups: copy record %d of %s to %s: %w", seq, n.MailboxStream(), g.CachedInfo().Config.Name, err)
+	}
+	if ack.Stream != g.CachedInfo().Config.Name {
+		return false, fmt.Errorf("migrate to stream groups: record %d of %s was stored in %s, not its group's %s: another stream listens on %s", seq, n.MailboxStream(), ack.Stream, g.CachedInfo().Config.Name, msg.Subject())
 	}
 	return true, nil
 }
