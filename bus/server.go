@@ -390,6 +390,22 @@ func (s *Server) mapForClient(nc *nats.Conn, source, destination string) error {
 	return nil
 }
 
+// Traffic is a server's message counters since it started, as its /varz
+// monitoring endpoint reports them: messages and bytes received (from
+// clients, routes and itself) and sent.
+type Traffic struct {
+	InMsgs, OutMsgs, InBytes, OutBytes int64
+}
+
+// Traffic returns the server's message counters (see [Traffic]).
+func (s *Server) Traffic() Traffic {
+	v, err := s.srv.Varz(nil)
+	if err != nil {
+		return Traffic{}
+	}
+	return Traffic{InMsgs: v.InMsgs, OutMsgs: v.OutMsgs, InBytes: v.InBytes, OutBytes: v.OutBytes}
+}
+
 // StoreDir is the JetStream store directory in use.
 func (s *Server) StoreDir() string { return s.srv.StoreDir() }
 
