@@ -1,3 +1,5 @@
+//go:build unix
+
 package actor_test
 
 import (
@@ -5,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -28,6 +31,16 @@ func BenchmarkClusterGroups(b *testing.B) {
 			}
 		})
 	}
+}
+
+// cpuTime is the CPU time (user and system) the process used so far: the
+// three servers, the nodes and the publishers together.
+func cpuTime(b *testing.B) time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		b.Fatal(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 func clusterGroupsLoad(b *testing.B, groups int) {
@@ -81,6 +94,7 @@ func clusterGroupsLoad(b *testing.B, groups int) {
 	}
 	base := processed()
 	seq0, tr0 := lastSeqs(), traffic()
+	cpu0 := cpuTime(b)
 	start := time.Now()
 	b.StartTimer()
 	var acked atomic.Int64
@@ -95,6 +109,7 @@ func clusterGroupsLoad(b *testing.B, groups int) {
 		time.Sleep(20 * time.Millisecond)
 	}
 	elapsed := time.Since(start)
+	cpu := cpuTime(b) - cpu0
 	b.StopTimer()
 	seq1, tr1 := lastSeqs(), traffic()
 	for _, r := range refs[:10] {
@@ -109,6 +124,7 @@ func clusterGroupsLoad(b *testing.B, groups int) {
 	}
 	secs := elapsed.Seconds()
 	b.ReportMetric(total/secs, "rec/s")
+	b.ReportMetric(float64(cpu.Microseconds())/total, "cpu_us/rec")
 	for _, s := range cl.Servers {
 		in, out := tr1[s.Name].InMsgs-tr0[s.Name].InMsgs, tr1[s.Name].OutMsgs-tr0[s.Name].OutMsgs
 		suffix := strings.TrimPrefix(s.Name, "ea-test-")

@@ -240,6 +240,14 @@ func TestClusterGroupLeaderDies(t *testing.T) {
 	checkGroupPlacement(t, conn, refs)
 }
 
+// upgradeEnv is where an upgrade test runs: a NATS server or cluster.
+type upgradeEnv struct {
+	url      string                                     // every server's client URL
+	replicas int                                        // of streams and buckets
+	connect  func(t *testing.T, c bus.Config) *bus.Conn // connected and provisioned
+	mapping  func(t *testing.T, n bus.Names)            // adds the mailbox mapping everywhere
+}
+
 // TestGroupsUpgradeFromOneStream: a deployment provisioned with one mailbox
 // stream moves to 4 stream groups with records left unapplied by a node
 // stopped mid-load; after bus.Conn.MigrateGroups and a node on the groups,
@@ -247,15 +255,46 @@ func TestClusterGroupLeaderDies(t *testing.T) {
 // and every output is on its outbox once.
 func TestGroupsUpgradeFromOneStream(t *testing.T) {
 	t.Parallel()
+	srv := bustest.NewServer(t)
+	upgradeFromOneStream(t, upgradeEnv{
+		url: srv.URL, replicas: 1,
+		connect: func(t *testing.T, c bus.Config) *bus.Conn { return srv.Connect(t, c) },
+		mapping: func(t *testing.T, n bus.Names) { srv.MapMailboxes(t, n) },
+	}, 4)
+}
+
+// TestClusterGroupsUpgrade is TestGroupsUpgradeFromOneStream on a 3-server
+// cluster, every stream and bucket in 3 replicas, to 3 groups led by three
+// servers. Not parallel, like TestClusterStreamLeaderDies.
+func TestClusterGroupsUpgrade(t *testing.T) {
+	cl := bustest.NewCluster(t, 3)
+	upgradeFromOneStream(t, upgradeEnv{
+		url: cl.URL(), replicas: 3,
+		connect: func(t *testing.T, c bus.Config) *bus.Conn { return cl.Connect(t, c) },
+		mapping: func(t *testing.T, n bus.Names) { cl.MapMailboxes(t, n) },
+	}, clusterGroups)
+	names, _ := bus.NewNames("ea")
+	names, _ = names.WithPartitions(8)
+	names, _ = names.WithGroups(clusterGroups)
+	leaders := groupLeaders(t, cl, names)
+	seen := map[string]bool{}
+	for _, s := range names.MailboxStreams() {
+		if seen[leaders[s]] {
+			t.Fatalf("two migrated groups led by %s: %v", leaders[s], leaders)
+		}
+		seen[leaders[s]] = true
+	}
+}
+
+func upgradeFromOneStream(t *testing.T, env upgradeEnv, groups int) {
 	const (
 		counters = 20
 		before   = 30 // per counter, published to the one stream
 		after    = 10 // per counter, published to the groups
 	)
-	srv := bustest.NewServer(t)
-	one := bus.Config{Partitions: 8}
-	conn := srv.Connect(t, one)
-	node := startNode(t, srv.Connect(t, one), nil)
+	one := bus.Config{Partitions: 8, Replicas: env.replicas}
+	conn := env.connect(t, one)
+	node := startNode(t, env.connect(t, one), nil)
 	c := newClient(t, conn)
 	refs := createCounters(t, c, counters)
 	var acked atomic.Int64
@@ -282,8 +321,8 @@ func TestGroupsUpgradeFromOneStream(t *testing.T) {
 	// The upgrade: the mapping on the server, then the migration.
 	names, _ := bus.NewNames("ea")
 	names, _ = names.WithPartitions(8)
-	srv.MapMailboxes(t, names)
-	grouped := bus.Config{Partitions: 8, Groups: 4, URL: srv.URL}
+	env.mapping(t, names)
+	grouped := bus.Config{Partitions: 8, Groups: groups, Replicas: env.replicas, URL: env.url}
 	mc, err := bus.Connect(ctxT(t), grouped)
 	if err != nil {
 		t.Fatal(err)
@@ -302,7 +341,7 @@ func TestGroupsUpgradeFromOneStream(t *testing.T) {
 		t.Fatal(err)
 	}
 	var copied uint64
-	for g := range 4 {
+	for g := range groups {
 		s, err := mc.MailboxStreamOf(ctxT(t), g)
 		if err != nil {
 			t.Fatal(err)
@@ -313,11 +352,11 @@ func TestGroupsUpgradeFromOneStream(t *testing.T) {
 		t.Fatalf("%d records copied to the groups, want the %d not applied", copied, want)
 	}
 
-	gconn := srv.Connect(t, bus.Config{}) // adopts the groups
-	if gconn.Names().Groups() != 4 {
-		t.Fatalf("a connection that does not say adopts %d groups, want 4", gconn.Names().Groups())
+	gconn := env.connect(t, bus.Config{}) // adopts the groups
+	if gconn.Names().Groups() != groups {
+		t.Fatalf("a connection that does not say adopts %d groups, want %d", gconn.Names().Groups(), groups)
 	}
-	startNode(t, srv.Connect(t, bus.Config{}), nil)
+	startNode(t, env.connect(t, bus.Config{}), nil)
 	gc := newClient(t, gconn)
 	if err := publishResilient(gconn, groupLoads(refs, after), 2, time.Now().Add(60*time.Second), &acked); err != nil {
 		t.Fatal(err)
