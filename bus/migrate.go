@@ -290,6 +290,10 @@ func (c *Conn) copyStates(ctx context.Context, from jetstream.KeyValue) (int, er
 	return copied, nil
 }
 
+// readRetry bounds how long copyUnapplied tries to read the retired stream
+// again without reading a record.
+const readRetry = 30 * time.Second
+
 // applied is what a state document says of the records applied: every
 // sequence up to seq, and those in ahead.
 type applied struct {
@@ -326,17 +330,37 @@ func (c *Conn) copyUnapplied(ctx context.Context, old jetstream.Stream, groups [
 	if last == 0 || from > last {
 		return 0, nil
 	}
-	cons, err := old.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{DeliverPolicy: jetstream.DeliverByStartSequencePolicy, OptStartSeq: from})
-	if err != nil {
-		return 0, fmt.Errorf("migrate to stream groups: read %s: %w", old.CachedInfo().Config.Name, err)
-	}
 	docs := map[records.Ref]applied{}
 	copied := 0
+	var cons jetstream.Consumer
+	var failed time.Time // when reading last failed with no record read since
 	for {
-		msg, err := cons.Next(jetstream.FetchMaxWait(5 * time.Second))
-		if err != nil {
-			return copied, fmt.Errorf("migrate to stream groups: read %s at sequence %d or after: %w", old.CachedInfo().Config.Name, from, err)
+		var msg jetstream.Msg
+		var err error
+		if cons == nil {
+			cons, err = old.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{DeliverPolicy: jetstream.DeliverByStartSequencePolicy, OptStartSeq: from})
 		}
+		if err == nil {
+			msg, err = cons.Next(jetstream.FetchMaxWait(5 * time.Second))
+		}
+		if err != nil {
+			// A cluster may be moving a leader: read again from where it
+			// stopped, for up to readRetry without progress.
+			if failed.IsZero() {
+				failed = time.Now()
+			}
+			if ctx.Err() != nil || time.Since(failed) > readRetry {
+				return copied, fmt.Errorf("migrate to stream groups: read %s at sequence %d or after: %w", old.CachedInfo().Config.Name, from, errors.Join(err, ctx.Err()))
+			}
+			c.log.Debug("migrate to stream groups: reading again", "stream", old.CachedInfo().Config.Name, "from", from, "err", err)
+			cons = nil
+			select {
+			case <-ctx.Done():
+			case <-time.After(200 * time.Millisecond):
+			}
+			continue
+		}
+		failed = time.Time{}
 		meta, err := msg.Metadata()
 		if err != nil {
 			return copied, fmt.Errorf("migrate to stream groups: %w", err)
