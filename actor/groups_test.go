@@ -132,6 +132,36 @@ func TestGroupsOneServer(t *testing.T) {
 // mailbox stream and one state bucket per server of the 3-server cluster.
 const clusterGroups = 3
 
+// checkLeadersSpread fails t unless the leaders of the groups' streams and
+// of the outbox stream share the writes evenly: each record is a write to
+// its group's mailbox stream, to the outbox stream and to its group's state
+// bucket, so a group's streams weigh its share of the partitions and the
+// outbox stream 1; no server may lead more than a third of the total plus
+// one group's weight (what placing one stream at a time can leave), where
+// three servers leading at random can reach twice that.
+func checkLeadersSpread(t *testing.T, cl *bustest.Cluster, names bus.Names) {
+	t.Helper()
+	leaders := groupLeaders(t, cl, names)
+	leaders[names.OutboxStream()] = cl.StreamLeader(t, names.OutboxStream()).Name
+	load := map[string]float64{leaders[names.OutboxStream()]: 1}
+	var most float64
+	for g := range names.Groups() {
+		w := float64(len(names.GroupPartitions(g))) / float64(names.Partitions())
+		load[leaders[names.MailboxStreamOf(g)]] += w
+		load[leaders["KV_"+names.StateBucketOf(g)]] += w
+		most = max(most, w)
+	}
+	t.Logf("leaders %v; share of the writes each server leads %v", leaders, load)
+	for server, l := range load {
+		if l > 1+most+1e-9 {
+			t.Fatalf("%s leads %.3f of the 3 writes of a record, more than 1 + %.3f: the leaders did not spread (%v)", server, l, most, leaders)
+		}
+	}
+	if len(load) != 3 {
+		t.Fatalf("%d servers lead the streams, want all 3 (%v)", len(load), leaders)
+	}
+}
+
 // groupLeaders returns, for each stream of names (mailbox streams and state
 // buckets' streams), the server leading it.
 func groupLeaders(t *testing.T, cl *bustest.Cluster, names bus.Names) map[string]string {
@@ -147,8 +177,8 @@ func groupLeaders(t *testing.T, cl *bustest.Cluster, names bus.Names) map[string
 }
 
 // TestClusterGroupLeaderDies runs two nodes against a 3-server NATS cluster
-// with 3 stream groups, every stream and bucket in 3 replicas. The groups'
-// mailbox streams and state buckets are led by different servers. While a
+// with 3 stream groups, every stream and bucket in 3 replicas. The leaders of
+// the groups' streams and of the outbox stream share the writes evenly. While a
 // plain publisher drives 30 counters, the server leading group 0's mailbox
 // stream stops; the other groups go on, group 0 gets a new leader, and at the
 // end every count is exact and every output is on its outbox once.
@@ -170,17 +200,7 @@ func TestClusterGroupLeaderDies(t *testing.T) {
 	if names.Groups() != clusterGroups {
 		t.Fatalf("groups %d", names.Groups())
 	}
-	leaders := groupLeaders(t, cl, names)
-	t.Logf("leaders: %v", leaders)
-	for _, streams := range [][]string{names.MailboxStreams(), {"KV_" + names.StateBucketOf(0), "KV_" + names.StateBucketOf(1), "KV_" + names.StateBucketOf(2)}} {
-		seen := map[string]string{}
-		for _, s := range streams {
-			if other, dup := seen[leaders[s]]; dup {
-				t.Fatalf("%s and %s are both led by %s: the groups' leaders did not spread (%v)", other, s, leaders[s], leaders)
-			}
-			seen[leaders[s]] = s
-		}
-	}
+	checkLeadersSpread(t, cl, names)
 	c := newClient(t, conn)
 	var nodes []*runningNode
 	for range 2 {
@@ -276,14 +296,7 @@ func TestClusterGroupsUpgrade(t *testing.T) {
 	names, _ := bus.NewNames("ea")
 	names, _ = names.WithPartitions(8)
 	names, _ = names.WithGroups(clusterGroups)
-	leaders := groupLeaders(t, cl, names)
-	seen := map[string]bool{}
-	for _, s := range names.MailboxStreams() {
-		if seen[leaders[s]] {
-			t.Fatalf("two migrated groups led by %s: %v", leaders[s], leaders)
-		}
-		seen[leaders[s]] = true
-	}
+	checkLeadersSpread(t, cl, names)
 }
 
 func upgradeFromOneStream(t *testing.T, env upgradeEnv, groups int) {

@@ -344,13 +344,16 @@ func (c *Conn) probeMapping(ctx context.Context) error {
 // leaderWait bounds the wait for moved leaders in [Conn.SpreadLeaders].
 const leaderWait = 10 * time.Second
 
-// SpreadLeaders moves the leaders of the stream groups' mailbox streams, and
-// separately of their state buckets, so that no server leads more of either
-// than it must: JetStream elects each stream's leader among its replicas on
-// its own, and two groups led by one server would take that server's writes
-// twice. For each stream in group order it picks, among the stream's
-// current replicas, the server that leads the fewest streams of the family
-// so far (the current leader on a tie), and asks the stream's leader to step
+// SpreadLeaders moves the leaders of the stream groups' mailbox streams and
+// state buckets so that the servers lead equal shares of the deployment's
+// writes: JetStream elects each stream's leader among its replicas on its
+// own, and two groups led by one server would take that server's writes
+// twice. Every record is about one write to each of three families (its
+// mailbox, its output, its state document), so a group's stream weighs its
+// share of the partitions and the outbox stream (not grouped) weighs a whole
+// family; the outbox stream's leader stays where it is. Walking the groups'
+// streams in order, it gives each the replica that leads the least weight so
+// far (the current leader on a tie) and asks the stream's leader to step
 // down in favour of it (a preferred placement, nats-server 2.11+). It
 // returns the leader of each stream afterwards. A stream that is not
 // replicated, or a server that is not current, is left as it is.
@@ -358,37 +361,50 @@ const leaderWait = 10 * time.Second
 // call it again after a server that died comes back.
 func (c *Conn) SpreadLeaders(ctx context.Context) (map[string]string, error) {
 	n := c.names
-	var states []string
-	for _, b := range n.StateBuckets() {
-		states = append(states, "KV_"+b)
+	type item struct {
+		name   string
+		weight float64
+	}
+	var items []item
+	for g, s := range n.MailboxStreams() {
+		items = append(items, item{s, float64(len(n.GroupPartitions(g))) / float64(n.Partitions())})
+	}
+	for g, b := range n.StateBuckets() {
+		items = append(items, item{"KV_" + b, float64(len(n.GroupPartitions(g))) / float64(n.Partitions())})
 	}
 	leaders := map[string]string{}
 	moved := map[string]string{}
-	for _, family := range [][]string{n.MailboxStreams(), states} {
-		count := map[string]int{}
-		for _, name := range family {
-			s, err := c.JetStream().Stream(ctx, name)
-			if err != nil {
-				return nil, fmt.Errorf("spread leaders: stream %s: %w", name, err)
-			}
-			cl := s.CachedInfo().Cluster
-			if cl == nil || cl.Leader == "" || len(cl.Replicas) == 0 {
+	load := map[string]float64{}
+	if out, err := c.JetStream().Stream(ctx, n.OutboxStream()); err == nil && out.CachedInfo().Cluster != nil {
+		leaders[n.OutboxStream()] = out.CachedInfo().Cluster.Leader
+		load[out.CachedInfo().Cluster.Leader] += 1
+	}
+	for _, it := range items {
+		s, err := c.JetStream().Stream(ctx, it.name)
+		if err != nil {
+			return nil, fmt.Errorf("spread leaders: stream %s: %w", it.name, err)
+		}
+		cl := s.CachedInfo().Cluster
+		if cl == nil || cl.Leader == "" || len(cl.Replicas) == 0 {
+			continue
+		}
+		const eps = 1e-9
+		best := cl.Leader
+		for _, r := range cl.Replicas {
+			if !r.Current || r.Offline {
 				continue
 			}
-			best := cl.Leader
-			for _, r := range cl.Replicas {
-				if r.Current && !r.Offline && (count[r.Name] < count[best] || count[r.Name] == count[best] && best != cl.Leader && r.Name < best) {
-					best = r.Name
-				}
+			if load[r.Name] < load[best]-eps || (load[r.Name] < load[best]+eps && best != cl.Leader && r.Name < best) {
+				best = r.Name
 			}
-			count[best]++
-			leaders[name] = cl.Leader
-			if best != cl.Leader {
-				if err := c.stepDown(ctx, name, best); err != nil {
-					return nil, err
-				}
-				moved[name] = best
+		}
+		load[best] += it.weight
+		leaders[it.name] = cl.Leader
+		if best != cl.Leader {
+			if err := c.stepDown(ctx, it.name, best); err != nil {
+				return nil, err
 			}
+			moved[it.name] = best
 		}
 	}
 	deadline := time.Now().Add(leaderWait)
