@@ -52,6 +52,6 @@ func (n *Node) streamFor(ref records.Ref) jetstream.Stream {
 	return n.streams[n.names.GroupOf(ref)]
 }
 
-// streamOfConsumer is the mailbox stream of a consumer of partition num of
-// kind (the partition's own consumer or an effector's own consumer).
-func (n *Node) streamOfConsumer(num int) string { return n.names.PartitionStream(num) }
+// streamNameOf is the name of the mailbox stream that holds partition num
+// (and its consumers: the partition's and its effectors' own).
+func (n *Node) streamNameOf(num int) string { return n.names.PartitionStream(num) }

@@ -341,7 +341,7 @@ func (p *partition) recoverOverflows(ctx context.Context, infos []*jetstream.Con
 				return err
 			}
 		}
-		res, err := n.conn.JetStream().ResetConsumer(ctx, n.streamOfConsumer(p.num), info.Name)
+		res, err := n.conn.JetStream().ResetConsumer(ctx, n.streamNameOf(p.num), info.Name)
 		if err != nil {
 			return fmt.Errorf("reset own consumer %s: %w", info.Name, err)
 		}

@@ -83,7 +83,7 @@ func (n *Node) preparePartition(ctx context.Context, k *kindSpec, num int, lease
 	if err := n.unpin(ctx, num, cfg.Durable); err != nil {
 		return nil, nil, err
 	}
-	res, err := n.conn.JetStream().ResetConsumer(ctx, n.streamOfConsumer(num), cfg.Durable)
+	res, err := n.conn.JetStream().ResetConsumer(ctx, n.streamNameOf(num), cfg.Durable)
 	if err != nil {
 		return nil, nil, fmt.Errorf("reset consumer %s to its ack floor: %w", cfg.Durable, err)
 	}
@@ -295,7 +295,7 @@ func (p *partition) stray(d delivery, ref records.Ref, reason string, why error)
 		subject = n.names.Dead(ref)
 	}
 	err := n.deadLetter(ctx, subject, stored{
-		stream: n.streamOfConsumer(p.num), subject: d.msg.Subject(), seq: d.seq,
+		stream: n.streamNameOf(p.num), subject: d.msg.Subject(), seq: d.seq,
 		header: d.msg.Headers(), data: d.msg.Data(),
 	}, reason, why)
 	if err != nil {
