@@ -111,6 +111,21 @@ func TestGroupsOneServer(t *testing.T) {
 	if got := count(t, c, forged); got != per {
 		t.Fatalf("count of %s is %d after a forged record, want %d", forged, got, per)
 	}
+	// Replay reads each effector's records from its group's stream.
+	replayed := map[int]bool{}
+	for _, r := range refs[:8] {
+		rep, err := c.Replay(ctxT(t), r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !rep.Equal || rep.Applied != per {
+			t.Fatalf("replay of %s (group %d): %+v, want equal with %d applied", r, conn.Names().GroupOf(r), rep, per)
+		}
+		replayed[conn.Names().GroupOf(r)] = true
+	}
+	if len(replayed) < 2 {
+		t.Fatalf("replayed effectors of groups %v only", replayed)
+	}
 	var stored uint64
 	for g := range 4 {
 		s, err := conn.MailboxStreamOf(ctxT(t), g)
