@@ -52,8 +52,13 @@ run: build
 		echo "make run: ea-node exited with status $$n, ea-supervisor with $$s" >&2; exit 1; \
 	fi
 
+# test builds the binaries that process tests run (ea-node, ea-supervisor,
+# ea) once, with the race detector, into $(BIN)/race, and points
+# internal/proctest at them (PROCTEST_BINARIES): otherwise every package
+# whose tests start them links its own.
 test:
-	$(GO) test -race -count=1 -timeout 25m ./...
+	$(GO) build -race -o $(BIN)/race/ ./cmd/node ./cmd/supervisor ./cmd/ea
+	PROCTEST_BINARIES=$(abspath $(BIN)/race) $(GO) test -race -count=1 -timeout 25m ./...
 
 bench:
 	bash bench/compare.sh $(ROUNDS) | tee bench.out

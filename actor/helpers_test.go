@@ -394,11 +394,20 @@ func outputs(t testing.TB, conn *bus.Conn, subject string) []string {
 	return ids
 }
 
-// server starts an embedded JetStream server and a provisioned connection.
+// server starts an embedded JetStream server and a provisioned connection,
+// with bustest.Partitions (8) partitions a kind: the tests about spread at
+// the default count (TestSpreadOverNodes) or about throughput across many
+// partitions (TestHundredCountersInParallel) ask for 64 with serverWith.
 func server(t testing.TB) (*bustest.Server, *bus.Conn) {
 	t.Helper()
+	return serverWith(t, bus.Config{})
+}
+
+// serverWith is server with the connection's configuration.
+func serverWith(t testing.TB, cfg bus.Config) (*bustest.Server, *bus.Conn) {
+	t.Helper()
 	srv := bustest.NewServer(t)
-	return srv, srv.Connect(t)
+	return srv, srv.Connect(t, cfg)
 }
 
 // metricSum sums the counters or gauges named name in reg whose labels

@@ -194,7 +194,7 @@ type Conn struct {
 	disconnects atomic.Uint64
 
 	// The configuration left these at 0: Provision takes them from the
-	// provisioned streams (see adopt).
+	// provisioned streams (see Adopt).
 	unsetReplicas, unsetPartitions, unsetGroups bool
 }
 
@@ -238,8 +238,8 @@ func Connect(ctx context.Context, cfg Config) (*Conn, error) {
 		return nil, fmt.Errorf("jetstream: %w", err)
 	}
 	c.nc, c.js = nc, js
-	// Until Provision reads what is provisioned (a client that only sends
-	// may not read streams), the defaults.
+	// Until Provision or Adopt reads what is provisioned (a client that
+	// only sends may not read streams), the defaults.
 	c.unsetReplicas, c.unsetPartitions, c.unsetGroups = cfg.Replicas == 0, cfg.Partitions == 0, cfg.Groups == 0
 	c.cfg.Replicas = cmp.Or(c.cfg.Replicas, 1)
 	c.cfg.Partitions = cmp.Or(c.cfg.Partitions, DefaultPartitions)
@@ -248,11 +248,18 @@ func Connect(ctx context.Context, cfg Config) (*Conn, error) {
 	return c, nil
 }
 
-// adopt sets the replica, partition and stream group counts the
-// configuration left at 0 to the provisioned deployment's, keeping the
-// defaults (1, [DefaultPartitions] and 1) when there is none or it cannot be
-// read; then the names' counts. Provision calls it first.
-func (c *Conn) adopt(ctx context.Context) {
+// Adopt sets the replica, partition and stream group counts the
+// configuration left at 0 to the provisioned deployment's (its mailbox
+// stream, or the stream groups' streams), keeping the defaults (1,
+// [DefaultPartitions] and 1) when there is none or it cannot be read; then
+// the names' counts. [Conn.Provision] calls it first; a client that does
+// not provision but reads stored mailbox subjects or state documents (a
+// CLI, a log reader: [Names.StoredMailbox], [Names.RefOf],
+// [Names.StateBucketFor]) calls it once after Connect, or its names assume
+// 64 partitions and one stream group whatever the deployment has. It needs
+// permission to read the mailbox streams' info; without it the defaults
+// stay.
+func (c *Conn) Adopt(ctx context.Context) {
 	if c.unsetReplicas || c.unsetPartitions || c.unsetGroups {
 		ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		defer cancel()

@@ -417,3 +417,29 @@ func TestStoredAt(t *testing.T) {
 		t.Errorf("StoredAt past the end: %v, want ErrNoMessage", err)
 	}
 }
+
+// TestAdoptReadsTheDeployment: a client that does not provision has the
+// default partition count until Adopt reads the deployment's, and then
+// names stored mailbox subjects as the nodes store them.
+func TestAdoptReadsTheDeployment(t *testing.T) {
+	srv := bustest.NewServer(t)
+	provisioned := srv.Connect(t, bus.Config{Partitions: 12})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	client, err := bus.Connect(ctx, bus.Config{URL: srv.URL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer client.Close()
+	if got := client.Names().Partitions(); got != bus.DefaultPartitions {
+		t.Fatalf("before Adopt: %d partitions, want the default %d", got, bus.DefaultPartitions)
+	}
+	client.Adopt(ctx)
+	r := records.Ref{Kind: "counter", ID: "c7"}
+	if got, want := client.Names().StoredMailbox(r), provisioned.Names().StoredMailbox(r); got != want || client.Config().Partitions != 12 {
+		t.Fatalf("after Adopt: %d partitions, stored mailbox %s; want 12 and %s", client.Config().Partitions, got, want)
+	}
+	if got, ok := client.Names().RefOf(provisioned.Names().StoredMailbox(r)); !ok || got != r {
+		t.Fatalf("after Adopt: RefOf(%s) = %v %v", provisioned.Names().StoredMailbox(r), got, ok)
+	}
+}

@@ -23,7 +23,22 @@ func (c *Conn) Provision(ctx context.Context) error {
 	if err := checkServerVersion(c.NATS().ConnectedServerVersion()); err != nil {
 		return err
 	}
-	c.adopt(ctx)
+	err := c.provision(ctx)
+	if errors.Is(err, errProvisionedMeanwhile) {
+		// Another process created the mailbox stream with its partition
+		// count after Adopt found none: adopt that one.
+		err = c.provision(ctx)
+	}
+	return err
+}
+
+// errProvisionedMeanwhile: the mailbox stream appeared between Adopt and its
+// creation, with another partition count than the default this connection
+// took; Provision adopts it and starts again.
+var errProvisionedMeanwhile = errors.New("the mailbox stream was provisioned meanwhile")
+
+func (c *Conn) provision(ctx context.Context) error {
+	c.Adopt(ctx)
 	n, cfg := c.names, c.cfg
 	if err := c.checkLegacy(ctx); err != nil {
 		return err
@@ -61,10 +76,10 @@ func (c *Conn) Provision(ctx context.Context) error {
 		if c.streamInPlace(ctx, sc) {
 			continue
 		}
-		if err := retry(ctx, func() error {
-			_, err := c.JetStream().CreateOrUpdateStream(ctx, sc)
-			return err
-		}); err != nil {
+		if err := retry(ctx, func() error { return c.putStream(ctx, sc) }); err != nil {
+			if errors.Is(err, errProvisionedMeanwhile) {
+				return err
+			}
 			return fmt.Errorf("provision stream %s: %w", sc.Name, c.explain(err))
 		}
 	}
@@ -208,13 +223,42 @@ func (c *Conn) checkStreamPrefix(ctx context.Context, stream string) error {
 
 // retry runs op until it succeeds, ctx ends or it failed 8 times: concurrent
 // provisioning loses create races that succeed as updates on the next try.
+// putStream creates stream sc or updates it to sc. The mailbox stream is
+// created only where there is none: one that another process created since
+// checkPartitions looked is checked again, so that a deployment's
+// partition count never changes under an update (two first nodes, one
+// with --partitions and one without, starting at once).
+func (c *Conn) putStream(ctx context.Context, sc jetstream.StreamConfig) error {
+	if sc.Name != c.names.MailboxStream() {
+		_, err := c.JetStream().CreateOrUpdateStream(ctx, sc)
+		return err
+	}
+	_, err := c.JetStream().CreateStream(ctx, sc)
+	if !errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
+		return err
+	}
+	s, err := c.JetStream().Stream(ctx, sc.Name)
+	if err != nil {
+		return err
+	}
+	if err := c.matchPartitions(s.CachedInfo().Config); err != nil {
+		if c.unsetPartitions {
+			return errProvisionedMeanwhile
+		}
+		return err
+	}
+	_, err = c.JetStream().UpdateStream(ctx, sc)
+	return err
+}
+
 func retry(ctx context.Context, op func() error) error {
 	var err error
 	for attempt := range 8 {
 		if err = op(); err == nil {
 			return nil
 		}
-		if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) ||
+			errors.Is(err, errProvisionedMeanwhile) || errors.Is(err, ErrInvalidConfig) {
 			return err
 		}
 		select {

@@ -73,22 +73,29 @@ func fill(b *testing.B, e *env, n int) {
 		b.Fatal("publishing did not complete")
 	}
 	published := time.Since(start)
+	waitIndexed(ctx, b, e.client, 50*time.Millisecond)
+	b.Logf("log of %d records: published in %s, indexed %s later (%.0f records/s indexed)",
+		n, published.Round(time.Millisecond), (time.Since(start) - published).Round(time.Millisecond), float64(n)/time.Since(start).Seconds())
+}
+
+// waitIndexed polls client's IndexLag every poll until the indexer has
+// caught up, for up to 10 minutes.
+func waitIndexed(ctx context.Context, b *testing.B, client *store.Client, poll time.Duration) {
+	b.Helper()
 	deadline := time.Now().Add(10 * time.Minute)
 	for {
-		lag, err := e.client.IndexLag(ctx)
+		lag, err := client.IndexLag(ctx)
 		if err != nil {
 			b.Fatal(err)
 		}
 		if lag == 0 {
-			break
+			return
 		}
 		if time.Now().After(deadline) {
 			b.Fatalf("indexer still %d behind", lag)
 		}
-		time.Sleep(50 * time.Millisecond)
+		time.Sleep(poll)
 	}
-	b.Logf("log of %d records: published in %s, indexed %s later (%.0f records/s indexed)",
-		n, published.Round(time.Millisecond), (time.Since(start) - published).Round(time.Millisecond), float64(n)/time.Since(start).Seconds())
 }
 
 // latencies runs op b.N times and reports p50 and p99 in microseconds.

@@ -22,6 +22,8 @@ type Client struct {
 	conn   *bus.Conn
 	n      names
 	direct direct
+	// batched: the server takes fast batches on the id index stream.
+	batched bool
 }
 
 // NewClient returns a client on conn, which must be provisioned. It creates
@@ -31,10 +33,11 @@ func NewClient(ctx context.Context, conn *bus.Conn) (*Client, error) {
 		return nil, invalidf("NewClient: conn is nil")
 	}
 	n := names{conn.Names()}
-	if err := ensureIndex(ctx, conn, n); err != nil {
+	batched, err := ensureIndex(ctx, conn, n)
+	if err != nil {
 		return nil, err
 	}
-	return &Client{conn: conn, n: n, direct: direct{nc: conn.NATS()}}, nil
+	return &Client{conn: conn, n: n, direct: direct{nc: conn.NATS()}, batched: batched}, nil
 }
 
 func unavailable(what string, err error) error {
@@ -121,24 +124,38 @@ func (c *Client) plan(q Query) []source {
 // missing.
 func (c *Client) Query(ctx context.Context, q Query) (Page, error) {
 	sources := c.plan(q)
-	pos, err := q.validate(len(sources))
+	pos, format, err := q.validateV(len(sources))
 	if err != nil {
 		return Page{}, err
 	}
 	sources = c.plan(q) // q.Limit may have been defaulted; the plan does not use it
+	newest := q.Order == NewestFirst
 	if pos == nil {
 		pos = make([]uint64, len(sources))
 	}
-	newest := q.Order == NewestFirst
+	indexed := false
+	for i, s := range sources {
+		if s.index {
+			indexed = true
+			if format == 1 {
+				pos[i] = upgradePos(pos[i], newest)
+			}
+		}
+	}
 	results := make([]scanResult, len(sources))
 	for i, s := range sources {
 		if newest && pos[i] == 1 { // exhausted earlier
 			results[i] = scanResult{edge: 1, done: true}
 			continue
 		}
-		if newest {
+		switch {
+		case s.index && newest:
+			results[i], err = c.backwardIndex(ctx, i, s, pos[i], q.Limit, maxScan)
+		case s.index:
+			results[i], err = c.forwardIndex(ctx, i, s, pos[i], q.Limit, maxScan)
+		case newest:
 			results[i], err = c.backward(ctx, i, s, pos[i], q.Limit, maxScan, q.Since)
-		} else {
+		default:
 			results[i], err = c.forward(ctx, i, s, pos[i], q.Limit, maxScan, q.Since, q.Until)
 		}
 		if err != nil {
@@ -183,7 +200,11 @@ func (c *Client) Query(ctx context.Context, q Query) (Page, error) {
 	}
 	page := Page{Records: recs, More: more}
 	if !newest || !allDone {
-		page.Cursor = encodeCursor(q.fingerprint(), next)
+		format := 1
+		if indexed {
+			format = 2
+		}
+		page.Cursor = encodeCursorV(format, q.fingerprint(), next)
 	}
 	return page, nil
 }
@@ -307,9 +328,11 @@ func (c *Client) Get(ctx context.Context, id string) (Record, error) {
 			return Record{}, c.wrap(stream, err)
 		}
 		for _, m := range got {
-			var e entry
-			if decodeEntry(m.data, &e) && e.ID == id {
-				refs = append(refs, getRef{stream: e.Stream, seq: e.Seq})
+			es, _ := decodeEntries(m.data)
+			for _, e := range es {
+				if e.ID == id {
+					refs = append(refs, getRef{stream: e.Stream, seq: e.Seq})
+				}
 			}
 			from = m.seq + 1
 		}
@@ -343,11 +366,18 @@ func boolInt(b bool) int {
 // examines.
 const countBudget = 100_000
 
+// indexCountBudget bounds how many entries a [Client.Count] of one indexed
+// selector (process, owner or type) reads.
+const indexCountBudget = 10_000_000
+
 // Count returns how many records q selects (its Order, Limit and Cursor are
-// ignored). A query with only a selector (Process, Effector with Box, Type,
-// or nothing) is counted from JetStream's per-subject state without reading
-// records; a query that also filters examines at most 100,000 entries and
-// fails with [ErrInvalid] beyond.
+// ignored). A query with only the Effector selector (with Box), or nothing,
+// is counted from JetStream's per-subject state without reading records;
+// one with only Process, Owner or Type reads the index entries of that
+// value (not the records: ~70 bytes each), at most 10,000,000; a query
+// that also filters examines at most 100,000 entries. Past a bound it
+// fails with [ErrInvalid]. A record indexed twice (redelivered to the
+// indexer) is counted twice.
 func (c *Client) Count(ctx context.Context, q Query) (uint64, error) {
 	q.Cursor, q.Order, q.Limit = "", OldestFirst, 0
 	if _, err := q.validate(0); err != nil {
@@ -363,7 +393,13 @@ func (c *Client) Count(ctx context.Context, q Query) (uint64, error) {
 	if selectors <= 1 && q.Since.IsZero() && q.Until.IsZero() && (q.Box == BoxBoth || !q.Effector.IsZero()) {
 		var total uint64
 		for _, s := range sources {
-			n, err := c.direct.count(ctx, s.stream, s.filter)
+			var n uint64
+			var err error
+			if s.index {
+				n, err = c.countIndex(ctx, s)
+			} else {
+				n, err = c.direct.count(ctx, s.stream, s.filter)
+			}
 			if err != nil {
 				return 0, c.wrap(s.stream, err)
 			}
@@ -373,7 +409,13 @@ func (c *Client) Count(ctx context.Context, q Query) (uint64, error) {
 	}
 	var total uint64
 	for i, s := range sources {
-		r, err := c.forward(ctx, i, s, 0, math.MaxInt, countBudget, q.Since, q.Until)
+		var r scanResult
+		var err error
+		if s.index {
+			r, err = c.forwardIndex(ctx, i, s, 0, math.MaxInt, countBudget)
+		} else {
+			r, err = c.forward(ctx, i, s, 0, math.MaxInt, countBudget, q.Since, q.Until)
+		}
 		if err != nil {
 			return 0, c.wrap(s.stream, err)
 		}
@@ -385,8 +427,26 @@ func (c *Client) Count(ctx context.Context, q Query) (uint64, error) {
 	return total, nil
 }
 
-func decodeEntry(b []byte, e *entry) bool {
-	return jsonUnmarshal(b, e) == nil
+// countIndex counts the entries of an index source, reading at most
+// indexCountBudget.
+func (c *Client) countIndex(ctx context.Context, s source) (uint64, error) {
+	var total uint64
+	for from := uint64(1); ; {
+		got, pending, err := c.direct.batchMax(ctx, s.stream, s.filter, from, nil, 1000, indexBatchBytes)
+		if err != nil {
+			return 0, err
+		}
+		for _, m := range got {
+			total += uint64(countEntries(m.data))
+			from = m.seq + 1
+		}
+		if len(got) == 0 || pending == 0 {
+			return total, nil
+		}
+		if total > indexCountBudget {
+			return 0, invalidf("count reads at most %d index entries: narrow the query (add an effector, a time or another selector)", indexCountBudget)
+		}
+	}
 }
 
 // IndexLag returns how many records the indexer has not indexed yet

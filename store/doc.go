@@ -12,8 +12,10 @@
 // Publishers keep writing plain subjects; nothing about a record changes.
 // A [Server] runs an indexer: one durable consumer ([IndexerName]) on each
 // of the mailbox and outbox streams, reading headers only, shared by every
-// server (JetStream hands each record to one of them). For every record it
-// writes small index entries to the index streams:
+// server (JetStream hands each record to one of them), with a window of
+// records open so that it indexes what has arrived, up to 500 records at a
+// time. For every record it writes an index entry under each value it is
+// indexed by:
 //
 //	<PREFIX>_IDX_PROC_<shard>  <prefix>.idx.proc.<shard>.<process>  every record with that EA-Process
 //	<PREFIX>_IDX_TYPE          <prefix>.idx.type.<type>             every record with that EA-Type
@@ -29,10 +31,15 @@
 //
 // (a process or type that is not a plain subject token is written as '~'
 // and its base64url form). An entry names the record's stream and sequence
-// and repeats its subject, id, type, process and stored time, so filters
-// apply to entries and only returned records are read. Entries carry a
-// message id derived from the record's stream and sequence, so a record
-// redelivered to the indexer is indexed once.
+// and repeats its subject, id, type, process, owner and stored time, so
+// filters apply to entries and only returned records are read. The entries
+// of one batch that share a subject are one index message, in a compact
+// binary form (at most 64 KiB and 4,096 entries a message); the id index's
+// messages of a batch are written as one JetStream fast batch where the
+// server allows it (nats-server 2.14 and later). A record redelivered to
+// the indexer is indexed twice: queries return it once per page, counts of
+// an index count it twice. An index written by an older server (one JSON
+// entry per message) is read as it is, and its cursors continue.
 //
 // Effector queries need no index: a mailbox is one stored subject
 // (<prefix>.mbox.<partition>.<kind>.<id>, see [bus.Names.StoredMailbox])
@@ -60,8 +67,8 @@
 // wrote them (with one server indexing, each stream's records in stream
 // order; with several, their batches may interleave).
 //
-// Index queries (process, type, id) see a record once the indexer has
-// indexed it, milliseconds after it is stored while a server runs;
+// Index queries (process, owner, type, id) see a record once the indexer
+// has indexed it, milliseconds after it is stored while a server runs;
 // [Client.IndexLag] says how far behind it is.
 //
 // # Effectors, kinds, watches

@@ -2,14 +2,15 @@ package store
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/effectors/effectors/bus"
@@ -21,8 +22,8 @@ import (
 // each record to one of them.
 const IndexerName = "ea_store_index"
 
-// entry is one index entry, the body of a message on an index subject. It
-// points at a record (stream and sequence) and repeats what queries filter
+// entry is one index entry (an index message holds one or several, see
+// entry.go). It points at a record (stream and sequence) and repeats what queries filter
 // on, so a query reads records only for the entries it returns.
 type entry struct {
 	Stream  string `json:"st"`
@@ -49,14 +50,17 @@ func recordID(h map[string][]string, seq uint64) string {
 // both log streams have a size limit, their sum as each index stream's
 // (entries are smaller than most records, so they outlive them; a query
 // skips an entry whose record is gone).
-func ensureIndex(ctx context.Context, conn *bus.Conn, n names) error {
+//
+// The id index stream allows fast batch publishing (nats-server 2.14 and
+// later); batched reports whether the server took that setting.
+func ensureIndex(ctx context.Context, conn *bus.Conn, n names) (batched bool, err error) {
 	mbox, err := conn.MailboxStream(ctx)
 	if err != nil {
-		return fmt.Errorf("%w: %w", ErrUnavailable, err)
+		return false, fmt.Errorf("%w: %w", ErrUnavailable, err)
 	}
 	out, err := conn.OutboxStream(ctx)
 	if err != nil {
-		return fmt.Errorf("%w: %w", ErrUnavailable, err)
+		return false, fmt.Errorf("%w: %w", ErrUnavailable, err)
 	}
 	mc, oc := mbox.CachedInfo().Config, out.CachedInfo().Config
 	maxBytes := int64(-1)
@@ -75,7 +79,7 @@ func ensureIndex(ctx context.Context, conn *bus.Conn, n names) error {
 		indexes = append(indexes, index{n.ownerStream(shard), n.ownerFilter(shard), fmt.Sprintf("owner (shard %d of %d)", shard, ownerShards)})
 	}
 	for _, ix := range indexes {
-		_, err = conn.JetStream().CreateOrUpdateStream(ctx, jetstream.StreamConfig{
+		st, err := conn.JetStream().CreateOrUpdateStream(ctx, jetstream.StreamConfig{
 			Name:        ix.stream,
 			Description: "record store index by " + ix.what + ": entries pointing at mailbox and outbox records",
 			Subjects:    []string{ix.filter},
@@ -86,12 +90,18 @@ func ensureIndex(ctx context.Context, conn *bus.Conn, n names) error {
 			MaxAge:      longest(mc.MaxAge, oc.MaxAge),
 			MaxBytes:    maxBytes,
 			AllowDirect: true,
+			// The id index takes a message per record: the indexer
+			// writes a batch's as one fast batch (one acknowledgement).
+			AllowBatchPublish: ix.stream == n.IndexStream(indexID),
 		})
 		if err != nil {
-			return fmt.Errorf("provision stream %s: %w", ix.stream, err)
+			return false, fmt.Errorf("provision stream %s: %w", ix.stream, err)
+		}
+		if ix.stream == n.IndexStream(indexID) {
+			batched = st.CachedInfo().Config.AllowBatchPublish
 		}
 	}
-	return nil
+	return batched, nil
 }
 
 // longest is the longer of two age limits, 0 (none) being the longest.
@@ -103,16 +113,26 @@ func longest(a, b time.Duration) time.Duration {
 }
 
 // indexer follows the mailbox and outbox streams (headers only) with the
-// durable consumer [IndexerName] and writes index entries: one on the
-// record's process subject (when it has a process), one on its type
-// subject, one on its id bucket. Each entry has the message id
-// <stream>.<seq>.<p|t|i>, so a record redelivered after a crash is
-// indexed once (within the index stream's duplicate window).
+// durable consumer [IndexerName] and writes index entries for every
+// record: on its id subject, its type subject and, when it has them, its
+// process and owner subjects. The entries of one batch of records that go
+// to the same subject are written as one index message (see entry.go), and
+// the batch's messages are published asynchronously with one wait for
+// them all; then the records are acknowledged. A record redelivered (a
+// server stopped between writing its entries and acknowledging it) is
+// indexed twice: queries return it once per page.
 type indexer struct {
 	js  jetstream.JetStream
 	n   names
 	log *slog.Logger
+	// batched: the id index stream takes fast batches (see fastBatch).
+	batched bool
 }
+
+// indexBatch is how many records the indexer takes at most in one batch:
+// as many as have arrived, so that at low rates a record is indexed as soon
+// as it is stored and at high rates its entries share messages.
+const indexBatch = 500
 
 func (ix *indexer) run(ctx context.Context) error {
 	var wg sync.WaitGroup
@@ -131,7 +151,25 @@ func (ix *indexer) run(ctx context.Context) error {
 	return errors.Join(all...)
 }
 
+// follow indexes stream until ctx ends, consuming it again after a failure
+// (a second apart).
 func (ix *indexer) follow(ctx context.Context, stream string) error {
+	for ctx.Err() == nil {
+		if err := ix.consume(ctx, stream); err != nil && ctx.Err() == nil {
+			ix.log.Warn("record store indexer", "stream", stream, "err", err)
+			select {
+			case <-ctx.Done():
+			case <-time.After(time.Second):
+			}
+		}
+	}
+	return nil
+}
+
+// consume keeps a pull window of records open on stream (JetStream sends
+// them as they are stored) and indexes them in batches of what has
+// arrived, until ctx ends or the consumer fails for good.
+func (ix *indexer) consume(ctx context.Context, stream string) error {
 	cons, err := ix.js.CreateOrUpdateConsumer(ctx, stream, jetstream.ConsumerConfig{
 		Durable:       IndexerName,
 		Description:   "record store indexer",
@@ -144,45 +182,134 @@ func (ix *indexer) follow(ctx context.Context, stream string) error {
 	if err != nil {
 		return fmt.Errorf("indexer consumer on %s: %w", stream, err)
 	}
-	for ctx.Err() == nil {
-		if err := ix.step(ctx, cons); err != nil && ctx.Err() == nil {
-			ix.log.Warn("record store indexer", "stream", stream, "err", err)
+	cctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	msgs := make(chan jetstream.Msg, 2*indexBatch)
+	var fatal error
+	var once sync.Once
+	cc, err := cons.Consume(func(m jetstream.Msg) {
+		select {
+		case msgs <- m:
+		case <-cctx.Done():
+		}
+	}, jetstream.PullMaxMessages(indexBatch),
+		// A pull that ends unseen (its heartbeats stop) is replaced within
+		// 2 s instead of the default 30.
+		jetstream.PullExpiry(5*time.Second), jetstream.PullHeartbeat(time.Second),
+		jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
+			if errors.Is(err, jetstream.ErrConsumerDeleted) || errors.Is(err, jetstream.ErrConsumerNotFound) {
+				once.Do(func() { fatal = err; cancel() })
+			}
+		}))
+	if err != nil {
+		return fmt.Errorf("indexer consumer on %s: %w", stream, err)
+	}
+	defer cc.Stop()
+	var fast *fastBatch
+	if ix.batched {
+		if fast, err = newFastBatch(ix.js.Conn()); err != nil {
+			return fmt.Errorf("indexer on %s: %w", stream, err)
+		}
+		defer fast.close()
+	}
+	batch := make([]jetstream.Msg, 0, indexBatch)
+	for {
+		batch = batch[:0]
+		select {
+		case <-cctx.Done():
+			if ctx.Err() == nil {
+				return fmt.Errorf("indexer consumer on %s: %w", stream, fatal)
+			}
+			return nil
+		case m := <-msgs:
+			batch = append(batch, m)
+		}
+	more:
+		for len(batch) < indexBatch {
 			select {
-			case <-ctx.Done():
-			case <-time.After(time.Second):
+			case m := <-msgs:
+				batch = append(batch, m)
+			default:
+				break more
 			}
 		}
+		if err := ix.index(ctx, batch, fast); err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			// Let JetStream hand the batch out again, a second later.
+			for _, m := range batch {
+				_ = m.NakWithDelay(time.Second)
+			}
+			ix.log.Warn("record store indexer", "stream", stream, "err", err)
+		}
 	}
-	return nil
 }
 
-// step indexes one batch: publish every entry, wait for the acks, then ack
-// the records.
-func (ix *indexer) step(ctx context.Context, cons jetstream.Consumer) error {
-	fctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-	defer cancel()
-	batch, err := cons.Fetch(500, jetstream.FetchContext(fctx))
-	if err != nil {
-		return err
+// indexMsg is one index message being built: the entries of a batch for
+// one subject.
+type indexMsg struct {
+	subject string
+	body    []byte
+	n       int
+	id      bool // in the id index
+}
+
+// index writes the entries of a batch of records, waits for JetStream to
+// store them, then acknowledges the records. With fast set, the id index's
+// messages go as one fast batch.
+func (ix *indexer) index(ctx context.Context, batch []jetstream.Msg, fast *fastBatch) error {
+	open := make(map[string]*indexMsg)
+	var out []*indexMsg
+	// A message ends past maxEntryMsg, or half the server's largest
+	// payload when that is smaller (an entry is at most a few KiB).
+	maxBody := min(maxEntryMsg, int(ix.js.Conn().MaxPayload()/2))
+	idIndex := strings.TrimSuffix(ix.n.indexFilter(indexID), ">")
+	add := func(subject string, e entry) {
+		m := open[subject]
+		if m == nil || len(m.body) >= maxBody || m.n >= maxEntries {
+			m = &indexMsg{subject: subject, body: []byte{entryFormat2}, id: strings.HasPrefix(subject, idIndex)}
+			open[subject] = m
+			out = append(out, m)
+		}
+		m.body = appendEntry(m.body, e)
+		m.n++
 	}
-	var msgs []jetstream.Msg
-	var futures []jetstream.PubAckFuture
-	for msg := range batch.Messages() {
+	for _, msg := range batch {
 		meta, err := msg.Metadata()
-		if err != nil {
+		if err != nil { // not a JetStream message: nothing to index
+			ix.log.Warn("record store indexer: message without metadata", "subject", msg.Subject(), "err", err)
+			_ = msg.Term()
 			continue
 		}
-		msgs = append(msgs, msg)
-		for _, e := range ix.entries(meta, msg) {
-			f, err := ix.js.PublishMsgAsync(e, jetstream.WithStallWait(30*time.Second))
-			if err != nil {
-				return err
-			}
-			futures = append(futures, f)
+		e := ix.entry(meta, msg)
+		add(ix.n.idIndex(e.ID), e)
+		add(ix.n.typeIndex(e.Type), e)
+		if e.Process != "" {
+			_, subject := ix.n.processIndex(e.Process)
+			add(subject, e)
+		}
+		if e.Owner != "" {
+			_, subject := ix.n.ownerIndex(e.Owner)
+			add(subject, e)
 		}
 	}
-	if err := batch.Error(); err != nil && !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, jetstream.ErrNoMessages) {
-		return err
+	futures := make([]jetstream.PubAckFuture, 0, len(out))
+	var ids []*nats.Msg
+	for _, m := range out {
+		msg := &nats.Msg{Subject: m.subject, Data: m.body}
+		if fast != nil && m.id {
+			ids = append(ids, msg)
+			continue
+		}
+		f, err := ix.js.PublishMsgAsync(msg, jetstream.WithStallWait(30*time.Second))
+		if err != nil {
+			return fmt.Errorf("write index entry: %w", err)
+		}
+		futures = append(futures, f)
+	}
+	if err := fast.publish(ctx, ids); err != nil {
+		return fmt.Errorf("write id index entries: %w", err)
 	}
 	for _, f := range futures {
 		select {
@@ -193,13 +320,14 @@ func (ix *indexer) step(ctx context.Context, cons jetstream.Consumer) error {
 			return ctx.Err()
 		}
 	}
-	for _, m := range msgs {
+	for _, m := range batch {
 		_ = m.Ack()
 	}
 	return nil
 }
 
-func (ix *indexer) entries(meta *jetstream.MsgMetadata, msg jetstream.Msg) []*jetstreamMsg {
+// entry is the index entry of a record.
+func (ix *indexer) entry(meta *jetstream.MsgMetadata, msg jetstream.Msg) entry {
 	h := msg.Headers()
 	first := func(k string) string {
 		if vs := h[k]; len(vs) > 0 {
@@ -224,19 +352,5 @@ func (ix *indexer) entries(meta *jetstream.MsgMetadata, msg jetstream.Msg) []*je
 	if e.Type == "" {
 		e.Type = records.DefaultType
 	}
-	body, _ := json.Marshal(e)
-	base := e.Stream + "." + strconv.FormatUint(e.Seq, 10) + "."
-	out := []*jetstreamMsg{
-		newIndexMsg(ix.n.idIndex(e.ID), base+"i", body),
-		newIndexMsg(ix.n.typeIndex(e.Type), base+"t", body),
-	}
-	if e.Process != "" {
-		_, subject := ix.n.processIndex(e.Process)
-		out = append(out, newIndexMsg(subject, base+"p", body))
-	}
-	if e.Owner != "" {
-		_, subject := ix.n.ownerIndex(e.Owner)
-		out = append(out, newIndexMsg(subject, base+"o", body))
-	}
-	return out
+	return e
 }

@@ -122,3 +122,69 @@ func TestDuplicateEntryOnce(t *testing.T) {
 		}
 	}
 }
+
+// A backlog is indexed in batches, several entries to an index message:
+// pages of any size end inside messages and go on from there in both
+// orders, with no record twice or missed; counts count entries.
+func TestPagesInsideIndexMessages(t *testing.T) {
+	t.Parallel()
+	srv := bustest.NewServer(t)
+	conn := srv.Connect(t)
+	var rs []rec
+	for i := range 60 {
+		typ := "even"
+		if i%2 == 1 {
+			typ = "odd"
+		}
+		rs = append(rs, rec{subject: fmt.Sprintf("ea.out.w.%d", i%3), id: fmt.Sprintf("b%02d", i), typ: typ, process: "bulk"})
+	}
+	publish(t, conn, rs...) // before any indexer runs: one backlog
+	c := runServer(t, srv)
+	e := &env{conn: conn, client: c}
+	e.indexed(t)
+	ctx := context.Background()
+	msgs := uint64(0)
+	for shard := range 16 {
+		s, err := conn.JetStream().Stream(ctx, fmt.Sprintf("EA_IDX_PROC_%d", shard))
+		if err != nil {
+			t.Fatal(err)
+		}
+		msgs += s.CachedInfo().State.Msgs
+	}
+	if msgs == 0 || msgs >= 60 {
+		t.Fatalf("60 process entries in %d index messages: want several entries to a message", msgs)
+	}
+	want := ids(rs, func(rec) bool { return true })
+	rev := slices.Clone(want)
+	slices.Reverse(rev)
+	odd := ids(rs, func(r rec) bool { return r.typ == "odd" })
+	for _, limit := range []int{1, 7, 59, 60, 100} {
+		if got := all(t, c, store.Query{Process: "bulk", Limit: limit}); !slices.Equal(got, want) {
+			t.Errorf("oldest first, pages of %d: %v", limit, got)
+		}
+		if got := all(t, c, store.Query{Process: "bulk", Limit: limit, Order: store.NewestFirst}); !slices.Equal(got, rev) {
+			t.Errorf("newest first, pages of %d: %v", limit, got)
+		}
+		if got := all(t, c, store.Query{Process: "bulk", Type: "odd", Limit: limit}); !slices.Equal(got, odd) {
+			t.Errorf("process and type, pages of %d: %v", limit, got)
+		}
+	}
+	for q, n := range map[*store.Query]uint64{{Process: "bulk"}: 60, {Type: "odd"}: 30, {Process: "bulk", Type: "even"}: 30} {
+		if got, err := c.Count(ctx, *q); err != nil || got != n {
+			t.Errorf("count %+v: %d, %v; want %d", *q, got, err, n)
+		}
+	}
+	// A cursor at the end, oldest first, reads what is indexed later.
+	p, err := c.Query(ctx, store.Query{Process: "bulk", Limit: 1000})
+	if err != nil || len(p.Records) != 60 || p.More {
+		t.Fatalf("one page of all: %d records, more %v, %v", len(p.Records), p.More, err)
+	}
+	publish(t, conn, rec{subject: "ea.out.w.1", id: "later", typ: "odd", process: "bulk"})
+	eventually(t, func() error {
+		p, err := c.Query(ctx, store.Query{Process: "bulk", Limit: 1000, Cursor: p.Cursor})
+		if err != nil || len(p.Records) != 1 || p.Records[0].ID != "later" {
+			return fmt.Errorf("after the end: %d records, %v", len(p.Records), err)
+		}
+		return nil
+	})
+}

@@ -110,51 +110,58 @@ type Record struct {
 // validate checks q and fills in defaults. It returns the decoded cursor
 // positions (nil when none).
 func (q *Query) validate(sources int) ([]uint64, error) {
+	pos, _, err := q.validateV(sources)
+	return pos, err
+}
+
+// validateV is validate that also returns the cursor's format (see
+// [cursor]).
+func (q *Query) validateV(sources int) ([]uint64, int, error) {
 	if !q.Effector.IsZero() {
 		if err := q.Effector.Validate(); err != nil {
-			return nil, invalidf("effector %q: %v", q.Effector.String(), err)
+			return nil, 0, invalidf("effector %q: %v", q.Effector.String(), err)
 		}
 	}
 	switch q.Box {
 	case BoxBoth, BoxMailbox, BoxOutbox:
 	default:
-		return nil, invalidf("box %q: must be mailbox, outbox or empty (both)", q.Box)
+		return nil, 0, invalidf("box %q: must be mailbox, outbox or empty (both)", q.Box)
 	}
 	if q.Process != "" {
 		if err := (records.Record{Process: q.Process}).Validate(); err != nil {
-			return nil, invalidf("process: %v", err)
+			return nil, 0, invalidf("process: %v", err)
 		}
 	}
 	if q.Type != "" {
 		if err := (records.Record{Type: q.Type}).Validate(); err != nil {
-			return nil, invalidf("type: %v", err)
+			return nil, 0, invalidf("type: %v", err)
 		}
 	}
 	if q.Owner != "" {
 		if err := records.ValidateOwner(q.Owner); err != nil {
-			return nil, invalidf("owner: %v", err)
+			return nil, 0, invalidf("owner: %v", err)
 		}
 	}
 	if !q.Since.IsZero() && !q.Until.IsZero() && q.Until.Before(q.Since) {
-		return nil, invalidf("until %s is before since %s", q.Until.Format(time.RFC3339Nano), q.Since.Format(time.RFC3339Nano))
+		return nil, 0, invalidf("until %s is before since %s", q.Until.Format(time.RFC3339Nano), q.Since.Format(time.RFC3339Nano))
 	}
 	switch q.Order {
 	case OldestFirst, NewestFirst:
 	default:
-		return nil, invalidf("order %q: must be newest or empty (oldest first)", q.Order)
+		return nil, 0, invalidf("order %q: must be newest or empty (oldest first)", q.Order)
 	}
 	switch {
 	case q.Limit < 0:
-		return nil, invalidf("limit %d: must be 0 (default %d) to %d", q.Limit, DefaultLimit, MaxLimit)
+		return nil, 0, invalidf("limit %d: must be 0 (default %d) to %d", q.Limit, DefaultLimit, MaxLimit)
 	case q.Limit > MaxLimit:
-		return nil, invalid(ErrPageTooLarge, "limit %d: at most %d", q.Limit, MaxLimit)
+		return nil, 0, invalid(ErrPageTooLarge, "limit %d: at most %d", q.Limit, MaxLimit)
 	case q.Limit == 0:
 		q.Limit = DefaultLimit
 	}
 	if q.Cursor == "" {
-		return nil, nil
+		return nil, 0, nil
 	}
-	return decodeCursor(q.Cursor, q.fingerprint(), sources)
+	return decodeCursorV(q.Cursor, q.fingerprint(), sources)
 }
 
 // fingerprint identifies what a cursor continues: every field but Limit
@@ -179,37 +186,46 @@ func unixNano(t time.Time) int64 {
 	return t.UnixNano()
 }
 
-// cursor is the decoded form of a cursor: a version, the query's
+// cursor is the decoded form of a cursor: a format, the query's
 // fingerprint and one position per source (the last sequence consumed
-// oldest first, the exclusive upper bound newest first).
+// oldest first, the exclusive upper bound newest first). Format 2 is a
+// query's cursor whose positions in an index are entries of index
+// messages (see indexPos); in format 1 they were message sequences.
 type cursor struct {
 	V int      `json:"v"`
 	F uint32   `json:"f"`
 	P []uint64 `json:"p"`
 }
 
-func encodeCursor(fp uint32, pos []uint64) string {
-	b, _ := json.Marshal(cursor{V: 1, F: fp, P: pos})
+func encodeCursor(fp uint32, pos []uint64) string { return encodeCursorV(1, fp, pos) }
+
+func encodeCursorV(v int, fp uint32, pos []uint64) string {
+	b, _ := json.Marshal(cursor{V: v, F: fp, P: pos})
 	return base64.RawURLEncoding.EncodeToString(b)
 }
 
 func decodeCursor(s string, fp uint32, sources int) ([]uint64, error) {
+	pos, _, err := decodeCursorV(s, fp, sources)
+	return pos, err
+}
+
+func decodeCursorV(s string, fp uint32, sources int) ([]uint64, int, error) {
 	if len(s) > 512 {
-		return nil, invalid(ErrBadCursor, "%d characters: not a cursor of this store", len(s))
+		return nil, 0, invalid(ErrBadCursor, "%d characters: not a cursor of this store", len(s))
 	}
 	b, err := base64.RawURLEncoding.DecodeString(s)
 	if err != nil {
-		return nil, invalid(ErrBadCursor, "not a cursor of this store: %v", err)
+		return nil, 0, invalid(ErrBadCursor, "not a cursor of this store: %v", err)
 	}
 	var c cursor
-	if err := json.Unmarshal(b, &c); err != nil || c.V != 1 {
-		return nil, invalid(ErrBadCursor, "not a cursor of this store")
+	if err := json.Unmarshal(b, &c); err != nil || c.V != 1 && c.V != 2 {
+		return nil, 0, invalid(ErrBadCursor, "not a cursor of this store")
 	}
 	if c.F != fp {
-		return nil, invalid(ErrBadCursor, "the cursor belongs to another query (same filters and order required)")
+		return nil, 0, invalid(ErrBadCursor, "the cursor belongs to another query (same filters and order required)")
 	}
 	if len(c.P) != sources {
-		return nil, invalid(ErrBadCursor, "the cursor has %d positions, this query %d", len(c.P), sources)
+		return nil, 0, invalid(ErrBadCursor, "the cursor has %d positions, this query %d", len(c.P), sources)
 	}
-	return c.P, nil
+	return c.P, c.V, nil
 }

@@ -69,7 +69,7 @@ func NewServer(ctx context.Context, conn *bus.Conn, opts ServerOptions) (*Server
 	if err != nil {
 		return nil, fmt.Errorf("jetstream: %w", err)
 	}
-	return &Server{client: c, ix: &indexer{js: js, n: c.n, log: opts.Logger}, opts: opts}, nil
+	return &Server{client: c, ix: &indexer{js: js, n: c.n, log: opts.Logger, batched: c.batched}, opts: opts}, nil
 }
 
 // Client returns the server's client.

@@ -8,7 +8,7 @@ import (
 	"strings"
 
 	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
+	"go.opentelemetry.io/otel/exporters/otlp/otlptrace"
 	"go.opentelemetry.io/otel/sdk/resource"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 )
@@ -28,10 +28,16 @@ type Config struct {
 	// otherwise; empty: "effectors".
 	ServiceName string
 	// Getenv reads the OTEL_* variables that decide whether tracing is on
-	// (see Endpoint) and OTEL_SDK_DISABLED; nil: no variable is set. The
-	// SDK itself reads the rest (OTEL_TRACES_SAMPLER,
-	// OTEL_TRACES_SAMPLER_ARG, OTEL_BSP_*, OTEL_EXPORTER_OTLP_HEADERS,
-	// OTEL_EXPORTER_OTLP_TIMEOUT...) from the process environment.
+	// (see Endpoint), OTEL_SDK_DISABLED, and the exporter's settings:
+	// OTEL_EXPORTER_OTLP_HEADERS (key=value,... percent-encoded values),
+	// OTEL_EXPORTER_OTLP_TIMEOUT (milliseconds, default 10000),
+	// OTEL_EXPORTER_OTLP_COMPRESSION (gzip or none),
+	// OTEL_EXPORTER_OTLP_CERTIFICATE (a CA file) and
+	// OTEL_EXPORTER_OTLP_CLIENT_CERTIFICATE / _CLIENT_KEY, each also as
+	// OTEL_EXPORTER_OTLP_TRACES_*, which wins; nil: no variable is set.
+	// The SDK itself reads the rest (OTEL_TRACES_SAMPLER,
+	// OTEL_TRACES_SAMPLER_ARG, OTEL_BSP_*, OTEL_SERVICE_NAME,
+	// OTEL_RESOURCE_ATTRIBUTES) from the process environment.
 	Getenv func(string) string
 }
 
@@ -66,6 +72,9 @@ func (c Config) Validate() error {
 	if p := strings.TrimSpace(c.getenv()("OTEL_EXPORTER_OTLP_PROTOCOL")); p != "" && p != "http/protobuf" {
 		return fmt.Errorf("%w: OTEL_EXPORTER_OTLP_PROTOCOL %q: only http/protobuf is supported (OTLP over HTTP, port 4318)", ErrInvalid, p)
 	}
+	if _, _, _, _, err := exportSettings(c.getenv()); err != nil {
+		return err
+	}
 	return nil
 }
 
@@ -98,10 +107,8 @@ func Setup(ctx context.Context, c Config) (*Tracer, func(context.Context) error,
 	if !c.On() {
 		return nil, noop, nil
 	}
-	// The endpoint is passed explicitly, so that what Getenv says is what
-	// the exporter uses.
-	var opts []otlptracehttp.Option
 	getenv := c.getenv()
+	var endpoint string
 	switch full := strings.TrimSpace(getenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")); {
 	case c.Endpoint != "" || full == "":
 		base := c.Endpoint
@@ -112,14 +119,18 @@ func Setup(ctx context.Context, c Config) (*Tracer, func(context.Context) error,
 		if err != nil {
 			return nil, noop, err
 		}
-		opts = append(opts, otlptracehttp.WithEndpointURL(u))
+		endpoint = u
 	default:
 		if _, err := tracesURL(full); err != nil {
 			return nil, noop, fmt.Errorf("%w: OTEL_EXPORTER_OTLP_TRACES_ENDPOINT %q: want a URL such as http://localhost:4318/v1/traces", ErrInvalid, full)
 		}
-		opts = append(opts, otlptracehttp.WithEndpointURL(full))
+		endpoint = full
 	}
-	exp, err := otlptracehttp.New(ctx, opts...)
+	client, err := newExporter(endpoint, getenv)
+	if err != nil {
+		return nil, noop, err
+	}
+	exp, err := otlptrace.New(ctx, client)
 	if err != nil {
 		return nil, noop, fmt.Errorf("tracing: OTLP exporter: %w", err)
 	}

@@ -2,7 +2,13 @@ package tracing_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
+	"sync"
 	"testing"
 	"time"
 
@@ -251,6 +257,9 @@ func TestSetupExportsToOTLPReceiver(t *testing.T) {
 	}
 }
 
+// env is a Getenv reading m.
+func env(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
+
 // TestSetupRefusesBadSettings: a malformed endpoint or an unsupported
 // protocol is an error naming it.
 func TestSetupRefusesBadSettings(t *testing.T) {
@@ -263,13 +272,112 @@ func TestSetupRefusesBadSettings(t *testing.T) {
 			}
 			return ""
 		}},
+		{Endpoint: "http://x", Getenv: env(map[string]string{"OTEL_EXPORTER_OTLP_HEADERS": "no-equals-sign"})},
+		{Endpoint: "http://x", Getenv: env(map[string]string{"OTEL_EXPORTER_OTLP_TRACES_HEADERS": "k=%zz"})},
+		{Endpoint: "http://x", Getenv: env(map[string]string{"OTEL_EXPORTER_OTLP_TIMEOUT": "10s"})},
+		{Endpoint: "http://x", Getenv: env(map[string]string{"OTEL_EXPORTER_OTLP_COMPRESSION": "zstd"})},
+		{Endpoint: "http://x", Getenv: env(map[string]string{"OTEL_EXPORTER_OTLP_CERTIFICATE": "/no/such/ca.pem"})},
+		{Endpoint: "http://x", Getenv: env(map[string]string{"OTEL_EXPORTER_OTLP_CLIENT_CERTIFICATE": "/x.pem"})},
 	} {
+		if err := c.Validate(); !errors.Is(err, tracing.ErrInvalid) {
+			t.Errorf("Validate(%+v) = %v, want ErrInvalid", c, err)
+		}
 		if _, _, err := tracing.Setup(context.Background(), c); err == nil {
 			t.Errorf("Setup(%+v) accepted", c)
 		}
 	}
-	env := map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "http://x", "OTEL_SDK_DISABLED": "true"}
-	if (tracing.Config{Getenv: func(k string) string { return env[k] }}).On() {
+	if (tracing.Config{Getenv: env(map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "http://x", "OTEL_SDK_DISABLED": "true"})}).On() {
 		t.Error("OTEL_SDK_DISABLED=true did not turn tracing off")
+	}
+}
+
+// TestExportSettings: the OTEL_EXPORTER_OTLP_* settings reach the receiver:
+// headers (the traces-specific variable winning, values percent-decoded)
+// and gzip compression.
+func TestExportSettings(t *testing.T) {
+	recv := tracingtest.NewReceiver(t)
+	env := map[string]string{
+		"OTEL_EXPORTER_OTLP_HEADERS":        "x-api-key=general",
+		"OTEL_EXPORTER_OTLP_TRACES_HEADERS": "x-api-key=a%20secret, x-tenant=t1",
+		"OTEL_EXPORTER_OTLP_COMPRESSION":    "gzip",
+		"OTEL_EXPORTER_OTLP_TIMEOUT":        "5000",
+	}
+	tracer, shutdown, err := tracing.Setup(context.Background(), tracing.Config{Endpoint: recv.URL, Getenv: func(k string) string { return env[k] }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, span := tracer.Start(context.Background(), "one", trace.SpanKindProducer, records.Record{})
+	span.End()
+	if err := shutdown(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	hs := recv.Headers()
+	if len(hs) != 1 || len(recv.Spans()) != 1 {
+		t.Fatalf("received %d requests and %v, want one request with one span", len(hs), recv.Spans())
+	}
+	h := hs[0]
+	if h.Get("X-Api-Key") != "a secret" || h.Get("X-Tenant") != "t1" || h.Get("Content-Encoding") != "gzip" {
+		t.Errorf("request headers %v: want x-api-key %q, x-tenant t1, gzip", h, "a secret")
+	}
+}
+
+// TestExportRetriesUnavailable: a receiver answering 503 (with Retry-After)
+// and then 429 gets the same spans again until it takes them; one answering
+// 400 is not asked again (the SDK reports the error to OpenTelemetry's
+// error handler, not to shutdown).
+func TestExportRetriesUnavailable(t *testing.T) {
+	recv := tracingtest.NewReceiver(t)
+	target, err := url.Parse(recv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	forward := httputil.NewSingleHostReverseProxy(target)
+	var mu sync.Mutex
+	answers := []int{http.StatusServiceUnavailable, http.StatusTooManyRequests}
+	var asked int
+	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		asked++
+		var code int
+		if len(answers) > 0 {
+			code, answers = answers[0], answers[1:]
+		}
+		mu.Unlock()
+		if code != 0 {
+			w.Header().Set("Retry-After", "0")
+			http.Error(w, "busy", code)
+			return
+		}
+		forward.ServeHTTP(w, r)
+	}))
+	defer front.Close()
+
+	tracer, shutdown, err := tracing.Setup(context.Background(), tracing.Config{Endpoint: front.URL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, span := tracer.Start(context.Background(), "retried", trace.SpanKindProducer, records.Record{})
+	span.End()
+	if err := shutdown(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if spans := recv.Spans(); len(spans) != 1 || spans[0].Name != "retried" || asked != 3 {
+		t.Fatalf("after 503, 429: asked %d times, received %v; want 3 requests and the span once", asked, spans)
+	}
+
+	mu.Lock()
+	answers, asked = []int{http.StatusBadRequest}, 0
+	mu.Unlock()
+	tracer, shutdown, err = tracing.Setup(context.Background(), tracing.Config{Endpoint: front.URL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, span = tracer.Start(context.Background(), "refused", trace.SpanKindProducer, records.Record{})
+	span.End()
+	if err := shutdown(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if asked != 1 || len(recv.Spans()) != 1 {
+		t.Fatalf("after 400: asked %d times, received %v; want one request and nothing more received", asked, recv.Spans())
 	}
 }

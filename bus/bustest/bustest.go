@@ -4,6 +4,10 @@
 //	srv := bustest.NewServer(t)  // random port, storage in t.TempDir()
 //	conn := srv.Connect(t)       // *bus.Conn, streams and buckets provisioned
 //
+// A fresh server gets 8 partitions a kind ([Partitions]) rather than the
+// deployment's 64, so that a node in a test is ready in a fraction of the
+// time; a test about partitions asks for its count in bus.Config.
+//
 // [NewCluster] starts a NATS cluster of in-process servers the same way:
 //
 //	c := bustest.NewCluster(t, 3)  // routed on 127.0.0.1, a JetStream meta leader elected
@@ -15,10 +19,12 @@ package bustest
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
 	"github.com/effectors/effectors/bus"
+	"github.com/nats-io/nats.go/jetstream"
 )
 
 // Server is an embedded nats-server with JetStream on 127.0.0.1.
@@ -90,8 +96,21 @@ func (s *Server) Restart(t testing.TB) {
 	s.start(t)
 }
 
+// Partitions is the partition count a kind gets on a server where
+// [Server.Connect] provisions first and its configuration leaves
+// Partitions at 0: a node opens each partition of each kind it hosts
+// before it is ready (a lease write and three JetStream API calls each), so
+// with the deployment default of 64 ([bus.DefaultPartitions]) a node of two
+// kinds took 3–5 s to start under -race, and with 8 a fifth of a second.
+// What a kind's logic sees does not depend on the count. A test about the
+// count itself asks for it in the configuration.
+const Partitions = 8
+
 // Connect connects to the server with cfg (URL filled in, prefix "ea" unless
-// set), provisions streams and buckets, and closes the connection at cleanup.
+// set), provisions streams and buckets, and closes the connection at
+// cleanup. With cfg.Partitions 0 it adopts the count already provisioned on
+// the server, or provisions [Partitions] on a fresh one (and adopts the
+// count of a process that provisions the server at the same moment).
 func (s *Server) Connect(t testing.TB, cfg ...bus.Config) *bus.Conn {
 	t.Helper()
 	var c bus.Config
@@ -105,8 +124,33 @@ func (s *Server) Connect(t testing.TB, cfg ...bus.Config) *bus.Conn {
 	if err != nil {
 		t.Fatalf("bustest: connect: %v", err)
 	}
+	chose := false // Partitions is ours, not the test's
+	if c.Partitions == 0 {
+		_, err := conn.JetStream().Stream(ctx, conn.Names().MailboxStream())
+		switch {
+		case errors.Is(err, jetstream.ErrStreamNotFound):
+			_ = conn.Close()
+			c.Partitions, chose = Partitions, true
+			if conn, err = bus.Connect(ctx, c); err != nil {
+				t.Fatalf("bustest: connect: %v", err)
+			}
+		case err != nil:
+			_ = conn.Close()
+			t.Fatalf("bustest: read the mailbox stream: %v", err)
+		}
+	}
+	err = conn.Provision(ctx)
+	if chose && errors.Is(err, bus.ErrInvalidConfig) {
+		// A node of the test provisioned its own count meanwhile: adopt it.
+		_ = conn.Close()
+		c.Partitions = 0
+		if conn, err = bus.Connect(ctx, c); err != nil {
+			t.Fatalf("bustest: connect: %v", err)
+		}
+		err = conn.Provision(ctx)
+	}
 	t.Cleanup(func() { _ = conn.Close() })
-	if err := conn.Provision(ctx); err != nil {
+	if err != nil {
 		t.Fatalf("bustest: provision: %v", err)
 	}
 	return conn

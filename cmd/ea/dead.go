@@ -72,6 +72,11 @@ Reads the dead letter stream directly: the client role of deploy/nats may not
 			if err != nil {
 				return err
 			}
+			// The dead letter names the stored mailbox subject, which
+			// carries the partition: read the deployment's count (ea does
+			// not provision; replaying needs a user that reads EA_DEAD,
+			// who may read EA_MBOX's info too).
+			conn.Adopt(ctx)
 			n := conn.Names()
 			filter := n.DeadLetters()
 			if o.effector != "" {

@@ -22,6 +22,7 @@ package proctest
 
 import (
 	"bytes"
+	"debug/buildinfo"
 	"errors"
 	"fmt"
 	"io"
@@ -29,6 +30,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"path"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -61,6 +63,13 @@ func (s *Buffer) String() string {
 // ".") into the binary out, with the race detector when this binary runs
 // with it. It is meant for TestMain, so it returns an error instead of
 // taking a testing.TB; the compiler's output goes to os.Stderr.
+//
+// When the environment variable PROCTEST_BINARIES names a directory that
+// holds a binary of pkg built the same way (its build information names
+// the same main package and the same -race setting), out becomes a link to
+// it instead: make test builds ea-node, ea-supervisor and ea once there for
+// every package whose tests run them, instead of once per package. Whoever
+// sets the variable keeps those binaries current.
 func Build(out, pkg string) error {
 	if out == "" || pkg == "" {
 		return errors.New("proctest: Build needs an output path and a package, such as Build(filepath.Join(dir, \"bin\"), \".\")")
@@ -68,6 +77,14 @@ func Build(out, pkg string) error {
 	goBin, err := exec.LookPath("go") // go test puts GOROOT/bin first on PATH
 	if err != nil {
 		return fmt.Errorf("proctest: find the go command: %w", err)
+	}
+	if dir := os.Getenv(EnvBinaries); dir != "" {
+		if bin, ok := prebuilt(goBin, dir, pkg); ok {
+			if err := os.Symlink(bin, out); err != nil {
+				return fmt.Errorf("proctest: link the prebuilt %s: %w", bin, err)
+			}
+			return nil
+		}
 	}
 	args := []string{"build", "-o", out}
 	if raceEnabled {
@@ -79,6 +96,36 @@ func Build(out, pkg string) error {
 		return fmt.Errorf("proctest: go build %s: %w", pkg, err)
 	}
 	return nil
+}
+
+// EnvBinaries is the environment variable naming a directory of prebuilt
+// binaries for [Build].
+const EnvBinaries = "PROCTEST_BINARIES"
+
+// prebuilt returns the binary in dir built from pkg with this test binary's
+// race setting, named after the last element of pkg's import path, and
+// false when there is none.
+func prebuilt(goBin, dir, pkg string) (string, bool) {
+	b, err := exec.Command(goBin, "list", "-f", "{{.ImportPath}}", pkg).Output()
+	if err != nil {
+		return "", false
+	}
+	importPath := strings.TrimSpace(string(b))
+	bin, err := filepath.Abs(filepath.Join(dir, path.Base(importPath)))
+	if err != nil {
+		return "", false
+	}
+	info, err := buildinfo.ReadFile(bin)
+	if err != nil || info.Path != importPath {
+		return "", false
+	}
+	race := false
+	for _, s := range info.Settings {
+		if s.Key == "-race" {
+			race = s.Value == "true"
+		}
+	}
+	return bin, race == raceEnabled
 }
 
 // FreeAddr returns a 127.0.0.1 address with a port free right now.

@@ -8,7 +8,10 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"os/exec"
 	"os/signal"
+	"path/filepath"
+	"runtime/debug"
 	"strings"
 	"syscall"
 	"testing"
@@ -135,5 +138,84 @@ func TestTailAndBuffer(t *testing.T) {
 	fmt.Fprint(&b, "y")
 	if b.String() != "xy" {
 		t.Fatalf("Buffer = %q", b.String())
+	}
+}
+
+// TestBuildPrebuilt: with PROCTEST_BINARIES set, Build links to a binary of
+// the same package built the same way, and builds anew when the binary there
+// is of another package or another race setting.
+func TestBuildPrebuilt(t *testing.T) {
+	race := false
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		for _, s := range bi.Settings {
+			race = race || s.Key == "-race" && s.Value == "true"
+		}
+	}
+	dir, work := t.TempDir(), t.TempDir()
+	// The prebuilt directory, as make test fills it: hello built this way.
+	if err := proctest.Build(filepath.Join(dir, "hello"), "./testdata/hello"); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv(proctest.EnvBinaries, dir)
+	run := func(bin string) string {
+		t.Helper()
+		out, err := exec.Command(bin).Output()
+		if err != nil {
+			t.Fatalf("run %s: %v", bin, err)
+		}
+		return strings.TrimSpace(string(out))
+	}
+	linked := func(bin string) bool {
+		t.Helper()
+		fi, err := os.Lstat(bin)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return fi.Mode()&os.ModeSymlink != 0
+	}
+
+	same := filepath.Join(work, "same")
+	if err := proctest.Build(same, "./testdata/hello"); err != nil {
+		t.Fatal(err)
+	}
+	if !linked(same) || run(same) != "hello" {
+		t.Fatalf("same package: linked %v, prints %q; want a link to the prebuilt hello", linked(same), run(same))
+	}
+
+	// "other" has no prebuilt binary: built.
+	other := filepath.Join(work, "other")
+	if err := proctest.Build(other, "./testdata/other"); err != nil {
+		t.Fatal(err)
+	}
+	if linked(other) || run(other) != "other" {
+		t.Fatalf("package without a prebuilt binary: linked %v, prints %q; want a fresh build", linked(other), run(other))
+	}
+
+	// A binary named hello that is another package: not used.
+	if err := os.Rename(other, filepath.Join(dir, "hello")); err != nil {
+		t.Fatal(err)
+	}
+	impostor := filepath.Join(work, "impostor")
+	if err := proctest.Build(impostor, "./testdata/hello"); err != nil {
+		t.Fatal(err)
+	}
+	if linked(impostor) || run(impostor) != "hello" {
+		t.Fatalf("prebuilt hello of another package: linked %v, prints %q; want a fresh build", linked(impostor), run(impostor))
+	}
+
+	// hello with the other race setting: not used.
+	args := []string{"build", "-o", filepath.Join(dir, "hello")}
+	if !race {
+		args = append(args, "-race")
+	}
+	if out, err := exec.Command("go", append(args, "./testdata/hello")...).CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	mismatch := filepath.Join(work, "mismatch")
+	if err := proctest.Build(mismatch, "./testdata/hello"); err != nil {
+		t.Fatal(err)
+	}
+	if linked(mismatch) || run(mismatch) != "hello" {
+		t.Fatalf("prebuilt hello with -race=%v: linked %v; want a fresh build", !race, linked(mismatch))
 	}
 }

@@ -18,7 +18,6 @@ import (
 	"sync"
 	"testing"
 
-	collector "go.opentelemetry.io/proto/otlp/collector/trace/v1"
 	commonpb "go.opentelemetry.io/proto/otlp/common/v1"
 	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
 	"google.golang.org/protobuf/proto"
@@ -49,9 +48,10 @@ type Receiver struct {
 	URL string
 	srv *httptest.Server
 
-	mu    sync.Mutex
-	spans []Span
-	errs  []error
+	mu      sync.Mutex
+	spans   []Span
+	headers []http.Header // of each request decoded
+	errs    []error
 }
 
 // NewReceiver starts a receiver, closed when the test ends. A request it
@@ -81,9 +81,9 @@ func (r *Receiver) serve(w http.ResponseWriter, req *http.Request) {
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
 	}
-	b, _ := proto.Marshal(&collector.ExportTraceServiceResponse{})
+	// An empty ExportTraceServiceResponse: full success, no bytes.
 	w.Header().Set("Content-Type", "application/x-protobuf")
-	_, _ = w.Write(b)
+	w.WriteHeader(http.StatusOK)
 }
 
 func (r *Receiver) receive(req *http.Request) error {
@@ -105,10 +105,15 @@ func (r *Receiver) receive(req *http.Request) error {
 	if err != nil {
 		return err
 	}
-	var m collector.ExportTraceServiceRequest
+	// TracesData has the same fields as ExportTraceServiceRequest (the
+	// collector package that declares the latter links gRPC).
+	var m tracepb.TracesData
 	if err := proto.Unmarshal(b, &m); err != nil {
 		return fmt.Errorf("decode ExportTraceServiceRequest: %w", err)
 	}
+	r.mu.Lock()
+	r.headers = append(r.headers, req.Header.Clone())
+	r.mu.Unlock()
 	var got []Span
 	for _, rs := range m.GetResourceSpans() {
 		service := attrs(rs.GetResource().GetAttributes())["service.name"]
@@ -138,6 +143,14 @@ func (r *Receiver) Spans() []Span {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return append([]Span(nil), r.spans...)
+}
+
+// Headers returns the HTTP headers of each request received so far, in the
+// order they came.
+func (r *Receiver) Headers() []http.Header {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]http.Header(nil), r.headers...)
 }
 
 // Trace returns the spans of trace id received so far.

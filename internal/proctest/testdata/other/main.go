@@ -1,0 +1,6 @@
+// Command other prints other: a main package for proctest's Build tests.
+package main
+
+import "fmt"
+
+func main() { fmt.Println("other") }
