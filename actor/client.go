@@ -72,7 +72,7 @@ func NewClient(ctx context.Context, conn *bus.Conn) (*Client, error) {
 	if conn == nil {
 		return nil, invalidf("NewClient: conn is nil")
 	}
-	bucket, err := conn.StateBucket(ctx)
+	buckets, err := stateBuckets(ctx, conn)
 	if err != nil {
 		return nil, err
 	}
@@ -80,7 +80,7 @@ func NewClient(ctx context.Context, conn *bus.Conn) (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Client{conn: conn, names: conn.Names(), states: newStates(bucket, conn.Names()), replies: replies}, nil
+	return &Client{conn: conn, names: conn.Names(), states: newStates(buckets, conn.Names()), replies: replies}, nil
 }
 
 // Create creates effector ref with the given initial state (any value that

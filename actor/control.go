@@ -678,7 +678,7 @@ func (n *Node) rewrite(ctx context.Context, ref records.Ref, status Status, stat
 // lastMailboxSeq returns the stream sequence of the last record stored in
 // ref's mailbox, 0 when there is none.
 func (n *Node) lastMailboxSeq(ctx context.Context, ref records.Ref) (uint64, error) {
-	msg, err := n.stream.GetLastMsgForSubject(ctx, n.names.StoredMailbox(ref))
+	msg, err := n.streamFor(ref).GetLastMsgForSubject(ctx, n.names.StoredMailbox(ref))
 	if errors.Is(err, jetstream.ErrMsgNotFound) {
 		return 0, nil
 	}

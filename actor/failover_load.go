@@ -124,9 +124,14 @@ func (l *stateLoader) get(ctx context.Context, r records.Ref) (kv.Entry[Document
 // queued ones, then hands the queue on.
 func (l *stateLoader) lead(ctx context.Context, w *loadWait) (kv.Entry[Document], error) {
 	l.mu.Lock()
-	k := min(len(l.queue), loadBatch-1)
-	batch := append([]*loadWait{w}, l.queue[:k]...)
-	l.queue = l.queue[k:]
+	var batch []*loadWait
+	if l.n.names.Groups() == 1 {
+		k := min(len(l.queue), loadBatch-1)
+		batch = append([]*loadWait{w}, l.queue[:k]...)
+		l.queue = l.queue[k:]
+	} else {
+		batch = l.sameGroup(w)
+	}
 	l.mu.Unlock()
 	defer l.handOn()
 	if len(batch) == 1 {
@@ -151,6 +156,24 @@ func (l *stateLoader) lead(ctx context.Context, w *loadWait) (kv.Entry[Document]
 	return answers[0].ent, answers[0].err
 }
 
+// sameGroup takes from the queue up to loadBatch-1 loads of w's stream
+// group (one direct get reads one bucket's stream) and returns them after w.
+// l.mu is held.
+func (l *stateLoader) sameGroup(w *loadWait) []*loadWait {
+	g := l.n.names.GroupOf(w.ref)
+	batch := []*loadWait{w}
+	rest := make([]*loadWait, 0, len(l.queue))
+	for _, q := range l.queue {
+		if len(batch) < loadBatch && l.n.names.GroupOf(q.ref) == g {
+			batch = append(batch, q)
+		} else {
+			rest = append(rest, q)
+		}
+	}
+	l.queue = rest
+	return batch
+}
+
 // handOn passes the lead to the first queued load, or ends a load in flight
 // when none waits.
 func (l *stateLoader) handOn() {
@@ -173,8 +196,9 @@ type multiLastReq struct {
 	Batch     int      `json:"batch"`
 }
 
-// fetch reads the state documents of batch with one direct get, and returns
-// an answer for each, in order: an error is for the whole batch.
+// fetch reads the state documents of batch (all of one stream group) with
+// one direct get, and returns an answer for each, in order: an error is for
+// the whole batch.
 func (l *stateLoader) fetch(ctx context.Context, batch []*loadWait) ([]loadAnswer, error) {
 	names := l.n.names
 	at := make(map[string]int, len(batch))
@@ -199,7 +223,7 @@ func (l *stateLoader) fetch(ctx context.Context, batch []*loadWait) ([]loadAnswe
 	}
 	defer func() { _ = sub.Unsubscribe() }()
 	_ = sub.SetPendingLimits(-1, -1)
-	if err := nc.PublishRequest(names.DirectGet(names.StateStream()), inbox, body); err != nil {
+	if err := nc.PublishRequest(names.DirectGet(names.StateStreamFor(batch[0].ref)), inbox, body); err != nil {
 		return nil, err
 	}
 	answers := make([]loadAnswer, len(batch))
@@ -214,7 +238,7 @@ func (l *stateLoader) fetch(ctx context.Context, batch []*loadWait) ([]loadAnswe
 		case "204", "404": // end of the batch; 404: none of the keys exists
 			for i, q := range batch {
 				if !found[i] {
-					answers[i].err = fmt.Errorf("kv %s: get %q: %w", names.StateBucket(), names.StateKey(q.ref), kv.ErrNotFound)
+					answers[i].err = fmt.Errorf("kv %s: get %q: %w", names.StateBucketFor(q.ref), names.StateKey(q.ref), kv.ErrNotFound)
 				}
 			}
 			return answers, nil
@@ -239,7 +263,7 @@ func (l *stateLoader) entry(r records.Ref, msg *nats.Msg) (kv.Entry[Document], e
 		return kv.Entry[Document]{}, fmt.Errorf("state %s: direct get answer without a sequence: %w", key, err)
 	}
 	if op := msg.Header.Get("KV-Operation"); op == "DEL" || op == "PURGE" {
-		return kv.Entry[Document]{}, fmt.Errorf("kv %s: get %q: %w", l.n.names.StateBucket(), key, kv.ErrNotFound)
+		return kv.Entry[Document]{}, fmt.Errorf("kv %s: get %q: %w", l.n.names.StateBucketFor(r), key, kv.ErrNotFound)
 	}
 	ent := kv.Entry[Document]{Key: key, Revision: rev}
 	ent.Created, _ = time.Parse(time.RFC3339Nano, msg.Header.Get("Nats-Time-Stamp"))

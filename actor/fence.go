@@ -120,12 +120,12 @@ func (n *Node) pullOpts(info *jetstream.ConsumerInfo, batch int, onErr jetstream
 // constant for it.
 const errCodeNoSuchGroup jetstream.ErrorCode = 10160
 
-// unpin ends the pin of consumer's reader group, so the server serves no
-// request of the former reader from now on and pins the next request
-// without a pin id. A consumer without the group (made before fencing) has
+// unpin ends the pin of consumer's reader group (a consumer of the stream
+// of partition num), so the server serves no request of the former reader
+// from now on and pins the next request without a pin id. A consumer without the group (made before fencing) has
 // nothing to unpin.
-func (n *Node) unpin(ctx context.Context, consumer string) error {
-	err := n.stream.UnpinConsumer(ctx, consumer, readerGroup)
+func (n *Node) unpin(ctx context.Context, num int, consumer string) error {
+	err := n.streamOf(num).UnpinConsumer(ctx, consumer, readerGroup)
 	var apiErr *jetstream.APIError
 	if errors.As(err, &apiErr) && apiErr.ErrorCode == errCodeNoSuchGroup {
 		return nil

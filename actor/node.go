@@ -145,7 +145,8 @@ type Node struct {
 	// publishes is not shared with other users of the connection.
 	js     jetstream.JetStream
 	states *states
-	stream jetstream.Stream
+	// streams are the mailbox streams, one per stream group (groups.go).
+	streams []jetstream.Stream
 	// timerStream holds timers (timer.go).
 	timerStream jetstream.Stream
 	idKey       []byte // signs output ids (bus.Conn.OutputKey), set by Run
@@ -261,14 +262,11 @@ func (n *Node) Run(ctx context.Context) error {
 		return fmt.Errorf("jetstream: %w", err)
 	}
 	n.js = js
-	bucket, err := n.conn.StateBucket(ctx)
+	streams, buckets, err := openGroups(ctx, n.conn)
 	if err != nil {
 		return err
 	}
-	n.states = newStates(bucket, n.names)
-	if n.stream, err = n.conn.MailboxStream(ctx); err != nil {
-		return err
-	}
+	n.streams, n.states = streams, newStates(buckets, n.names)
 	if n.idKey, err = n.conn.OutputKey(ctx); err != nil {
 		return err
 	}

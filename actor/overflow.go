@@ -111,7 +111,7 @@ func (e *effector) startOverflow(ctx context.Context) error {
 	}
 	cfg := e.ownConsumerConfig()
 	cfg.DeliverPolicy, cfg.OptStartSeq = jetstream.DeliverByStartSequencePolicy, from
-	cons, err := n.stream.CreateConsumer(ctx, cfg)
+	cons, err := n.streamFor(e.ref).CreateConsumer(ctx, cfg)
 	if errors.Is(err, jetstream.ErrConsumerExists) {
 		// Another node made it: it reads this partition too, so this
 		// node's reading is stale. Read the partition again (which finds
@@ -263,7 +263,7 @@ func (e *effector) leaveOverflow() {
 	if cc != nil {
 		cc.Stop()
 	}
-	err := e.node.stream.DeleteConsumer(ctx, ovf.name)
+	err := e.node.streamFor(e.ref).DeleteConsumer(ctx, ovf.name)
 	if err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
 		e.logger().Warn("delete own consumer; reading the partition again", "err", err)
 		e.part.fail()
@@ -286,13 +286,15 @@ func (e *effector) leaveOverflow() {
 // consumerNames lists the consumer names of the mailbox stream: one call
 // for every partition a reconcile pass opens.
 func (n *Node) consumerNames(ctx context.Context) ([]string, error) {
-	lister := n.stream.ConsumerNames(ctx)
 	var names []string
-	for name := range lister.Name() {
-		names = append(names, name)
-	}
-	if err := lister.Err(); err != nil {
-		return nil, fmt.Errorf("list the consumers of %s: %w", n.names.MailboxStream(), err)
+	for _, stream := range n.streams {
+		lister := stream.ConsumerNames(ctx)
+		for name := range lister.Name() {
+			names = append(names, name)
+		}
+		if err := lister.Err(); err != nil {
+			return nil, fmt.Errorf("list the consumers of %s: %w", stream.CachedInfo().Config.Name, err)
+		}
 	}
 	return names, nil
 }
@@ -308,7 +310,7 @@ func (n *Node) ownConsumers(ctx context.Context, kind string, num int, names []s
 		if !strings.HasPrefix(name, prefix) {
 			continue
 		}
-		cons, err := n.stream.Consumer(ctx, name)
+		cons, err := n.streamOf(num).Consumer(ctx, name)
 		if errors.Is(err, jetstream.ErrConsumerNotFound) {
 			continue // its effector caught up and deleted it meanwhile
 		}
@@ -337,11 +339,11 @@ func (p *partition) recoverOverflows(ctx context.Context, infos []*jetstream.Con
 		}
 		// Fence a former reader off before the reset, as for the partition.
 		if isFenced(info) {
-			if err := n.unpin(ctx, info.Name); err != nil {
+			if err := n.unpin(ctx, p.num, info.Name); err != nil {
 				return err
 			}
 		}
-		res, err := n.conn.JetStream().ResetConsumer(ctx, n.names.MailboxStream(), info.Name)
+		res, err := n.conn.JetStream().ResetConsumer(ctx, n.streamNameOf(p.num), info.Name)
 		if err != nil {
 			return fmt.Errorf("reset own consumer %s: %w", info.Name, err)
 		}
@@ -349,7 +351,7 @@ func (p *partition) recoverOverflows(ctx context.Context, infos []*jetstream.Con
 		if res.ConsumerInfo != nil {
 			next = res.ConsumerInfo.Delivered.Consumer + 1
 		}
-		cons, err := n.stream.Consumer(ctx, info.Name)
+		cons, err := n.streamOf(p.num).Consumer(ctx, info.Name)
 		if err != nil {
 			return fmt.Errorf("own consumer %s: %w", info.Name, err)
 		}

@@ -75,16 +75,16 @@ func (n *Node) consumerConfig(k *kindSpec, num int) jetstream.ConsumerConfig {
 func (n *Node) preparePartition(ctx context.Context, k *kindSpec, num int, lease uint64) (*partition, jetstream.Consumer, error) {
 	epoch := n.claim.epoch() // before the reset: a lapse after it must not go unseen
 	cfg := n.consumerConfig(k, num)
-	cons, err := n.stream.CreateOrUpdateConsumer(ctx, cfg)
+	cons, err := n.streamOf(num).CreateOrUpdateConsumer(ctx, cfg)
 	if err != nil {
 		return nil, nil, fmt.Errorf("consumer %s: %w", cfg.Durable, err)
 	}
 	// Unpin before the reset: from here on the server serves no pull request
 	// of a former reader, so the first delivery after the reset is ours.
-	if err := n.unpin(ctx, cfg.Durable); err != nil {
+	if err := n.unpin(ctx, num, cfg.Durable); err != nil {
 		return nil, nil, err
 	}
-	res, err := n.conn.JetStream().ResetConsumer(ctx, n.names.MailboxStream(), cfg.Durable)
+	res, err := n.conn.JetStream().ResetConsumer(ctx, n.streamNameOf(num), cfg.Durable)
 	if err != nil {
 		return nil, nil, fmt.Errorf("reset consumer %s to its ack floor: %w", cfg.Durable, err)
 	}
@@ -344,7 +344,7 @@ func (p *partition) stray(d delivery, ref records.Ref, reason string, why error)
 		subject = n.names.Dead(ref)
 	}
 	err := n.deadLetter(ctx, subject, stored{
-		stream: n.names.MailboxStream(), subject: d.msg.Subject(), seq: d.seq,
+		stream: n.streamNameOf(p.num), subject: d.msg.Subject(), seq: d.seq,
 		header: d.msg.Headers(), data: d.msg.Data(),
 	}, reason, why)
 	if err != nil {

@@ -701,7 +701,7 @@ func (p *placement) stopFenced(ctx context.Context, part *partition) {
 	owns := part.ownConsumers()
 	part.stop(p.n.opts.ShutdownGrace)
 	for _, name := range append(owns, part.name) {
-		if err := p.n.unpin(ctx, name); err != nil && ctx.Err() == nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
+		if err := p.n.unpin(ctx, part.num, name); err != nil && ctx.Err() == nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
 			p.n.log.Debug("placement: unpin on the way out", "consumer", name, "err", err)
 		}
 	}

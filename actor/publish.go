@@ -90,7 +90,7 @@ func (e *effector) deadLetter(d delivery, reason string, failure error) error {
 		return err
 	}
 	return e.node.deadLetter(e.ctx, e.node.names.Dead(e.ref), stored{
-		stream: e.node.names.MailboxStream(), subject: d.msg.Subject(), seq: d.seq,
+		stream: e.node.names.MailboxStreamFor(e.ref), subject: d.msg.Subject(), seq: d.seq,
 		header: d.msg.Headers(), data: d.msg.Data(),
 	}, reason, failure)
 }

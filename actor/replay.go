@@ -223,7 +223,7 @@ func (n *Node) replayStart(ctx context.Context, k *kindSpec, key string, given j
 		}
 		return b, ReplayFromGiven, nil
 	}
-	hist, err := n.states.kv.History(ctx, key)
+	hist, err := n.states.of(key).History(ctx, key)
 	if err == nil && len(hist) > 0 && !hist[0].Deleted && hist[0].Value.Seq == 0 && len(hist[0].Value.Ahead) == 0 {
 		first := hist[0].Value
 		b, err := k.versions.upgrade(first.Ref(), first.State, first.StateVersion())
@@ -243,7 +243,7 @@ func (n *Node) replayStart(ctx context.Context, k *kindSpec, key string, given j
 // to dead letters.
 func (n *Node) deadSeqs(ctx context.Context, ref records.Ref) (map[uint64]bool, error) {
 	seqs := map[uint64]bool{}
-	mailbox := n.names.MailboxStream()
+	mailbox := n.names.MailboxStreamFor(ref)
 	err := n.readAll(ctx, n.names.DeadStream(), n.names.Dead(ref), 0, func(m jetstream.Msg) bool {
 		h := m.Headers()
 		if s := h.Get(records.HeaderStream); s != "" && s != mailbox {
@@ -264,13 +264,13 @@ func (n *Node) replayLog(ctx context.Context, k *kindSpec, ref records.Ref, doc 
 	if last == 0 {
 		return cur, nil
 	}
-	stream, err := n.conn.JetStream().Stream(ctx, n.names.MailboxStream())
+	stream, err := n.conn.JetStream().Stream(ctx, n.names.MailboxStreamFor(ref))
 	if err != nil {
 		return nil, fmt.Errorf("replay %s: %w", ref, err)
 	}
 	rep.Truncated = stream.CachedInfo().State.FirstSeq > 1
 	var failure error
-	err = n.readAll(ctx, n.names.MailboxStream(), n.names.StoredMailbox(ref), last, func(m jetstream.Msg) bool {
+	err = n.readAll(ctx, n.names.MailboxStreamFor(ref), n.names.StoredMailbox(ref), last, func(m jetstream.Msg) bool {
 		meta, err := m.Metadata()
 		if err != nil {
 			failure = err

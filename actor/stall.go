@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/effectors/effectors/records"
+	"github.com/nats-io/nats.go/jetstream"
 )
 
 // stallLogs is the most stalled effectors named in the log at one look; the
@@ -93,7 +94,10 @@ func (e *effector) waiting(now time.Time) (held int, idle time.Duration) {
 // it, for a log line: what it has delivered and what waits.
 func (n *Node) consumerState(ctx context.Context, s slot) string {
 	name := n.names.PartitionConsumer(s.kind, s.num)
-	stream := n.stream
+	var stream jetstream.Stream
+	if len(n.streams) > 0 {
+		stream = n.streamOf(s.num)
+	}
 	switch {
 	case stream == nil:
 		return name + ": stream not open"

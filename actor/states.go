@@ -16,14 +16,29 @@ import (
 // [ErrStateMismatch]. So a document that names another effector (written by
 // hand, or by a client with write access to the bucket) is never taken for
 // this one's, and the runtime never writes one. A document that does not
-// decode is a [*CorruptStateError] too.
+// decode is a [*CorruptStateError] too. With stream groups it is one store
+// per group's bucket, a key's being its effector's group's (see [states.of]).
 type states struct {
-	kv    *kv.Store[Document]
+	kvs   []*kv.Store[Document] // by stream group
 	names bus.Names
 }
 
-func newStates(b jetstream.KeyValue, names bus.Names) *states {
-	return &states{kv: kv.New[Document](b), names: names}
+func newStates(buckets []jetstream.KeyValue, names bus.Names) *states {
+	s := &states{names: names}
+	for _, b := range buckets {
+		s.kvs = append(s.kvs, kv.New[Document](b))
+	}
+	return s
+}
+
+// of is the store of key's stream group. A key that names no valid effector
+// (no document is ever written under it) is looked up in group 0's.
+func (s *states) of(key string) *kv.Store[Document] {
+	if len(s.kvs) == 1 {
+		return s.kvs[0]
+	}
+	g, _ := s.names.GroupOfKey(key)
+	return s.kvs[g]
 }
 
 // check returns an error matching ErrStateMismatch when doc does not belong
@@ -57,7 +72,7 @@ func corrupt(key string, err error) error {
 // Get reads the document under key. A document that does not decode, or
 // names another effector, is a *CorruptStateError.
 func (s *states) Get(ctx context.Context, key string) (kv.Entry[Document], error) {
-	ent, err := s.kv.Get(ctx, key)
+	ent, err := s.of(key).Get(ctx, key)
 	if err != nil {
 		return ent, corrupt(key, err)
 	}
@@ -72,7 +87,7 @@ func (s *states) Create(ctx context.Context, key string, doc Document) (uint64, 
 	if err := s.check("create", key, doc); err != nil {
 		return 0, err
 	}
-	return s.kv.Create(ctx, key, doc)
+	return s.of(key).Create(ctx, key, doc)
 }
 
 // Update writes doc under key if its revision is still rev.
@@ -80,13 +95,13 @@ func (s *states) Update(ctx context.Context, key string, doc Document, rev uint6
 	if err := s.check("write", key, doc); err != nil {
 		return 0, err
 	}
-	return s.kv.Update(ctx, key, doc, rev)
+	return s.of(key).Update(ctx, key, doc, rev)
 }
 
 // Modify reads the document under key, applies fn and writes the result with
 // compare-and-set, as [kv.Store.Modify]; both documents are checked.
 func (s *states) Modify(ctx context.Context, key string, fn func(Document) (Document, error)) (kv.Entry[Document], error) {
-	ent, err := s.kv.Modify(ctx, key, func(cur Document) (Document, error) {
+	ent, err := s.of(key).Modify(ctx, key, func(cur Document) (Document, error) {
 		if err := s.checkRead(key, 0, cur); err != nil {
 			return cur, err
 		}

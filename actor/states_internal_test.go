@@ -8,6 +8,7 @@ import (
 
 	"github.com/effectors/effectors/bus/bustest"
 	"github.com/effectors/effectors/kv"
+	"github.com/nats-io/nats.go/jetstream"
 )
 
 // TestStatesRefuseMismatch: the runtime's state store never writes a
@@ -21,7 +22,7 @@ func TestStatesRefuseMismatch(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	st := newStates(bucket, conn.Names())
+	st := newStates([]jetstream.KeyValue{bucket}, conn.Names())
 	good := Document{Kind: "counter", ID: "a", Status: StatusIdle}
 	rev, err := st.Create(ctx, "counter.a", good)
 	if err != nil {

@@ -28,10 +28,12 @@ import (
 // strays cannot be told from partitioned records (all digits).
 func (n *Node) consumeStrays(ctx context.Context, kind string) (jetstream.ConsumeContext, error) {
 	filter, ok := n.names.StrayFilter(kind)
-	if !ok {
+	if !ok || n.names.Groups() > 1 {
+		// With stream groups the account mapping stores a wildcard publish
+		// under a partition, whose reader dead-letters it (partition.go).
 		return nil, nil
 	}
-	cons, err := n.stream.CreateOrUpdateConsumer(ctx, jetstream.ConsumerConfig{
+	cons, err := n.streams[0].CreateOrUpdateConsumer(ctx, jetstream.ConsumerConfig{
 		Durable:       n.names.StrayConsumer(kind),
 		Description:   "records published to a mailbox subject of this kind with a wildcard token: stored under no partition, dead-lettered by nodes",
 		FilterSubject: filter,
@@ -67,7 +69,7 @@ func (n *Node) stray(msg jetstream.Msg) {
 	why := fmt.Errorf("mailbox subject %q has a wildcard token: no effector has it (ids are 1-128 of A-Z a-z 0-9 _ -); publish to %s with the id itself",
 		msg.Subject(), n.names.Mailbox(records.Ref{Kind: kind, ID: "<id>"}))
 	err = n.deadLetter(ctx, n.names.StrayDead(kind), stored{
-		stream: n.names.MailboxStream(), subject: msg.Subject(), seq: meta.Sequence.Stream,
+		stream: n.names.MailboxStreamOf(0), subject: msg.Subject(), seq: meta.Sequence.Stream,
 		header: msg.Headers(), data: msg.Data(),
 	}, reasonBadSubject, why)
 	if err != nil {

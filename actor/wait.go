@@ -41,7 +41,7 @@ func (c *Client) StateAt(ctx context.Context, ref records.Ref, seq uint64) (Docu
 		return Document{}, fmt.Errorf("state of %s: %w: %w", ref, ErrInvalid, err)
 	}
 	key := c.names.StateKey(ref)
-	for ent, err := range c.states.kv.Watch(ctx, key) {
+	for ent, err := range c.states.of(key).Watch(ctx, key) {
 		if err != nil {
 			return Document{}, fmt.Errorf("state of %s: %w", ref, err)
 		}

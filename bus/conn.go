@@ -69,6 +69,16 @@ type Config struct {
 	// mailbox stream), and is 64 ([DefaultPartitions]) when nothing is
 	// provisioned yet.
 	Partitions int
+	// Groups is the number of stream groups (docs/layout.md): with 1 every
+	// mailbox is in one stream (EA_MBOX) and every state document in one
+	// bucket (ea_state); with G > 1 partition p's mailboxes are in stream
+	// group p mod G, each group a mailbox stream and a state bucket of its
+	// own, so that their leaders can be on different servers. G > 1 needs
+	// the account subject mapping [Names.MailboxMapping] on every server
+	// (an embedded server gets it from the runtime). Fixed at provisioning
+	// like Partitions; 0 takes the count of a provisioned deployment, and is
+	// 1 when nothing is provisioned yet.
+	Groups int
 	// StateHistory is how many revisions of each state document are kept
 	// (1-64). Default 5.
 	StateHistory int
@@ -144,6 +154,10 @@ func (c Config) Validate() error {
 		return fmtInvalid("state history %d: must be 1-64 (a KV key keeps at most 64 revisions)", c.StateHistory)
 	case c.Partitions < 0 || c.Partitions > MaxPartitions:
 		return fmtInvalid("partitions %d: must be 1-%d (0: what is provisioned)", c.Partitions, MaxPartitions)
+	case c.Groups < 0 || c.Groups > MaxGroups:
+		return fmtInvalid("stream groups %d: must be 1-%d (0: what is provisioned)", c.Groups, MaxGroups)
+	case c.Partitions > 0 && c.Groups > c.Partitions:
+		return fmtInvalid("stream groups %d: more than the %d partitions (each group holds at least one partition)", c.Groups, c.Partitions)
 	case c.ConnectTimeout < 0:
 		return fmtInvalid("connect timeout %s: must be positive", c.ConnectTimeout)
 	}
@@ -181,7 +195,7 @@ type Conn struct {
 
 	// The configuration left these at 0: Provision takes them from the
 	// provisioned streams (see Adopt).
-	unsetReplicas, unsetPartitions bool
+	unsetReplicas, unsetPartitions, unsetGroups bool
 }
 
 // NATS returns the core NATS connection: publish, subscribe and make
@@ -226,39 +240,61 @@ func Connect(ctx context.Context, cfg Config) (*Conn, error) {
 	c.nc, c.js = nc, js
 	// Until Provision or Adopt reads what is provisioned (a client that
 	// only sends may not read streams), the defaults.
-	c.unsetReplicas, c.unsetPartitions = cfg.Replicas == 0, cfg.Partitions == 0
+	c.unsetReplicas, c.unsetPartitions, c.unsetGroups = cfg.Replicas == 0, cfg.Partitions == 0, cfg.Groups == 0
 	c.cfg.Replicas = cmp.Or(c.cfg.Replicas, 1)
 	c.cfg.Partitions = cmp.Or(c.cfg.Partitions, DefaultPartitions)
-	c.names, _ = c.names.WithPartitions(c.cfg.Partitions)
+	c.cfg.Groups = cmp.Or(c.cfg.Groups, 1)
+	c.setLayout()
 	return c, nil
 }
 
-// Adopt sets the replica and partition counts the configuration left at 0
-// to the provisioned mailbox stream's, keeping the defaults (1, and
-// [DefaultPartitions]) when there is none or it cannot be read; then the
-// names' partition count. [Conn.Provision] calls it first; a client that
-// does not provision but reads stored mailbox subjects (a CLI, a log
-// reader: [Names.StoredMailbox], [Names.RefOf]) calls it once after
-// Connect, or its names assume 64 partitions whatever the deployment has.
-// It needs permission to read the mailbox stream's info; without it the
-// defaults stay.
+// Adopt sets the replica, partition and stream group counts the
+// configuration left at 0 to the provisioned deployment's (its mailbox
+// stream, or the stream groups' streams), keeping the defaults (1,
+// [DefaultPartitions] and 1) when there is none or it cannot be read; then
+// the names' counts. [Conn.Provision] calls it first; a client that does
+// not provision but reads stored mailbox subjects or state documents (a
+// CLI, a log reader: [Names.StoredMailbox], [Names.RefOf],
+// [Names.StateBucketFor]) calls it once after Connect, or its names assume
+// 64 partitions and one stream group whatever the deployment has. It needs
+// permission to read the mailbox streams' info; without it the defaults
+// stay.
 func (c *Conn) Adopt(ctx context.Context) {
-	if c.unsetReplicas || c.unsetPartitions {
+	if c.unsetReplicas || c.unsetPartitions || c.unsetGroups {
 		ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		defer cancel()
-		if s, err := c.JetStream().Stream(ctx, c.names.MailboxStream()); err == nil {
-			sc := s.CachedInfo().Config
-			if c.unsetReplicas && sc.Replicas > 0 {
-				c.cfg.Replicas = sc.Replicas
-			}
-			if p, ok := c.names.PartitionsOfTransform(transformDest(sc)); ok && c.unsetPartitions {
+		g, p, found, err := c.provisionedLayout(ctx)
+		if err != nil {
+			c.log.Debug("cannot read the provisioned mailbox layout; using the defaults", "err", err)
+		}
+		if found {
+			if c.unsetPartitions {
 				c.cfg.Partitions = p
 			}
-		} else if !errors.Is(err, jetstream.ErrStreamNotFound) {
-			c.log.Debug("cannot read the mailbox stream's replicas and partitions; using the defaults", "err", err)
+			if c.unsetGroups {
+				c.cfg.Groups = g
+			}
+			c.setLayout()
+			if s, err := c.JetStream().Stream(ctx, c.names.MailboxStreamOf(0)); err == nil && c.unsetReplicas && s.CachedInfo().Config.Replicas > 0 {
+				c.cfg.Replicas = s.CachedInfo().Config.Replicas
+			}
 		}
 	}
-	c.names, _ = c.names.WithPartitions(c.cfg.Partitions)
+	c.setLayout()
+}
+
+// setLayout sets the names' partition and group counts to the
+// configuration's. A group count above the partition count (possible only
+// when the partitions were taken from a deployment) is left to
+// [Conn.Provision] to refuse.
+func (c *Conn) setLayout() {
+	n := c.names
+	n, _ = n.WithGroups(1)
+	n, _ = n.WithPartitions(c.cfg.Partitions)
+	if gn, err := n.WithGroups(c.cfg.Groups); err == nil {
+		n = gn
+	}
+	c.names = n
 }
 
 // transformDest is the destination of sc's subject transform, "" if none.

@@ -45,6 +45,19 @@
 // refuses another), and a store of the previous layout (EA_RECORDS) is
 // refused with [ErrLegacyLayout] until [Conn.Migrate] moves it.
 //
+// # Stream groups
+//
+// With [Config.Groups] G > 1 (docs/layout.md) partition p's mailboxes are in
+// stream group p mod G: mailbox stream [Names.MailboxStreamOf] and state
+// bucket [Names.StateBucketOf] of their own, whose leaders
+// [Conn.SpreadLeaders] puts on different servers. Publishers keep writing
+// the plain mailbox subject; the account subject mapping
+// [Names.MailboxMapping] adds the partition token before any stream sees the
+// record (the embedded server gets it from [Conn.Provision]; an outside
+// server from its operator). The count is fixed at provisioning;
+// [Conn.MigrateGroups] moves a one-stream deployment to groups. Parts that
+// read one stream refuse groups with [ErrGroupsUnsupported] ([Conn.OneStream]).
+//
 // # Where records may go
 //
 // [Routes] (from [Names.Routes]) is the one place that decides where a

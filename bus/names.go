@@ -17,6 +17,7 @@ type Names struct {
 	prefix     string
 	upper      string
 	partitions int
+	groups     int // stream groups; 1: one mailbox stream and one state bucket
 }
 
 // DefaultPartitions is the number of mailbox partitions a deployment has
@@ -37,13 +38,17 @@ func NewNames(prefix string) (Names, error) {
 	if err := records.ValidateKind(prefix); err != nil {
 		return Names{}, fmtInvalid("prefix %q: must be one subject token of A-Z a-z 0-9 _ -", prefix)
 	}
-	return Names{prefix: prefix, upper: strings.ToUpper(strings.ReplaceAll(prefix, "-", "_")), partitions: DefaultPartitions}, nil
+	return Names{prefix: prefix, upper: strings.ToUpper(strings.ReplaceAll(prefix, "-", "_")), partitions: DefaultPartitions, groups: 1}, nil
 }
 
-// WithPartitions returns n with p mailbox partitions (1 to [MaxPartitions]).
+// WithPartitions returns n with p mailbox partitions (1 to [MaxPartitions],
+// and at least its stream groups).
 func (n Names) WithPartitions(p int) (Names, error) {
 	if p < 1 || p > MaxPartitions {
 		return n, fmtInvalid("partitions %d: must be 1-%d", p, MaxPartitions)
+	}
+	if p < n.groups {
+		return n, fmtInvalid("partitions %d: fewer than the %d stream groups (each group holds at least one partition)", p, n.groups)
 	}
 	n.partitions = p
 	return n, nil
@@ -166,7 +171,8 @@ func (n Names) RefOf(subject string) (records.Ref, bool) {
 }
 
 // MailboxStream is the stream holding every mailbox (EA_MBOX), partitioned
-// by its subject transform.
+// by its subject transform, when the deployment has one stream group; with
+// several, see [Names.MailboxStreamOf].
 func (n Names) MailboxStream() string { return n.upper + "_MBOX" }
 
 // OutboxStream is the stream holding every outbox (EA_OUT).
@@ -186,7 +192,8 @@ func (n Names) PartitionConsumer(kind string, p int) string {
 // DeadStream is the stream holding dead letters (EA_DEAD).
 func (n Names) DeadStream() string { return n.upper + "_DEAD" }
 
-// StateBucket is the KV bucket of state documents (ea_state).
+// StateBucket is the KV bucket of state documents (ea_state) when the
+// deployment has one stream group; with several, see [Names.StateBucketOf].
 func (n Names) StateBucket() string { return n.prefix + "_state" }
 
 // OrchBucket is the KV bucket of orchestration state (ea_orch).
@@ -259,7 +266,9 @@ func (n Names) Control(op, kind string) string { return n.prefix + ".ctl." + op 
 // read it there with: mailbox records are stored under their partition
 // (<prefix>.mbox.<partition>.<kind>.<id>), so a mailbox filter becomes the
 // partition's subject when kind and id are literal, and
-// <prefix>.mbox.*.<kind>.<id> otherwise. ok is false for any other subject.
+// <prefix>.mbox.*.<kind>.<id> otherwise. ok is false for any other subject,
+// and, with several stream groups, for a mailbox filter that is not one
+// mailbox (its records are in several streams).
 func (n Names) Stored(subject string) (stream, filter string, ok bool) {
 	rest, found := strings.CutPrefix(subject, n.prefix+".")
 	if !found {
@@ -276,6 +285,16 @@ func (n Names) Stored(subject string) (stream, filter string, ok bool) {
 		return "", "", false
 	}
 	tokens := strings.Split(tail, ".")
+	if n.Groups() > 1 {
+		r := records.Ref{Kind: tokens[0]}
+		if len(tokens) == 2 {
+			r.ID = tokens[1]
+		}
+		if len(tokens) != 2 || r.Validate() != nil {
+			return "", "", false
+		}
+		return n.MailboxStreamFor(r), n.StoredMailbox(r), true
+	}
 	switch {
 	case len(tokens) == 1 && tokens[0] == ">":
 		return n.MailboxStream(), subject, true
@@ -307,6 +326,10 @@ func (n Names) DeadLetters() string { return n.prefix + ".dead.>" }
 // ('_' is not a valid id on its own; see [records.ValidateID]).
 func (n Names) StrayDead(kind string) string { return n.prefix + ".dead." + kind + "._" }
 
+// RetiredMailboxes is the subject filter the one mailbox stream (EA_MBOX) is
+// moved to by [Conn.MigrateGroups]: <prefix>.retired.mbox.>.
+func (n Names) RetiredMailboxes() string { return n.prefix + ".retired.mbox.>" }
+
 // LegacySubjects is the subject filter the previous layout's stream is moved
 // to while it is migrated: <prefix>.legacy.>.
 func (n Names) LegacySubjects() string { return n.prefix + ".legacy.>" }
@@ -315,9 +338,10 @@ func (n Names) LegacySubjects() string { return n.prefix + ".legacy.>" }
 func (n Names) StateStream() string { return "KV_" + n.StateBucket() }
 
 // StateSubject is the subject r's state document is stored under in
-// [Names.StateStream]: $KV.<prefix>_state.<kind>.<id>.
+// [Names.StateStreamFor]: $KV.<bucket>.<kind>.<id>, the bucket being
+// [Names.StateBucketFor] (<prefix>_state with one stream group).
 func (n Names) StateSubject(r records.Ref) string {
-	return "$KV." + n.StateBucket() + "." + n.StateKey(r)
+	return "$KV." + n.StateBucketFor(r) + "." + n.StateKey(r)
 }
 
 // StateFilter is the subject filter of every state document of kind in
@@ -327,6 +351,12 @@ func (n Names) StateFilter(kind string) string { return "$KV." + n.StateBucket()
 // DirectGet is JetStream's direct get API subject of stream:
 // $JS.API.DIRECT.GET.<stream> (the stream must allow direct gets).
 func (n Names) DirectGet(stream string) string { return "$JS.API.DIRECT.GET." + stream }
+
+// StreamStepDown is JetStream's API subject that asks stream's leader to
+// step down: $JS.API.STREAM.LEADER.STEPDOWN.<stream>.
+func (n Names) StreamStepDown(stream string) string {
+	return "$JS.API.STREAM.LEADER.STEPDOWN." + stream
+}
 
 // OrchStream is the stream behind the orchestration bucket: KV_<prefix>_orch.
 func (n Names) OrchStream() string { return "KV_" + n.OrchBucket() }

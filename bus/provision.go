@@ -45,11 +45,17 @@ func (c *Conn) provision(ctx context.Context) error {
 	}
 	dead := c.logStream(n.DeadStream(), "dead letters: records effectors could not process", n.DeadLetters())
 	dead.MaxConsumers = 0 // the server's default
-	streams := []jetstream.StreamConfig{
-		c.mailboxConfig(),
+	if n.Groups() != cfg.Groups {
+		return fmt.Errorf("%w: stream groups %d: more than the deployment's %d partitions (each group holds at least one partition)", ErrInvalidConfig, cfg.Groups, n.Partitions())
+	}
+	mailboxes := []jetstream.StreamConfig{c.mailboxConfig()}
+	if n.Groups() > 1 {
+		mailboxes = c.groupMailboxConfigs()
+	}
+	streams := append(mailboxes,
 		c.logStream(n.OutboxStream(), "effector outboxes: the record log of what effectors emitted", n.Outboxes()),
 		dead,
-	}
+	)
 	for i, sc := range streams {
 		if err := c.checkStreamPrefix(ctx, sc.Name); err != nil {
 			return err
@@ -61,6 +67,9 @@ func (c *Conn) provision(ctx context.Context) error {
 		c.retain(&streams[i], have)
 	}
 	if err := c.checkPartitions(ctx); err != nil {
+		return err
+	}
+	if err := c.checkGroups(ctx); err != nil {
 		return err
 	}
 	for _, sc := range streams {
@@ -77,11 +86,18 @@ func (c *Conn) provision(ctx context.Context) error {
 	if err := c.provisionTimers(ctx); err != nil {
 		return err
 	}
-	buckets := []jetstream.KeyValueConfig{
-		{Bucket: n.StateBucket(), Description: "effector state documents", History: uint8(cfg.StateHistory), Storage: jetstream.FileStorage, Replicas: cfg.Replicas},
+	var buckets []jetstream.KeyValueConfig
+	for g, name := range n.StateBuckets() {
+		desc := "effector state documents"
+		if n.Groups() > 1 {
+			desc = fmt.Sprintf("effector state documents, stream group %d of %d", g, n.Groups())
+		}
+		buckets = append(buckets, jetstream.KeyValueConfig{Bucket: name, Description: desc, History: uint8(cfg.StateHistory), Storage: jetstream.FileStorage, Replicas: cfg.Replicas})
+	}
+	buckets = append(buckets, []jetstream.KeyValueConfig{
 		{Bucket: n.OrchBucket(), Description: "orchestration state", History: 5, Storage: jetstream.FileStorage, Replicas: cfg.Replicas},
 		{Bucket: n.PlaceBucket(), Description: "placement: node heartbeats and partition leases", History: 1, Storage: jetstream.FileStorage, Replicas: cfg.Replicas},
-	}
+	}...)
 	for _, kc := range buckets {
 		if c.bucketInPlace(ctx, kc) {
 			continue
@@ -92,6 +108,19 @@ func (c *Conn) provision(ctx context.Context) error {
 		}); err != nil {
 			return fmt.Errorf("provision bucket %s: %w", kc.Bucket, c.explain(err))
 		}
+	}
+	if n.Groups() == 1 {
+		return nil
+	}
+	if err := c.ensureMapping(ctx); err != nil {
+		return err
+	}
+	if cfg.Replicas > 1 {
+		leaders, err := c.SpreadLeaders(ctx)
+		if err != nil {
+			return err
+		}
+		c.log.Info("stream group leaders", "leaders", leaders)
 	}
 	return nil
 }
@@ -243,13 +272,20 @@ func retry(ctx context.Context, op func() error) error {
 
 // MailboxStream returns the mailbox stream, checking that its partition
 // count is this connection's (see [Config.Partitions]).
+//
+// With stream groups ([Config.Groups] > 1) there is no one mailbox stream:
+// it returns an error wrapping [ErrGroupsUnsupported]; use
+// [Conn.MailboxStreamOf].
 func (c *Conn) MailboxStream(ctx context.Context) (jetstream.Stream, error) {
+	if c.names.Groups() > 1 {
+		return nil, c.unsupportedWithGroups("MailboxStream", "mailbox stream")
+	}
 	s, err := c.JetStream().Stream(ctx, c.names.MailboxStream())
 	if err != nil {
 		if lerr := c.checkLegacy(ctx); lerr != nil {
 			return nil, lerr
 		}
-		return nil, fmt.Errorf("stream %s: %w (was it provisioned?)", c.names.MailboxStream(), err)
+		return nil, c.explainNotFound(ctx, fmt.Errorf("stream %s: %w (was it provisioned?)", c.names.MailboxStream(), err))
 	}
 	if err := c.matchPartitions(s.CachedInfo().Config); err != nil {
 		return nil, err
@@ -272,6 +308,9 @@ func (c *Conn) checkPartitions(ctx context.Context) error {
 	s, err := c.JetStream().Stream(ctx, c.names.MailboxStream())
 	if err != nil {
 		return nil // not there yet, or creating it reports the problem
+	}
+	if sc := s.CachedInfo().Config; sc.SubjectTransform == nil && !slices.Contains(sc.Subjects, c.names.MailboxIngest()) {
+		return nil // retired by MigrateGroups; checkGroups checks the groups
 	}
 	return c.matchPartitions(s.CachedInfo().Config)
 }
@@ -311,11 +350,16 @@ func (c *Conn) checkLegacy(ctx context.Context) error {
 		ErrLegacyLayout, info.Config.Name, info.State.Msgs, info.State.LastSeq, c.names.MailboxStream(), info.State.LastSeq, info.Config.Name)
 }
 
-// StateBucket returns the KV bucket of state documents.
+// StateBucket returns the KV bucket of state documents. With stream groups
+// ([Config.Groups] > 1) there is no one state bucket: it returns an error
+// wrapping [ErrGroupsUnsupported]; use [Conn.StateBucketOf].
 func (c *Conn) StateBucket(ctx context.Context) (jetstream.KeyValue, error) {
+	if c.names.Groups() > 1 {
+		return nil, c.unsupportedWithGroups("StateBucket", "state bucket")
+	}
 	kv, err := c.JetStream().KeyValue(ctx, c.names.StateBucket())
 	if err != nil {
-		return nil, fmt.Errorf("bucket %s: %w (was it provisioned?)", c.names.StateBucket(), err)
+		return nil, c.explainNotFound(ctx, fmt.Errorf("bucket %s: %w (was it provisioned?)", c.names.StateBucket(), err))
 	}
 	return kv, nil
 }

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
 )
 
 // ServerConfig configures an embedded nats-server.
@@ -40,6 +41,12 @@ type ServerConfig struct {
 	// and Cluster win over what the file says of the same things; JetStream
 	// is always on. Empty: no authentication, no TLS.
 	ConfigFile string
+	// Mappings are account subject mappings (source to destination, the
+	// form of nats-server's "mappings" block) added to the server's global
+	// account at start; stream groups need [Names.MailboxMapping] there (see
+	// docs/layout.md). With accounts from ConfigFile, put them in the
+	// account's "mappings" block instead.
+	Mappings map[string]string
 }
 
 // ClusterConfig makes an embedded server one of a NATS cluster. JetStream
@@ -201,6 +208,12 @@ func StartServer(cfg ServerConfig) (*Server, error) {
 	// The server reports startup failures (address in use, JetStream cannot
 	// start) only through its logger's Fatalf, so always install one and
 	// stop waiting as soon as it fires.
+	for src, dest := range cfg.Mappings {
+		if err := srv.GlobalAccount().AddMapping(src, dest); err != nil {
+			lock.release()
+			return nil, fmt.Errorf("%w: subject mapping %q -> %q: %w", ErrInvalidConfig, src, dest, err)
+		}
+	}
 	fatal := make(chan string, 1)
 	srv.SetLoggerV2(serverLog{l: cfg.Logger, fatal: fatal}, false, false, false)
 	go srv.Start()
@@ -345,6 +358,52 @@ func (s *Server) Healthy() error {
 // orders and acknowledges its writes. Always false when not in a cluster.
 func (s *Server) LeadsStream(stream string) bool {
 	return s.srv.JetStreamIsStreamLeader(s.srv.GlobalAccount().Name, stream)
+}
+
+// MapSubjects adds the account subject mapping source -> destination to the
+// server's global account, as a "mappings" block in its configuration
+// would. It applies to what is published from then on.
+func (s *Server) MapSubjects(source, destination string) error {
+	if err := s.srv.GlobalAccount().AddMapping(source, destination); err != nil {
+		return fmt.Errorf("%w: subject mapping %q -> %q: %w", ErrInvalidConfig, source, destination, err)
+	}
+	return nil
+}
+
+// mapForClient adds the account subject mapping source -> destination to
+// the account the client connection nc (a connection to this server) is
+// bound to.
+func (s *Server) mapForClient(nc *nats.Conn, source, destination string) error {
+	cid, err := nc.GetClientID()
+	if err != nil {
+		return fmt.Errorf("subject mapping %q: the connection's client id: %w", source, err)
+	}
+	acc := s.srv.GlobalAccount()
+	if cz, err := s.srv.Connz(&server.ConnzOptions{CID: cid, Username: true}); err == nil && len(cz.Conns) == 1 && cz.Conns[0].Account != "" {
+		if a, err := s.srv.LookupAccount(cz.Conns[0].Account); err == nil {
+			acc = a
+		}
+	}
+	if err := acc.AddMapping(source, destination); err != nil {
+		return fmt.Errorf("%w: subject mapping %q -> %q in account %s: %w", ErrInvalidConfig, source, destination, acc.Name, err)
+	}
+	return nil
+}
+
+// Traffic is a server's message counters since it started, as its /varz
+// monitoring endpoint reports them: messages and bytes received (from
+// clients, routes and itself) and sent.
+type Traffic struct {
+	InMsgs, OutMsgs, InBytes, OutBytes int64
+}
+
+// Traffic returns the server's message counters (see [Traffic]).
+func (s *Server) Traffic() Traffic {
+	v, err := s.srv.Varz(nil)
+	if err != nil {
+		return Traffic{}
+	}
+	return Traffic{InMsgs: v.InMsgs, OutMsgs: v.OutMsgs, InBytes: v.InBytes, OutBytes: v.OutBytes}
 }
 
 // StoreDir is the JetStream store directory in use.

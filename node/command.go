@@ -184,6 +184,7 @@ func (c Command) serve(ctx context.Context, program string, cfg config, log *slo
 		SyncAlways: cfg.SyncAlways,
 		Prefix:     cfg.Prefix,
 		Partitions: cfg.Partitions,
+		Groups:     cfg.StreamGroups,
 		Name:       program,
 		Replicas:   cfg.Replicas,
 		Retention:  cfg.Retention,
@@ -214,6 +215,9 @@ func (c Command) serve(ctx context.Context, program string, cfg config, log *slo
 		if err := conn.Migrate(ctx); err != nil {
 			return err
 		}
+		if err := conn.MigrateGroups(ctx); err != nil {
+			return err
+		}
 	}
 	state.Set("provisioning streams and buckets")
 	if err := conn.Provision(ctx); err != nil {
@@ -226,6 +230,9 @@ func (c Command) serve(ctx context.Context, program string, cfg config, log *slo
 
 	// The record store: index the log and answer <prefix>.store.* (see docs/store.md).
 	if cfg.RecordStore {
+		if err := conn.OneStream(ctx, "the record store"); err != nil {
+			return fmt.Errorf("%w: run with --record-store=false (EA_RECORD_STORE=false)", err)
+		}
 		storeSrv, err := store.NewServer(ctx, conn, store.ServerOptions{Logger: log})
 		if err != nil {
 			return err
@@ -328,7 +335,7 @@ func DefaultBanner(in Info) string {
 		fmt.Fprintf(&b, "  nats req %s '{\"id\":\"%s\"}'\n", n.Control("create", ref.Kind), ref.ID)
 		fmt.Fprintf(&b, "  nats sub '%s'    # in another terminal: what %s emits\n", n.Outbox(ref), ref.ID)
 		fmt.Fprintf(&b, "  nats pub %s '{}' -H EA-Type:message -H Content-Type:application/json\n", n.Mailbox(ref))
-		fmt.Fprintf(&b, "  nats kv get %s %s    # its state document (the value is msgpack)\n", n.StateBucket(), n.StateKey(ref))
+		fmt.Fprintf(&b, "  nats kv get %s %s    # its state document (the value is msgpack)\n", n.StateBucketFor(ref), n.StateKey(ref))
 	}
 	b.WriteString("\n")
 	return b.String()

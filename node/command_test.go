@@ -3,10 +3,14 @@ package node_test
 import (
 	"context"
 	"errors"
+	"net"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/effectors/effectors/actor"
+	"github.com/effectors/effectors/actor/actortest"
+	"github.com/effectors/effectors/bus"
 	"github.com/effectors/effectors/bus/bustest"
 	"github.com/effectors/effectors/examples/greeter"
 	"github.com/effectors/effectors/internal/cli"
@@ -50,5 +54,50 @@ func TestCommandHelp(t *testing.T) {
 	cmd.About = "greeter-node greets."
 	if err := cmd.Run(context.Background(), []string{"--help"}, func(string) string { return "" }, &out, &errOut); err != nil || !strings.Contains(out.String(), "Usage: greeter-node [flags]\n\ngreeter-node greets.\n\nEvery flag") {
 		t.Errorf("--help with About = %v:\n%s", err, out.String())
+	}
+}
+
+// TestCommandStreamGroups: --stream-groups reaches the layout; the record
+// store, on by default, refuses groups and says what to do; without it the
+// node provisions the groups on its embedded server, mapping included.
+func TestCommandStreamGroups(t *testing.T) {
+	env := func(string) string { return "" }
+	var out, errOut strings.Builder
+	cmd := node.Command{Name: "greeter-node", Kinds: []actor.Definition{greeter.Kind()}}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	_ = l.Close()
+	store := t.TempDir()
+	args := []string{"--listen", addr, "--store", store, "--metrics", "off", "--partitions", "4", "--stream-groups", "2"}
+	err = cmd.Run(context.Background(), args, env, &out, &errOut)
+	if !errors.Is(err, bus.ErrGroupsUnsupported) || !strings.Contains(err.Error(), "--record-store=false") {
+		t.Fatalf("stream groups with the record store: %v, want ErrGroupsUnsupported saying --record-store=false", err)
+	}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- cmd.Run(ctx, append(args, "--record-store=false"), env, &out, &errOut) }()
+	conn, err := bus.Connect(ctx, bus.Config{URL: "nats://" + addr})
+	if err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	actortest.Eventually(t, 30*time.Second, "the groups' streams", func() bool {
+		_, err := conn.JetStream().Stream(ctx, "EA_MBOX_1_OF_2")
+		return err == nil
+	})
+	if err := conn.Provision(ctx); err != nil { // adopts the layout, probes the mapping
+		t.Fatal(err)
+	}
+	if g := conn.Names().Groups(); g != 2 {
+		t.Fatalf("adopted %d groups, want 2", g)
+	}
+	_ = conn.Close()
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("node: %v", err)
 	}
 }

@@ -27,7 +27,8 @@ type config struct {
 	ServerConfig  string // the embedded server's nats-server configuration file
 	Prefix        string
 	Partitions    int  // mailbox partitions (fixed at provisioning)
-	Migrate       bool // move a store of the previous layout to partitions first
+	StreamGroups  int  // stream groups (fixed at provisioning; docs/layout.md)
+	Migrate       bool // move a store of a previous layout first
 	RecordStore   bool // serve the record store (index and query service)
 	Replicas      int
 	Retention     bus.Retention // of the record log and dead letters
@@ -148,8 +149,21 @@ func settings() []*cli.Setting[config] {
 				c.Partitions = n
 				return ""
 			}},
+		{name: "stream-groups", arg: "G", def: "",
+			usage: fmt.Sprintf("stream groups: partitions spread over G mailbox streams and state buckets whose leaders can be on different servers (needs an account subject mapping on an outside server, docs/layout.md); fixed when first provisioned, moving from 1 is --migrate; unset: what is provisioned, 1 when nothing is; at most %d and the partitions", bus.MaxGroups),
+			check: func(c *config, v string) string {
+				if v == "" {
+					return ""
+				}
+				n, err := strconv.Atoi(v)
+				if err != nil || n < 1 || n > bus.MaxGroups {
+					return fmt.Sprintf("want a whole number from 1 to %d", bus.MaxGroups)
+				}
+				c.StreamGroups = n
+				return ""
+			}},
 		{name: "migrate", def: "false",
-			usage: "before starting, move a store of the previous layout (stream EA_RECORDS) to partitioned mailboxes; stop the previous release first",
+			usage: "before starting, move a store of a previous layout: stream EA_RECORDS to partitioned mailboxes, or, with --stream-groups above 1, one mailbox stream to stream groups; stop every node of the previous layout first",
 			check: func(c *config, v string) string {
 				b, err := strconv.ParseBool(v)
 				if err != nil {

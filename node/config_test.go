@@ -216,7 +216,7 @@ func TestEnvNames(t *testing.T) {
 		"prefix": "EA_PREFIX", "replicas": "EA_REPLICAS", "metrics": "EA_METRICS",
 		"log-level": "EA_LOG_LEVEL", "log-format": "EA_LOG_FORMAT", "shutdown-grace": "EA_SHUTDOWN_GRACE", "memory-limit": "EA_MEMORY_LIMIT",
 		"node-id": "EA_NODE_ID", "heartbeat": "EA_HEARTBEAT", "heartbeat-ttl": "EA_HEARTBEAT_TTL", "idle": "EA_IDLE",
-		"reply-subjects": "EA_REPLY_SUBJECTS", "partitions": "EA_PARTITIONS", "migrate": "EA_MIGRATE", "record-store": "EA_RECORD_STORE",
+		"reply-subjects": "EA_REPLY_SUBJECTS", "partitions": "EA_PARTITIONS", "stream-groups": "EA_STREAM_GROUPS", "migrate": "EA_MIGRATE", "record-store": "EA_RECORD_STORE",
 		"log-max-age": "EA_LOG_MAX_AGE", "log-max-bytes": "EA_LOG_MAX_BYTES", "dead-max-age": "EA_DEAD_MAX_AGE", "dead-max-bytes": "EA_DEAD_MAX_BYTES",
 		"server-config": "EA_SERVER_CONFIG", "creds": "EA_CREDS", "nkey": "EA_NKEY", "user": "EA_USER", "password-file": "EA_PASSWORD_FILE",
 		"token-file": "EA_TOKEN_FILE", "tls-ca": "EA_TLS_CA", "tls-cert": "EA_TLS_CERT", "tls-key": "EA_TLS_KEY",

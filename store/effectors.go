@@ -142,6 +142,9 @@ func (c *Client) Effectors(ctx context.Context, q EffectorQuery) (EffectorPage, 
 		}
 		pos = p[0]
 	}
+	if err := c.conn.OneStream(ctx, "listing effectors"); err != nil {
+		return EffectorPage{}, err
+	}
 	effectors, pos, more, err := pageLatest(ctx, c, c.n.StateStream(), c.n.StateFilter(q.Kind), pos, limit, func(m stored) (Effector, bool) {
 		var doc actor.Document
 		if codec.Unmarshal(m.data, &doc) != nil {
@@ -210,14 +213,17 @@ func (c *Client) Watch(ctx context.Context, o WatchOptions) (*Watcher, error) {
 	if err := records.ValidateKind(o.Kind); err != nil {
 		return nil, invalidf("kind: %v", err)
 	}
-	key := o.Kind + ".*"
+	key, bucket := o.Kind+".*", c.n.StateBucket()
 	if o.ID != "" {
 		if err := records.ValidateID(o.ID); err != nil {
 			return nil, invalidf("id: %v", err)
 		}
 		key = o.Kind + "." + o.ID
+		bucket = c.n.StateBucketFor(records.Ref{Kind: o.Kind, ID: o.ID})
+	} else if err := c.conn.OneStream(ctx, "watching every effector of a kind"); err != nil {
+		return nil, err
 	}
-	f, err := watchBucket(ctx, c, c.n.StateBucket(), key, o.From, func(e jetstream.KeyValueEntry) (StateEvent, error) {
+	f, err := watchBucket(ctx, c, bucket, key, o.From, func(e jetstream.KeyValueEntry) (StateEvent, error) {
 		kind, id, _ := strings.Cut(e.Key(), ".")
 		ev := StateEvent{Effector: records.Ref{Kind: kind, ID: id}, Revision: e.Revision()}
 		if e.Operation() != jetstream.KeyValuePut {

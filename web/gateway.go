@@ -55,6 +55,9 @@ func New(ctx context.Context, conn *bus.Conn, cfg Config) (*Gateway, error) {
 		return nil, err
 	}
 	cfg = cfg.withDefaults()
+	if err := conn.OneStream(ctx, "the web gateway"); err != nil {
+		return nil, err
+	}
 	actors, err := actor.NewClient(ctx, conn)
 	if err != nil {
 		return nil, fmt.Errorf("gateway: %w", err)

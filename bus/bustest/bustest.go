@@ -34,8 +34,9 @@ type Server struct {
 	// StoreDir is the JetStream store directory, kept across Restart.
 	StoreDir string
 
-	addr string
-	srv  *bus.Server
+	addr     string
+	srv      *bus.Server
+	mappings map[string]string // added by MapMailboxes, kept across Restart
 }
 
 // NewServer starts a server on a free port with file storage in t.TempDir().
@@ -53,12 +54,30 @@ func (s *Server) start(t testing.TB) {
 	t.Helper()
 	var err error
 	for range 50 { // the port may linger briefly after a shutdown
-		if s.srv, err = bus.StartServer(bus.ServerConfig{Listen: s.addr, StoreDir: s.StoreDir}); err == nil {
+		if s.srv, err = bus.StartServer(bus.ServerConfig{Listen: s.addr, StoreDir: s.StoreDir, Mappings: s.mappings}); err == nil {
 			return
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
 	t.Fatalf("bustest: start nats-server: %v", err)
+}
+
+// MapMailboxes adds the account subject mapping that stream groups need
+// (see [bus.Names.MailboxMapping]) to the server, now and after Restart, as
+// an operator adds it to the server's configuration. Not safe for
+// concurrent use with Restart.
+func (s *Server) MapMailboxes(t testing.TB, names bus.Names) {
+	t.Helper()
+	src, dest := names.MailboxMapping()
+	if s.mappings == nil {
+		s.mappings = map[string]string{}
+	}
+	s.mappings[src] = dest
+	if s.srv != nil {
+		if err := s.srv.MapSubjects(src, dest); err != nil {
+			t.Fatalf("bustest: %v", err)
+		}
+	}
 }
 
 // Shutdown stops the server; it is safe to call more than once.

@@ -3,6 +3,7 @@ package bustest
 import (
 	"context"
 	"fmt"
+	"maps"
 	"net"
 	"slices"
 	"strings"
@@ -27,6 +28,9 @@ type Cluster struct {
 	// Servers are the servers, in start order; each can be stopped and
 	// restarted on its own.
 	Servers []*ClusterServer
+
+	mu       sync.Mutex
+	mappings map[string]string // added by MapMailboxes, kept across Restart
 }
 
 // ClusterServer is one server of a [Cluster].
@@ -135,11 +139,15 @@ func (s *ClusterServer) start() error {
 			routes = append(routes, "nats-route://"+o.clusterAddr)
 		}
 	}
+	s.cluster.mu.Lock()
+	mappings := maps.Clone(s.cluster.mappings)
+	s.cluster.mu.Unlock()
 	cfg := bus.ServerConfig{
 		Name:     s.Name,
 		Listen:   s.addr,
 		StoreDir: s.StoreDir,
 		Cluster:  bus.ClusterConfig{Name: s.cluster.Name, Listen: s.clusterAddr, Routes: routes},
+		Mappings: mappings,
 	}
 	srv, err := bus.StartServer(cfg)
 	if err != nil {
@@ -149,6 +157,32 @@ func (s *ClusterServer) start() error {
 	s.srv = srv
 	s.mu.Unlock()
 	return nil
+}
+
+// MapMailboxes adds the account subject mapping that stream groups need
+// (see [bus.Names.MailboxMapping]) to every server, running or restarted
+// later, as an operator adds it to every server's configuration:
+//
+//	names, _ := bus.NewNames("ea")
+//	names, _ = names.WithPartitions(16)
+//	c.MapMailboxes(t, names)
+//	conn := c.Connect(t, bus.Config{Partitions: 16, Groups: 4})
+func (c *Cluster) MapMailboxes(t testing.TB, names bus.Names) {
+	t.Helper()
+	src, dest := names.MailboxMapping()
+	c.mu.Lock()
+	if c.mappings == nil {
+		c.mappings = map[string]string{}
+	}
+	c.mappings[src] = dest
+	c.mu.Unlock()
+	for _, s := range c.Servers {
+		if srv := s.server(); srv != nil {
+			if err := srv.MapSubjects(src, dest); err != nil {
+				t.Fatalf("bustest: %v", err)
+			}
+		}
+	}
 }
 
 // URL is the comma-separated client URLs of all servers, the form

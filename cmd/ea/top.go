@@ -215,6 +215,9 @@ type logs struct {
 // openLogs looks the streams up.
 func openLogs(ctx context.Context, conn *bus.Conn) (logs, error) {
 	n := conn.Names()
+	if err := conn.OneStream(ctx, "ea top"); err != nil {
+		return logs{}, withCode(exitUnavailable, err)
+	}
 	mbox, err := conn.JetStream().Stream(ctx, n.MailboxStream())
 	if err != nil {
 		return logs{}, withCode(exitUnavailable, fmt.Errorf("stream %s: %w (was the deployment provisioned?)", n.MailboxStream(), err))

@@ -91,7 +91,7 @@ func hint(in node.Info) string {
 	fmt.Fprintf(&b, "  nats req %s '{\"id\":\"c1\"}'\n", n.Control("create", c1.Kind))
 	fmt.Fprintf(&b, "  nats sub '%s'    # in another terminal: what c1 emits\n", n.Outbox(c1))
 	fmt.Fprintf(&b, "  nats pub %s '{\"by\":2}' -H EA-Type:inc -H Content-Type:application/json\n", n.Mailbox(c1))
-	fmt.Fprintf(&b, "  nats kv get %s %s    # c1's state document (the value is msgpack)\n", n.StateBucket(), n.StateKey(c1))
+	fmt.Fprintf(&b, "  nats kv get %s %s    # c1's state document (the value is msgpack)\n", n.StateBucketFor(c1), n.StateKey(c1))
 	fmt.Fprintf(&b, "  nats req %s '{\"id\":\"ctl\"}'\n", n.Control("create", ctl.Kind))
 	fmt.Fprintf(&b, "  nats pub %s '{\"counter\":\"c1\",\"times\":100}' -H EA-Type:start -H Content-Type:application/json\n", n.Mailbox(ctl))
 	if in.Metrics != "" {

@@ -156,7 +156,7 @@ func mailboxAsker(c *actor.Context, conn *bus.Conn) core.Asker {
 			return core.Decision{}, core.Errorf(core.CodeUnavailable, op, "no connection to read approvals with")
 		}
 		names := conn.Names()
-		cons, err := conn.JetStream().OrderedConsumer(ctx, names.MailboxStream(), jetstream.OrderedConsumerConfig{
+		cons, err := conn.JetStream().OrderedConsumer(ctx, names.MailboxStreamFor(self), jetstream.OrderedConsumerConfig{
 			FilterSubjects: []string{names.StoredMailbox(self)},
 			DeliverPolicy:  jetstream.DeliverByStartSequencePolicy,
 			OptStartSeq:    rec.Seq + 1,

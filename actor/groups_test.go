@@ -1,0 +1,402 @@
+package actor_test
+
+import (
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/effectors/effectors/actor/actortest"
+	"github.com/effectors/effectors/bus"
+	"github.com/effectors/effectors/bus/bustest"
+	"github.com/effectors/effectors/records"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// groupLoads is per records for each of refs, round-robin, with fixed ids.
+func groupLoads(refs []records.Ref, per int) []clusterLoad {
+	var loads []clusterLoad
+	for range per {
+		for _, r := range refs {
+			loads = append(loads, clusterLoad{to: r, id: records.NewID()})
+		}
+	}
+	return loads
+}
+
+// checkGroupPlacement fails t unless each ref's state document is in its
+// group's bucket and in no other, and the groups used are more than one.
+func checkGroupPlacement(t *testing.T, conn *bus.Conn, refs []records.Ref) {
+	t.Helper()
+	n := conn.Names()
+	buckets, err := conn.StateBuckets(ctxT(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	used := map[int]bool{}
+	for _, r := range refs {
+		for g, b := range buckets {
+			_, err := b.Get(ctxT(t), n.StateKey(r))
+			switch {
+			case g == n.GroupOf(r) && err != nil:
+				t.Fatalf("%s: no state document in its group's bucket %s: %v", r, n.StateBucketOf(g), err)
+			case g != n.GroupOf(r) && !errors.Is(err, jetstream.ErrKeyNotFound):
+				t.Fatalf("%s: state document in bucket %s of group %d, not its group %d (%v)", r, n.StateBucketOf(g), g, n.GroupOf(r), err)
+			}
+		}
+		used[n.GroupOf(r)] = true
+	}
+	if len(used) < 2 {
+		t.Fatalf("the effectors are all in group(s) %v: the test proves nothing", used)
+	}
+}
+
+// TestGroupsOneServer: stream groups on a single server (the node's default
+// is an embedded one) drive counters through mailboxes exactly: every count
+// exact, every output once, each state document in its group's bucket.
+func TestGroupsOneServer(t *testing.T) {
+	t.Parallel()
+	const (
+		counters = 24
+		per      = 20
+	)
+	srv := bustest.NewServer(t)
+	names, _ := bus.NewNames("ea")
+	names, _ = names.WithPartitions(8)
+	srv.MapMailboxes(t, names)
+	cfg := bus.Config{Partitions: 8, Groups: 4}
+	conn := srv.Connect(t, cfg)
+	if conn.Names().Groups() != 4 {
+		t.Fatalf("groups %d", conn.Names().Groups())
+	}
+	startNode(t, srv.Connect(t, cfg), nil)
+	c := newClient(t, conn)
+	refs := createCounters(t, c, counters)
+	var acked atomic.Int64
+	if err := publishResilient(conn, groupLoads(refs, per), 4, time.Now().Add(60*time.Second), &acked); err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range refs {
+		waitCountOnly(t, c, r, per, 60*time.Second)
+	}
+	outs := outboxes(t, conn, "counter")
+	for _, r := range refs {
+		if got := len(outs[conn.Names().Outbox(r)]); got != per {
+			t.Fatalf("%s: %d outputs, want %d", r, got, per)
+		}
+	}
+	checkGroupPlacement(t, conn, refs)
+
+	// A publish that bypasses the mapping naming another partition than
+	// its effector's is stored in the group of the partition it names and
+	// dead-lettered by that partition's reader, never applied.
+	forged := refs[0]
+	wrong := (conn.Names().Partition(forged) + 1) % conn.Names().Partitions()
+	rec, err := records.New("inc", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ack, err := conn.JetStream().PublishMsg(ctxT(t), rec.Msg(fmt.Sprintf("ea.mbox.%d.%s.%s", wrong, forged.Kind, forged.ID)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ack.Stream != conn.Names().PartitionStream(wrong) {
+		t.Fatalf("forged record stored in %s, want %s", ack.Stream, conn.Names().PartitionStream(wrong))
+	}
+	dl := waitDead(t, c, forged, 0, 1, "bad_subject")
+	if dl[0].Seq != ack.Sequence || dl[0].Stream != ack.Stream {
+		t.Fatalf("dead letter of seq %d of %s, want %d of %s", dl[0].Seq, dl[0].Stream, ack.Sequence, ack.Stream)
+	}
+	if got := count(t, c, forged); got != per {
+		t.Fatalf("count of %s is %d after a forged record, want %d", forged, got, per)
+	}
+	// Replay reads each effector's records from its group's stream.
+	replayed := map[int]bool{}
+	for _, r := range refs[:8] {
+		rep, err := c.Replay(ctxT(t), r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !rep.Equal || rep.Applied != per {
+			t.Fatalf("replay of %s (group %d): %+v, want equal with %d applied", r, conn.Names().GroupOf(r), rep, per)
+		}
+		replayed[conn.Names().GroupOf(r)] = true
+	}
+	if len(replayed) < 2 {
+		t.Fatalf("replayed effectors of groups %v only", replayed)
+	}
+	var stored uint64
+	for g := range 4 {
+		s, err := conn.MailboxStreamOf(ctxT(t), g)
+		if err != nil {
+			t.Fatal(err)
+		}
+		info, err := s.Info(ctxT(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		stored += info.State.Msgs
+	}
+	if stored != counters*per+1 {
+		t.Fatalf("the group streams hold %d records, want %d", stored, counters*per+1)
+	}
+}
+
+// clusterGroups is the stream group count of the cluster tests: one
+// mailbox stream and one state bucket per server of the 3-server cluster.
+const clusterGroups = 3
+
+// checkLeadersSpread fails t unless the leaders of the groups' streams and
+// of the outbox stream share the writes evenly: each record is a write to
+// its group's mailbox stream, to the outbox stream and to its group's state
+// bucket, so a group's streams weigh its share of the partitions and the
+// outbox stream 1; no server may lead more than a third of the total plus
+// one group's weight (what placing one stream at a time can leave), where
+// three servers leading at random can reach twice that.
+func checkLeadersSpread(t *testing.T, cl *bustest.Cluster, names bus.Names) {
+	t.Helper()
+	leaders := groupLeaders(t, cl, names)
+	leaders[names.OutboxStream()] = cl.StreamLeader(t, names.OutboxStream()).Name
+	load := map[string]float64{leaders[names.OutboxStream()]: 1}
+	var most float64
+	for g := range names.Groups() {
+		w := float64(len(names.GroupPartitions(g))) / float64(names.Partitions())
+		load[leaders[names.MailboxStreamOf(g)]] += w
+		load[leaders["KV_"+names.StateBucketOf(g)]] += w
+		most = max(most, w)
+	}
+	t.Logf("leaders %v; share of the writes each server leads %v", leaders, load)
+	for server, l := range load {
+		if l > 1+most+1e-9 {
+			t.Fatalf("%s leads %.3f of the 3 writes of a record, more than 1 + %.3f: the leaders did not spread (%v)", server, l, most, leaders)
+		}
+	}
+	if len(load) != 3 {
+		t.Fatalf("%d servers lead the streams, want all 3 (%v)", len(load), leaders)
+	}
+}
+
+// groupLeaders returns, for each stream of names (mailbox streams and state
+// buckets' streams), the server leading it.
+func groupLeaders(t *testing.T, cl *bustest.Cluster, names bus.Names) map[string]string {
+	t.Helper()
+	leaders := map[string]string{}
+	for _, s := range names.MailboxStreams() {
+		leaders[s] = cl.StreamLeader(t, s).Name
+	}
+	for _, b := range names.StateBuckets() {
+		leaders["KV_"+b] = cl.StreamLeader(t, "KV_"+b).Name
+	}
+	return leaders
+}
+
+// TestClusterGroupLeaderDies runs two nodes against a 3-server NATS cluster
+// with 3 stream groups, every stream and bucket in 3 replicas. The leaders of
+// the groups' streams and of the outbox stream share the writes evenly. While a
+// plain publisher drives 30 counters, the server leading group 0's mailbox
+// stream stops; the other groups go on, group 0 gets a new leader, and at the
+// end every count is exact and every output is on its outbox once.
+// Not parallel, like TestClusterStreamLeaderDies.
+func TestClusterGroupLeaderDies(t *testing.T) {
+	const (
+		counters = 30
+		per      = 60
+		total    = counters * per
+	)
+	start := time.Now()
+	cl := bustest.NewCluster(t, 3)
+	names, _ := bus.NewNames("ea")
+	names, _ = names.WithPartitions(clusterPartitions)
+	cl.MapMailboxes(t, names)
+	cfg := bus.Config{Replicas: 3, Partitions: clusterPartitions, Groups: clusterGroups}
+	conn := cl.Connect(t, cfg)
+	names = conn.Names()
+	if names.Groups() != clusterGroups {
+		t.Fatalf("groups %d", names.Groups())
+	}
+	checkLeadersSpread(t, cl, names)
+	c := newClient(t, conn)
+	var nodes []*runningNode
+	for range 2 {
+		nodes = append(nodes, startNodeWith(t, cl.Connect(t, cfg), clusterPlacement, nil))
+	}
+	refs := createCounters(t, c, counters)
+	t.Cleanup(func() {
+		if t.Failed() {
+			for _, n := range nodes {
+				t.Log(n.Debug())
+			}
+		}
+	})
+	var acked atomic.Int64
+	published := make(chan error, 1)
+	go func() {
+		published <- publishResilient(conn, groupLoads(refs, per), 6, time.Now().Add(60*time.Second), &acked)
+	}()
+	processed := func() float64 {
+		var sum float64
+		for _, n := range nodes {
+			sum += metricSum(t, n.Registry, "ea_records_processed_total")
+		}
+		return sum
+	}
+	actortest.Eventually(t, 30*time.Second, "a third of the load published and some processed", func() bool {
+		return acked.Load() >= total/3 && processed() >= total/10
+	})
+	victim := names.MailboxStreamOf(0)
+	leader := cl.StreamLeader(t, victim)
+	before := acked.Load()
+	leader.Shutdown()
+	stopped := time.Now()
+	t.Logf("stopped %s, leader of %s, with %d/%d records published", leader.Name, victim, before, total)
+	if before == total {
+		t.Fatal("the load was all published before the leader stopped: the test proves nothing")
+	}
+	if err := <-published; err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range refs {
+		waitCountOnly(t, c, r, per, time.Until(stopped.Add(90*time.Second)))
+	}
+	t.Logf("all %d counts exact %s after the leader stopped (%s in all)", counters, time.Since(stopped).Round(time.Millisecond), time.Since(start).Round(time.Millisecond))
+	if next := cl.StreamLeader(t, victim); next == leader {
+		t.Fatalf("stream %s is still led by the stopped server", victim)
+	}
+	outs := outboxes(t, conn, "counter")
+	for _, r := range refs {
+		if got := len(outs[names.Outbox(r)]); got != per {
+			t.Fatalf("%s: %d outputs, want %d", r, got, per)
+		}
+		if got := count(t, c, r); got != per {
+			t.Fatalf("count of %s is %d after its outputs were read, want %d: a record was applied again", r, got, per)
+		}
+	}
+	checkGroupPlacement(t, conn, refs)
+}
+
+// upgradeEnv is where an upgrade test runs: a NATS server or cluster.
+type upgradeEnv struct {
+	url      string                                     // every server's client URL
+	replicas int                                        // of streams and buckets
+	connect  func(t *testing.T, c bus.Config) *bus.Conn // connected and provisioned
+	mapping  func(t *testing.T, n bus.Names)            // adds the mailbox mapping everywhere
+}
+
+// TestGroupsUpgradeFromOneStream: a deployment provisioned with one mailbox
+// stream moves to 4 stream groups with records left unapplied by a node
+// stopped mid-load; after bus.Conn.MigrateGroups and a node on the groups,
+// and records published through the mapping after, every count is exact
+// and every output is on its outbox once.
+func TestGroupsUpgradeFromOneStream(t *testing.T) {
+	t.Parallel()
+	srv := bustest.NewServer(t)
+	upgradeFromOneStream(t, upgradeEnv{
+		url: srv.URL, replicas: 1,
+		connect: func(t *testing.T, c bus.Config) *bus.Conn { return srv.Connect(t, c) },
+		mapping: func(t *testing.T, n bus.Names) { srv.MapMailboxes(t, n) },
+	}, 4)
+}
+
+// TestClusterGroupsUpgrade is TestGroupsUpgradeFromOneStream on a 3-server
+// cluster, every stream and bucket in 3 replicas, to 3 groups led by three
+// servers. Not parallel, like TestClusterStreamLeaderDies.
+func TestClusterGroupsUpgrade(t *testing.T) {
+	cl := bustest.NewCluster(t, 3)
+	upgradeFromOneStream(t, upgradeEnv{
+		url: cl.URL(), replicas: 3,
+		connect: func(t *testing.T, c bus.Config) *bus.Conn { return cl.Connect(t, c) },
+		mapping: func(t *testing.T, n bus.Names) { cl.MapMailboxes(t, n) },
+	}, clusterGroups)
+	names, _ := bus.NewNames("ea")
+	names, _ = names.WithPartitions(8)
+	names, _ = names.WithGroups(clusterGroups)
+	checkLeadersSpread(t, cl, names)
+}
+
+func upgradeFromOneStream(t *testing.T, env upgradeEnv, groups int) {
+	const (
+		counters = 20
+		before   = 30 // per counter, published to the one stream
+		after    = 10 // per counter, published to the groups
+	)
+	one := bus.Config{Partitions: 8, Replicas: env.replicas}
+	conn := env.connect(t, one)
+	node := startNode(t, env.connect(t, one), nil)
+	c := newClient(t, conn)
+	refs := createCounters(t, c, counters)
+	var acked atomic.Int64
+	published := make(chan error, 1)
+	go func() {
+		published <- publishResilient(conn, groupLoads(refs, before), 2, time.Now().Add(60*time.Second), &acked)
+	}()
+	actortest.Eventually(t, 30*time.Second, "some records processed", func() bool {
+		return metricSum(t, node.Registry, "ea_records_processed_total") >= counters*before/4
+	})
+	node.Stop(t)
+	if err := <-published; err != nil {
+		t.Fatal(err)
+	}
+	var applied int64
+	for _, r := range refs {
+		applied += count(t, c, r)
+	}
+	t.Logf("%d of %d records applied before the migration", applied, counters*before)
+	if applied == counters*before {
+		t.Fatal("every record was applied before the migration: the test proves nothing")
+	}
+
+	// The upgrade: the mapping on the server, then the migration.
+	names, _ := bus.NewNames("ea")
+	names, _ = names.WithPartitions(8)
+	env.mapping(t, names)
+	grouped := bus.Config{Partitions: 8, Groups: groups, Replicas: env.replicas, URL: env.url}
+	mc, err := bus.Connect(ctxT(t), grouped)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = mc.Close() }()
+	if err := mc.Provision(ctxT(t)); !errors.Is(err, bus.ErrInvalidConfig) {
+		t.Fatalf("provision groups over one stream before migrating: %v, want it refused", err)
+	}
+	if err := mc.MigrateGroups(ctxT(t)); err != nil {
+		t.Fatal(err)
+	}
+	if err := mc.MigrateGroups(ctxT(t)); err != nil {
+		t.Fatalf("migrating again: %v", err)
+	}
+	if err := mc.Provision(ctxT(t)); err != nil {
+		t.Fatal(err)
+	}
+	var copied uint64
+	for g := range groups {
+		s, err := mc.MailboxStreamOf(ctxT(t), g)
+		if err != nil {
+			t.Fatal(err)
+		}
+		copied += s.CachedInfo().State.Msgs
+	}
+	if want := uint64(counters*before) - uint64(applied); copied != want {
+		t.Fatalf("%d records copied to the groups, want the %d not applied", copied, want)
+	}
+
+	gconn := env.connect(t, bus.Config{}) // adopts the groups
+	if gconn.Names().Groups() != groups {
+		t.Fatalf("a connection that does not say adopts %d groups, want %d", gconn.Names().Groups(), groups)
+	}
+	startNode(t, env.connect(t, bus.Config{}), nil)
+	gc := newClient(t, gconn)
+	if err := publishResilient(gconn, groupLoads(refs, after), 2, time.Now().Add(60*time.Second), &acked); err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range refs {
+		waitCountOnly(t, gc, r, before+after, 60*time.Second)
+	}
+	outs := outboxes(t, gconn, "counter")
+	for _, r := range refs {
+		if got := len(outs[gconn.Names().Outbox(r)]); got != before+after {
+			t.Fatalf("%s: %d outputs, want %d", r, got, before+after)
+		}
+	}
+	checkGroupPlacement(t, gconn, refs)
+}
