@@ -106,18 +106,12 @@ type output struct {
 	// msg, when set, is the message to publish instead of rec's (a timer's
 	// schedule or cancellation, see timer.go).
 	msg *nats.Msg
-	// hdr, when set, is rec's header, built once when the output was
-	// checked (see Context.refusal); nothing changes rec after that.
-	hdr nats.Header
 }
 
 // message is the NATS message of o.
 func (o output) message() *nats.Msg {
 	if o.msg != nil {
 		return o.msg
-	}
-	if o.hdr != nil {
-		return &nats.Msg{Subject: o.subject, Header: o.hdr, Data: o.rec.Payload}
 	}
 	return o.rec.Msg(o.subject)
 }
@@ -131,7 +125,7 @@ func (c *Context) Record() records.Record { return c.rec }
 // Logger returns a logger carrying the effector and record id.
 func (c *Context) Logger() *slog.Logger {
 	if c.log == nil {
-		c.log = c.base.With("effector", c.self.String(), "record", c.rec.ID)
+		c.log = c.base.With("record", c.rec.ID)
 	}
 	return c.log
 }
@@ -339,7 +333,7 @@ func outputID(in string, n string) string {
 // attempt.
 func (e *effector) newContext(ctx context.Context, d delivery) *Context {
 	return newCallContext(ctx, &call{
-		self: e.ref, rec: d.rec, base: e.node.log, names: e.node.names,
+		self: e.ref, rec: d.rec, base: e.logger(), names: e.node.names,
 		routes: e.node.routes, maxMsg: e.node.conn.MaxPayload(),
 		publishNow: e.publishNow, idKey: e.node.idKey, timerList: e.node.timerNames,
 	})

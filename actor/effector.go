@@ -26,9 +26,8 @@ import (
 // Lock order: mu before Node.busy's; partition.mu is never taken while
 // holding mu.
 //
-// Goroutines: the drain goroutine (counted by holdLocked, started by its
-// caller) and
-// the watchdog's PROCESSING write (started by checkSlow) are counted in
+// Goroutines: the drain goroutine (started by holdLocked) and the
+// watchdog's PROCESSING write (started by checkSlow) are counted in
 // drainers, which stop waits for.
 type effector struct {
 	node *Node

@@ -23,45 +23,41 @@ type delivery struct {
 // so many records that it must read its own mailbox (see overflow.go). While
 // it does, the partition's records of it are dropped (drop is true: its own
 // consumer delivers them; the partition acknowledges them if it may, see
-// "Drops"), or parked while it leaves that mode. run is true when the record
-// found the effector idle: the caller must start [effector.drain] (counted
-// in drainers already).
-func (e *effector) deliver(d delivery) (ok, overflow, drop, run bool) {
+// "Drops"), or parked while it leaves that mode.
+func (e *effector) deliver(d delivery) (ok, overflow, drop bool) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.stopped {
-		return false, false, false, false
+		return false, false, false
 	}
 	if e.ovf != nil {
 		if e.ovf.draining {
 			e.ovf.parked = append(e.ovf.parked, d)
-			return true, false, false, false
+			return true, false, false
 		}
 		e.ovf.droppedMax = max(e.ovf.droppedMax, d.seq)
-		return true, false, true, false
+		return true, false, true
 	}
-	run = e.holdLocked(d)
-	return true, e.overflowing(), false, run
+	e.holdLocked(d)
+	return true, e.overflowing(), false
 }
 
 // hold takes a record into the effector's held records.
 func (e *effector) hold(d delivery) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if !e.stopped && e.holdLocked(d) {
-		go e.drain()
+	if !e.stopped {
+		e.holdLocked(d)
 	}
 }
 
-// holdLocked takes a record into the held records. It reports true when the
-// drain goroutine did not run: it is then counted as running (in drainers,
-// and in the node's busy set) and the caller must run [effector.drain]. The
-// caller holds mu.
-func (e *effector) holdLocked(d delivery) (run bool) {
+// holdLocked takes a record into the held records and starts the drain
+// goroutine if it does not run. The caller holds mu.
+func (e *effector) holdLocked(d delivery) {
 	for i := range e.held {
 		if e.held[i].seq == d.seq { // redelivered while held: keep the newer handle
 			e.held[i].msg, e.held[i].delivered = d.msg, d.delivered
-			return false
+			return
 		}
 	}
 	if d.err == nil && d.rec.Type == TypeCancel && d.rec.Process != "" {
@@ -78,13 +74,12 @@ func (e *effector) holdLocked(d delivery) (run bool) {
 	}
 	e.held = append(e.held, d)
 	e.maxSeen = max(e.maxSeen, d.seq)
-	if e.running {
-		return false
+	if !e.running {
+		e.running = true
+		e.node.busy.add(e)
+		e.drainers.Add(1)
+		go e.drain()
 	}
-	e.running = true
-	e.node.busy.add(e)
-	e.drainers.Add(1)
-	return true
 }
 
 // wake starts the drain goroutine if it does not run, with nothing held:
@@ -137,42 +132,18 @@ func (e *effector) drain() {
 
 // take removes up to n held records, in the order they are to be applied:
 // high priority first, then stream order. The caller holds mu.
-//
-// It copies each record once (removing them one at a time from the front
-// cost a copy of the whole held window per record: a quarter of the drain
-// goroutine's time with a backlog), and clears the slots it frees, so no
-// stale record is kept alive.
 func (e *effector) take(n int) []delivery {
-	k := min(n, len(e.held))
-	if k <= 0 {
-		return nil
-	}
-	high := false
-	for i := range e.held {
-		if e.held[i].rec.Priority == records.PriorityHigh {
-			high = true
-			break
-		}
-	}
-	out := make([]delivery, 0, k)
-	if !high {
-		out = append(out, e.held[:k]...)
-		clear(e.held[:k])
-		e.held = e.held[k:]
-	} else {
-		rest := make([]delivery, 0, len(e.held))
-		for _, d := range e.held {
-			if len(out) < k && d.rec.Priority == records.PriorityHigh {
-				out = append(out, d)
-			} else {
-				rest = append(rest, d)
+	var out []delivery
+	for len(out) < n && len(e.held) > 0 {
+		i := 0
+		for j, d := range e.held {
+			if d.rec.Priority == records.PriorityHigh {
+				i = j
+				break
 			}
 		}
-		fill := min(k-len(out), len(rest))
-		out = append(out, rest[:fill]...)
-		clear(rest[:fill])
-		clear(e.held)
-		e.held = rest[fill:]
+		out = append(out, e.held[i])
+		e.held = slices.Delete(e.held, i, i+1) // clears the freed slot: no stale record kept alive
 	}
 	if len(e.held) == 0 {
 		e.held = nil

@@ -274,9 +274,7 @@ func (e *effector) leaveOverflow() {
 	parked := ovf.parked
 	if !e.stopped {
 		for _, d := range parked {
-			if e.holdLocked(d) { // records at or below seq are skipped when taken
-				go e.drain()
-			}
+			e.holdLocked(d) // records at or below seq are skipped when taken
 		}
 	}
 	e.mu.Unlock()

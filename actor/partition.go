@@ -12,6 +12,7 @@ import (
 
 	"github.com/effectors/effectors/bus"
 	"github.com/effectors/effectors/records"
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -35,10 +36,8 @@ type partition struct {
 	// node; zero when no other node read it last (drop.go, "Drops").
 	opened time.Time
 
-	mu sync.Mutex // guards the fields below
-	it jetstream.MessagesContext
-	// readDone is closed when the reading of it ended (see read).
-	readDone  chan struct{}
+	mu        sync.Mutex // guards the fields below
+	cc        jetstream.ConsumeContext
 	effectors map[string]*effector // by id: the effectors loaded
 	next      uint64               // the consumer sequence the next delivery must have
 	stopped   bool
@@ -128,78 +127,35 @@ func (p *partition) start(ctx context.Context, cons jetstream.Consumer, names []
 		p.stop(0)
 		return err
 	}
-	it, err := cons.Messages(n.readOpts(cons.CachedInfo(), p.kind.window)...)
+	cc, err := cons.Consume(p.deliver, n.pullOpts(cons.CachedInfo(), p.kind.window,
+		func(_ jetstream.ConsumeContext, err error) {
+			switch {
+			case errors.Is(err, jetstream.ErrConsumerDeleted), errors.Is(err, jetstream.ErrConsumerNotFound):
+				p.log.Info("consumer gone; opening the partition again", "err", err)
+				p.fail()
+			case errors.Is(err, jetstream.ErrPinIDMismatch):
+				// Unpinned: another node took the partition (its lease
+				// says so soon), or one that lost it unpinned it on its way
+				// out; nats.go asks again without a pin id.
+				p.log.Debug("consume: unpinned", "err", err)
+			case errors.Is(err, nats.ErrNoResponders), errors.Is(err, jetstream.ErrNoHeartbeat):
+				p.log.Debug("consume", "err", err) // nats.go keeps pulling once the server is back
+			default:
+				p.log.Debug("consume", "err", err)
+			}
+		})...)
 	if err != nil {
 		p.stop(0)
 		return fmt.Errorf("consume %s: %w", p.name, err)
 	}
 	p.mu.Lock()
-	p.it = it
-	p.readDone = make(chan struct{})
+	p.cc = cc
 	stopped := p.stopped
 	p.mu.Unlock()
 	if stopped {
-		it.Stop()
+		cc.Stop()
 	}
-	go p.read(it)
 	return nil
-}
-
-// readOpts are the options of a partition's reading (see [Node.pullOpts]):
-// a window of batch records, short pull requests, and the reader group
-// when the consumer has it.
-func (n *Node) readOpts(info *jetstream.ConsumerInfo, batch int) []jetstream.PullMessagesOpt {
-	exp := pullExpiry(n.opts)
-	opts := []jetstream.PullMessagesOpt{
-		jetstream.PullMaxMessages(batch),
-		jetstream.PullExpiry(exp), jetstream.PullHeartbeat(exp / 2),
-		jetstream.WithMessagesErrOnMissingHeartbeat(false), // nats.go pulls again, as Consume does
-	}
-	if isFenced(info) {
-		opts = append(opts, jetstream.PullPriorityGroup(readerGroup))
-	}
-	return opts
-}
-
-// read takes the partition's records from it and dispatches them until it
-// is stopped; then it closes readDone. A record that finds its effector
-// idle starts the effector's drain goroutine.
-//
-// (Measured and not kept: a reader that ran that drain itself and handed
-// the reading to a new goroutine, so a lone record's logic would start
-// without a goroutine wake-up. It saved 5–9 µs p50 between delivery and
-// logic on an idle partition, nothing measurable end to end, and cost node
-// CPU per record with 10,000 active effectors; see BENCHMARKS.md, "The hop
-// itself".)
-func (p *partition) read(it jetstream.MessagesContext) {
-	for {
-		msg, err := it.Next()
-		if err != nil {
-			switch {
-			case errors.Is(err, jetstream.ErrMsgIteratorClosed):
-				close(p.readDone)
-				p.mu.Lock()
-				done := p.stopped || p.lost
-				p.mu.Unlock()
-				if !done {
-					// nats.go ended the reading on an error it cannot go
-					// on from (a bad request): open the partition again.
-					p.log.Info("reading ended; opening the partition again")
-					p.fail()
-				}
-				return
-			case errors.Is(err, jetstream.ErrConsumerDeleted), errors.Is(err, jetstream.ErrConsumerNotFound):
-				p.log.Info("consumer gone; opening the partition again", "err", err)
-				p.fail()
-			default:
-				p.log.Debug("consume", "err", err) // nats.go keeps pulling once the server is back
-			}
-			continue
-		}
-		if e := p.deliver(msg); e != nil {
-			go e.drain()
-		}
-	}
 }
 
 // failed reports whether the partition must be opened again.
@@ -223,18 +179,16 @@ func (p *partition) fail() {
 }
 
 // deliver receives a record from the consumer and hands it to its effector.
-// It returns the effector when the record found it idle: the caller must
-// start its drain (see [partition.read]).
-func (p *partition) deliver(msg jetstream.Msg) *effector {
+func (p *partition) deliver(msg jetstream.Msg) {
 	meta, err := msg.Metadata()
 	if err != nil {
 		p.log.Error("record without JetStream metadata; leaving it for redelivery", "err", err)
-		return nil
+		return
 	}
 	p.mu.Lock()
 	if p.stopped || p.lost {
 		p.mu.Unlock()
-		return nil // left unacknowledged for whoever reads next
+		return // left unacknowledged for whoever reads next
 	}
 	if meta.Sequence.Consumer != p.next {
 		// Another reader took the deliveries in between (a node that read
@@ -243,7 +197,7 @@ func (p *partition) deliver(msg jetstream.Msg) *effector {
 		p.mu.Unlock()
 		p.log.Info("consumer sequence gap: another reader took records; opening the partition again", "want", p.next, "got", meta.Sequence.Consumer)
 		p.fail()
-		return nil
+		return
 	}
 	p.next++
 	p.mu.Unlock()
@@ -254,13 +208,13 @@ func (p *partition) deliver(msg jetstream.Msg) *effector {
 	switch {
 	case !ok || ref.Kind != p.kind.name || num != p.num:
 		p.stray(d, ref, reasonBadSubject, fmt.Errorf("subject %q is not a mailbox of partition %d of kind %s", msg.Subject(), p.num, p.kind.name))
-		return nil
+		return
 	case ref.Validate() != nil:
 		p.stray(d, ref, reasonBadSubject, fmt.Errorf("mailbox subject %q: %w", msg.Subject(), ref.Validate()))
-		return nil
+		return
 	case n.names.Partition(ref) != num:
 		p.stray(d, ref, reasonBadSubject, fmt.Errorf("subject %q names partition %d, but %s belongs to partition %d: publish to %s", msg.Subject(), num, ref, n.names.Partition(ref), n.names.Mailbox(ref)))
-		return nil
+		return
 	}
 	d.rec, d.err = records.FromMsg(n.names.Mailbox(ref), msg.Headers(), msg.Data())
 	d.rec.Subject, d.rec.Seq = n.names.Mailbox(ref), d.seq
@@ -270,9 +224,9 @@ func (p *partition) deliver(msg jetstream.Msg) *effector {
 	for {
 		e := p.effector(ref)
 		if e == nil {
-			return nil // stopping
+			return // stopping
 		}
-		ok, overflow, drop, run := e.deliver(d)
+		ok, overflow, drop := e.deliver(d)
 		if drop {
 			p.drop(n.runCtx, msg) // its own consumer delivers it
 		} else {
@@ -286,10 +240,7 @@ func (p *partition) deliver(msg jetstream.Msg) *effector {
 			cancel()
 		}
 		if ok {
-			if run {
-				return e
-			}
-			return nil
+			return
 		}
 		p.forget(ref.ID, e) // passivated meanwhile: load it again
 	}
@@ -404,13 +355,13 @@ func (p *partition) stop(grace time.Duration) {
 	}
 	p.halt()
 	p.mu.Lock()
-	done := p.readDone
+	cc := p.cc
 	all := p.effectors
 	p.effectors = map[string]*effector{}
 	p.mu.Unlock()
-	if done != nil {
+	if cc != nil {
 		select {
-		case <-done:
+		case <-cc.Closed():
 		case <-time.After(grace):
 		}
 	}
@@ -429,14 +380,14 @@ func (p *partition) stop(grace time.Duration) {
 func (p *partition) halt() {
 	p.mu.Lock()
 	p.stopped = true
-	it := p.it
+	cc := p.cc
 	if p.flush != nil {
 		p.flush.Stop()
 		p.flush = nil
 	}
 	p.mu.Unlock()
-	if it != nil {
-		it.Stop()
+	if cc != nil {
+		cc.Stop()
 	}
 }
 

@@ -71,7 +71,6 @@ func (c *Context) refusal(o *output) error {
 		return nil
 	}
 	msg := o.rec.Msg(o.subject)
-	o.hdr = msg.Header // published as it is: one header map per output
 	hdr := bus.HeaderSize(msg.Header)
 	switch {
 	case hdr > bus.MaxHeaderBytes:

@@ -2,7 +2,6 @@ package bench
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 	"sync/atomic"
@@ -42,17 +41,6 @@ func BenchmarkLatency(b *testing.B) {
 	b.Run("rawmin", func(b *testing.B) { latency(b, startRawMin) })
 	b.Run("raw", func(b *testing.B) { latency(b, startRaw) })
 	b.Run("actor", func(b *testing.B) { latency(b, startActor) })
-}
-
-// BenchmarkLatencyIdle is BenchmarkLatency with a pause of 2ms after each
-// output, so that every record finds its effector idle (the previous
-// record's state write and acknowledgement done): the idle-to-busy path of
-// sparse traffic. In BenchmarkLatency the next record is published as soon
-// as the output is seen and most arrive while the previous record's state
-// write is still in flight, so they wait for it whatever the dispatch does.
-func BenchmarkLatencyIdle(b *testing.B) {
-	b.Run("raw", func(b *testing.B) { latencyPaced(b, startRaw, 2*time.Millisecond) })
-	b.Run("actor", func(b *testing.B) { latencyPaced(b, startActor, 2*time.Millisecond) })
 }
 
 // starter prepares the consumers of counters c0..c<n-1> and returns a func
@@ -108,11 +96,7 @@ func throughput(b *testing.B, n int, st starter) {
 	b.ReportMetric(float64(cpu.Microseconds())/float64(total), "cpu-µs/record")
 }
 
-func latency(b *testing.B, st starter) { latencyPaced(b, st, 0) }
-
-// latencyPaced measures latency one record at a time, pausing for pause
-// after each output before publishing the next record.
-func latencyPaced(b *testing.B, st starter, pause time.Duration) {
+func latency(b *testing.B, st starter) {
 	srv := bustest.NewServer(b)
 	conn := srv.Connect(b)
 	start, stop := st(b, conn, 1)
@@ -140,11 +124,7 @@ func latencyPaced(b *testing.B, st starter, pause time.Duration) {
 		case <-time.After(10 * time.Second):
 			b.Fatal("no output within 10s")
 		}
-		d := time.Since(t0)
-		if pause > 0 {
-			time.Sleep(pause)
-		}
-		return d
+		return time.Since(t0)
 	}
 	for range 200 { // warm up
 		one()
@@ -160,40 +140,27 @@ func latencyPaced(b *testing.B, st starter, pause time.Duration) {
 	b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds()), "p99-µs")
 }
 
-// publish puts total inc records round-robin into the counters' mailboxes,
-// asynchronously; when the client's window of unacknowledged publishes is
-// full (a loaded machine), it waits for the acknowledgements so far and
-// goes on.
+// publish puts total inc records round-robin into the counters' mailboxes.
 func publish(b *testing.B, conn *bus.Conn, refs []records.Ref, total int) {
 	var futures []jetstream.PubAckFuture
-	wait := func() {
-		for _, f := range futures {
-			select {
-			case <-f.Ok():
-			case err := <-f.Err():
-				b.Fatal(err)
-			}
-		}
-		futures = futures[:0]
-	}
 	for i := range total {
 		rec, err := records.New("inc", nil)
 		if err != nil {
 			b.Fatal(err)
 		}
-		msg := rec.Msg(conn.Names().Mailbox(refs[i%len(refs)]))
-		f, err := conn.JetStream().PublishMsgAsync(msg)
-		if errors.Is(err, jetstream.ErrTooManyStalledMsgs) {
-			wait()
-			msg = rec.Msg(conn.Names().Mailbox(refs[i%len(refs)]))
-			f, err = conn.JetStream().PublishMsgAsync(msg)
-		}
+		f, err := conn.JetStream().PublishMsgAsync(rec.Msg(conn.Names().Mailbox(refs[i%len(refs)])))
 		if err != nil {
 			b.Fatal(err)
 		}
 		futures = append(futures, f)
 	}
-	wait()
+	for _, f := range futures {
+		select {
+		case <-f.Ok():
+		case err := <-f.Err():
+			b.Fatal(err)
+		}
+	}
 }
 
 // startActor creates the counters through a node, then stops it; start runs

@@ -26,7 +26,6 @@ one() {
 }
 echo "# $(date -u +%FT%TZ) $(nproc) cores, $(go version | cut -d' ' -f3), $rounds rounds, $records records per throughput run, $latency per latency run" | tee "$out"
 for ((r = 1; r <= rounds; r++)); do
-	one '^BenchmarkCeiling$' "${records}x"
 	for n in 1 100; do
 		for impl in rawmin raw actor actor1; do
 			one "^BenchmarkThroughput\$/^$impl\$/^effectors=$n\$" "${records}x"
@@ -54,13 +53,6 @@ function median(list,   n, a, i, j, t) {
 		if ($(i + 1) == "cpu-µs/record") cpu[key] = cpu[key] " " $i
 	}
 }
-/^BenchmarkCeiling/ {
-	for (i = 2; i <= NF; i++) {
-		if ($(i + 1) == "publish/s") cpub = cpub " " $i
-		if ($(i + 1) == "consume/s") ccons = ccons " " $i
-		if ($(i + 1) == "hop-ceiling-rec/s") ceil = ceil " " $i
-	}
-}
 /^BenchmarkNeighbours/ {
 	split($1, p, "/"); key = p[2]; sub(/-[0-9]+$/, "", key)
 	for (i = 2; i <= NF; i++) if ($(i + 1) == "records/s") hol[key] = hol[key] " " $i
@@ -73,11 +65,6 @@ function median(list,   n, a, i, j, t) {
 	}
 }
 END {
-	if (ceil != "") {
-		c = median(ceil)
-		printf "ceiling of one server: async publish %.0f/s, pull consume with acks %.0f/s, so a hop (2 writes, 1 read) at most %.0f rec/s\n", median(cpub), median(ccons), c
-		for (n = 1; n <= 100; n += 99) printf "throughput, %3d effectors: actor %7.0f rec/s = %.2f of the ceiling\n", n, median(tput["actor/effectors=" n]), median(tput["actor/effectors=" n]) / c
-	}
 	for (n = 1; n <= 100; n += 99) {
 		r = median(tput["raw/effectors=" n]); a = median(tput["actor/effectors=" n]); m = median(tput["rawmin/effectors=" n])
 		printf "throughput, %3d effectors: raw %7.0f rec/s  actor %7.0f rec/s  actor/raw %.2f   (rawmin %7.0f, actor/rawmin %.2f)\n", n, r, a, a / r, m, a / m
