@@ -57,9 +57,11 @@ func TestRunInProcess(t *testing.T) {
 			t.Errorf("hint lacks %q:\n%s", want, stdout.String())
 		}
 	}
-	if !strings.Contains(stderr.String(), `"msg":"node ready"`) {
-		t.Errorf("no JSON log line of the node being ready in:\n%s", stderr.String())
-	}
+	// /readyz answers once the node is ready; its log line may follow a
+	// moment later.
+	eventually(t, 5*time.Second, "a JSON log line of the node being ready", func() bool {
+		return strings.Contains(stderr.String(), `"msg":"node ready"`)
+	})
 	// --node-id reaches placement: the node heartbeats under its name.
 	conn := srv.Connect(t)
 	place, err := conn.JetStream().KeyValue(ctx, "t1_place")
