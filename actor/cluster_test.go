@@ -197,9 +197,17 @@ func TestClusterStreamLeaderDies(t *testing.T) {
 	if after := processed(); after <= atStop {
 		t.Fatalf("nothing processed after the leader stopped (%v before, %v after)", atStop, after)
 	}
+	checkExactlyOnce(t, conn, c, refs, per)
+}
+
+// checkExactlyOnce checks that each counter of refs emitted exactly per
+// outputs, each id once, and still counts per after they were read: no
+// record lost or applied twice.
+func checkExactlyOnce(t *testing.T, conn *bus.Conn, c *actor.Client, refs []records.Ref, per int64) {
+	t.Helper()
 	outs := outboxes(t, conn, "counter")
 	for _, r := range refs {
-		if got := len(outs[names.Outbox(r)]); got != per {
+		if got := len(outs[conn.Names().Outbox(r)]); int64(got) != per {
 			t.Fatalf("%s: %d outputs, want %d", r, got, per)
 		}
 		if got := count(t, c, r); got != per {

@@ -263,15 +263,7 @@ func TestClusterGroupLeaderDies(t *testing.T) {
 	if next := cl.StreamLeader(t, victim); next == leader {
 		t.Fatalf("stream %s is still led by the stopped server", victim)
 	}
-	outs := outboxes(t, conn, "counter")
-	for _, r := range refs {
-		if got := len(outs[names.Outbox(r)]); got != per {
-			t.Fatalf("%s: %d outputs, want %d", r, got, per)
-		}
-		if got := count(t, c, r); got != per {
-			t.Fatalf("count of %s is %d after its outputs were read, want %d: a record was applied again", r, got, per)
-		}
-	}
+	checkExactlyOnce(t, conn, c, refs, per)
 	checkGroupPlacement(t, conn, refs)
 }
 
