@@ -27,19 +27,25 @@ import (
 // field for field the same bytes as the ExportTraceServiceRequest the
 // OTLP/HTTP specification names.
 type exporter struct {
-	url          string
-	headers      map[string]string
-	timeout      time.Duration // each attempt
-	gzip         bool
+	url string
+	settings
 	client       *http.Client
 	maxElapsed   time.Duration // all attempts of one batch
 	firstBackoff time.Duration
 }
 
-// exportSettings are the OTEL_EXPORTER_OTLP_* settings besides the
-// endpoint and the protocol, read through getenv; the traces-specific
+// settings are the OTEL_EXPORTER_OTLP_* settings besides the endpoint and
+// the protocol.
+type settings struct {
+	headers map[string]string
+	timeout time.Duration // each attempt
+	gzip    bool
+	tls     *tls.Config // nil: the system's roots, no client certificate
+}
+
+// exportSettings reads the settings through getenv; the traces-specific
 // variable wins over the general one.
-func exportSettings(getenv func(string) string) (headers map[string]string, timeout time.Duration, gz bool, tlsConf *tls.Config, err error) {
+func exportSettings(getenv func(string) string) (settings, error) {
 	get := func(name string) (string, string) {
 		specific := "OTEL_EXPORTER_OTLP_TRACES_" + name
 		if v := strings.TrimSpace(getenv(specific)); v != "" {
@@ -47,80 +53,77 @@ func exportSettings(getenv func(string) string) (headers map[string]string, time
 		}
 		return strings.TrimSpace(getenv("OTEL_EXPORTER_OTLP_" + name)), "OTEL_EXPORTER_OTLP_" + name
 	}
-	headers = map[string]string{}
+	headers := map[string]string{}
 	if v, name := get("HEADERS"); v != "" {
 		for pair := range strings.SplitSeq(v, ",") {
 			k, val, ok := strings.Cut(pair, "=")
 			k = strings.TrimSpace(k)
 			if !ok || k == "" {
-				return nil, 0, false, nil, fmt.Errorf("%w: %s: %q is not key=value (want e.g. api-key=secret,tenant=a)", ErrInvalid, name, strings.TrimSpace(pair))
+				return settings{}, fmt.Errorf("%w: %s: %q is not key=value (want e.g. api-key=secret,tenant=a)", ErrInvalid, name, strings.TrimSpace(pair))
 			}
 			dec, derr := url.PathUnescape(strings.TrimSpace(val))
 			if derr != nil {
-				return nil, 0, false, nil, fmt.Errorf("%w: %s: the value of %q is not percent-encoded correctly", ErrInvalid, name, k)
+				return settings{}, fmt.Errorf("%w: %s: the value of %q is not percent-encoded correctly", ErrInvalid, name, k)
 			}
 			headers[k] = dec
 		}
 	}
-	timeout = 10 * time.Second
+	timeout := 10 * time.Second
 	if v, name := get("TIMEOUT"); v != "" {
 		ms, perr := strconv.Atoi(v)
 		if perr != nil || ms <= 0 {
-			return nil, 0, false, nil, fmt.Errorf("%w: %s %q: want a positive number of milliseconds, e.g. 10000", ErrInvalid, name, v)
+			return settings{}, fmt.Errorf("%w: %s %q: want a positive number of milliseconds, e.g. 10000", ErrInvalid, name, v)
 		}
 		timeout = time.Duration(ms) * time.Millisecond
 	}
+	gz := false
 	switch v, name := get("COMPRESSION"); v {
 	case "", "none":
 	case "gzip":
 		gz = true
 	default:
-		return nil, 0, false, nil, fmt.Errorf("%w: %s %q: want gzip or none", ErrInvalid, name, v)
+		return settings{}, fmt.Errorf("%w: %s %q: want gzip or none", ErrInvalid, name, v)
 	}
 	ca, caName := get("CERTIFICATE")
 	cert, certName := get("CLIENT_CERTIFICATE")
 	key, keyName := get("CLIENT_KEY")
 	if ca == "" && cert == "" && key == "" {
-		return headers, timeout, gz, nil, nil
+		return settings{headers: headers, timeout: timeout, gzip: gz}, nil
 	}
-	tlsConf = &tls.Config{MinVersion: tls.VersionTLS12}
+	tlsConf := &tls.Config{MinVersion: tls.VersionTLS12}
 	if ca != "" {
 		pem, rerr := os.ReadFile(ca)
 		if rerr != nil {
-			return nil, 0, false, nil, fmt.Errorf("%w: %s: %w", ErrInvalid, caName, rerr)
+			return settings{}, fmt.Errorf("%w: %s: %w", ErrInvalid, caName, rerr)
 		}
 		pool := x509.NewCertPool()
 		if !pool.AppendCertsFromPEM(pem) {
-			return nil, 0, false, nil, fmt.Errorf("%w: %s %s: no PEM certificate in it", ErrInvalid, caName, ca)
+			return settings{}, fmt.Errorf("%w: %s %s: no PEM certificate in it", ErrInvalid, caName, ca)
 		}
 		tlsConf.RootCAs = pool
 	}
 	if (cert == "") != (key == "") {
-		return nil, 0, false, nil, fmt.Errorf("%w: %s and %s go together: set both or neither", ErrInvalid, certName, keyName)
+		return settings{}, fmt.Errorf("%w: %s and %s go together: set both or neither", ErrInvalid, certName, keyName)
 	}
 	if cert != "" {
 		pair, lerr := tls.LoadX509KeyPair(cert, key)
 		if lerr != nil {
-			return nil, 0, false, nil, fmt.Errorf("%w: %s / %s: %w", ErrInvalid, certName, keyName, lerr)
+			return settings{}, fmt.Errorf("%w: %s / %s: %w", ErrInvalid, certName, keyName, lerr)
 		}
 		tlsConf.Certificates = []tls.Certificate{pair}
 	}
-	return headers, timeout, gz, tlsConf, nil
+	return settings{headers: headers, timeout: timeout, gzip: gz, tls: tlsConf}, nil
 }
 
-func newExporter(url string, getenv func(string) string) (*exporter, error) {
-	headers, timeout, gz, tlsConf, err := exportSettings(getenv)
-	if err != nil {
-		return nil, err
-	}
+func newExporter(url string, set settings) *exporter {
 	tr := http.DefaultTransport.(*http.Transport).Clone()
-	tr.TLSClientConfig = tlsConf
+	tr.TLSClientConfig = set.tls
 	return &exporter{
-		url: url, headers: headers, timeout: timeout, gzip: gz,
+		url: url, settings: set,
 		client:       &http.Client{Transport: tr},
 		maxElapsed:   time.Minute,
 		firstBackoff: time.Second,
-	}, nil
+	}
 }
 
 // Start does nothing: connections are made per request.

@@ -61,21 +61,24 @@ func (c Config) getenv() func(string) string {
 // Validate reports a setting Setup would refuse, as an error matching
 // [ErrInvalid] that names it.
 func (c Config) Validate() error {
+	_, err := c.validate()
+	return err
+}
+
+// validate is Validate, returning the exporter's settings it read.
+func (c Config) validate() (settings, error) {
 	if c.Endpoint != "" {
 		if _, err := tracesURL(c.Endpoint); err != nil {
-			return err
+			return settings{}, err
 		}
 	}
 	if p := strings.TrimSpace(c.getenv()("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL")); p != "" && p != "http/protobuf" {
-		return fmt.Errorf("%w: OTEL_EXPORTER_OTLP_TRACES_PROTOCOL %q: only http/protobuf is supported (OTLP over HTTP, port 4318)", ErrInvalid, p)
+		return settings{}, fmt.Errorf("%w: OTEL_EXPORTER_OTLP_TRACES_PROTOCOL %q: only http/protobuf is supported (OTLP over HTTP, port 4318)", ErrInvalid, p)
 	}
 	if p := strings.TrimSpace(c.getenv()("OTEL_EXPORTER_OTLP_PROTOCOL")); p != "" && p != "http/protobuf" {
-		return fmt.Errorf("%w: OTEL_EXPORTER_OTLP_PROTOCOL %q: only http/protobuf is supported (OTLP over HTTP, port 4318)", ErrInvalid, p)
+		return settings{}, fmt.Errorf("%w: OTEL_EXPORTER_OTLP_PROTOCOL %q: only http/protobuf is supported (OTLP over HTTP, port 4318)", ErrInvalid, p)
 	}
-	if _, _, _, _, err := exportSettings(c.getenv()); err != nil {
-		return err
-	}
-	return nil
+	return exportSettings(c.getenv())
 }
 
 // tracesURL is the URL spans are posted to for the base URL endpoint.
@@ -101,7 +104,8 @@ func tracesURL(endpoint string) (string, error) {
 // not is not). Nothing is set globally: the Tracer is passed explicitly.
 func Setup(ctx context.Context, c Config) (*Tracer, func(context.Context) error, error) {
 	noop := func(context.Context) error { return nil }
-	if err := c.Validate(); err != nil {
+	set, err := c.validate()
+	if err != nil {
 		return nil, noop, err
 	}
 	if !c.On() {
@@ -126,11 +130,7 @@ func Setup(ctx context.Context, c Config) (*Tracer, func(context.Context) error,
 		}
 		endpoint = full
 	}
-	client, err := newExporter(endpoint, getenv)
-	if err != nil {
-		return nil, noop, err
-	}
-	exp, err := otlptrace.New(ctx, client)
+	exp, err := otlptrace.New(ctx, newExporter(endpoint, set))
 	if err != nil {
 		return nil, noop, fmt.Errorf("tracing: OTLP exporter: %w", err)
 	}
