@@ -11,6 +11,10 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 )
 
+// OrchHistory is how many revisions of each orchestration the
+// orchestration bucket keeps.
+const OrchHistory = 5
+
 // Provision creates the streams and buckets of the wire contract, or updates
 // them to this configuration when they exist. Several nodes may provision at
 // once: each ends with the same configuration in place. It refuses, with an
@@ -95,7 +99,7 @@ func (c *Conn) provision(ctx context.Context) error {
 		buckets = append(buckets, jetstream.KeyValueConfig{Bucket: name, Description: desc, History: uint8(cfg.StateHistory), Storage: jetstream.FileStorage, Replicas: cfg.Replicas})
 	}
 	buckets = append(buckets, []jetstream.KeyValueConfig{
-		{Bucket: n.OrchBucket(), Description: "orchestration state", History: 5, Storage: jetstream.FileStorage, Replicas: cfg.Replicas},
+		{Bucket: n.OrchBucket(), Description: "orchestration state", History: OrchHistory, Storage: jetstream.FileStorage, Replicas: cfg.Replicas},
 		{Bucket: n.PlaceBucket(), Description: "placement: node heartbeats and partition leases", History: 1, Storage: jetstream.FileStorage, Replicas: cfg.Replicas},
 	}...)
 	for _, kc := range buckets {

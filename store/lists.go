@@ -8,6 +8,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/effectors/effectors/bus"
 	"github.com/effectors/effectors/internal/codec"
 	"github.com/effectors/effectors/records"
 )
@@ -463,17 +464,21 @@ func (c *Client) ListOrchestrations(ctx context.Context, q OrchListQuery) (OrchP
 		_, ok := keep(it.msg.data, it.seq)
 		return ok
 	}}
-	// Stale revisions make a scan's page short: go on until it is full,
-	// at most a few rounds.
+	// Stale revisions make a scan's page short: go on until it is full or
+	// the stream's start. An orchestration keeps at most bus.OrchHistory
+	// revisions, so a full page is at most that many times limit revisions
+	// away (more only when orchestrations change while the list is read):
+	// past that, the page ends short, with more set.
 	at := pos0(pos)
 	page := OrchPage{Orchestrations: []Orchestration{}}
 	more := true
-	for round := 0; more && len(page.Orchestrations) < limit && round < 4; round++ {
+	for examined := 0; more && len(page.Orchestrations) < limit && examined < bus.OrchHistory*limit; {
 		var items []item
 		items, at, more, err = c.scanOne(ctx, src, true, at, limit-len(page.Orchestrations), time.Time{}, time.Time{})
 		if err != nil {
 			return OrchPage{}, err
 		}
+		examined += max(len(items), 1)
 		refs := make([]getRef, len(items))
 		for i, it := range items {
 			refs[i] = getRef{stream: stream, last: it.msg.subject}
