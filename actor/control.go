@@ -417,7 +417,7 @@ func (n *Node) activateHere(kind string, data []byte) ([]byte, error) {
 	}
 	e := part.effector(ref)
 	if e == nil {
-		return nil, failf(ErrNotLoaded, "node %s is stopping: retry shortly", n.opts.NodeID)
+		return nil, failf(ErrNotLoaded, "node %s is stopping or opening partition %d of kind %s again: retry shortly", n.opts.NodeID, n.names.Partition(ref), kind)
 	}
 	select {
 	case <-e.activate():

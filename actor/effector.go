@@ -124,6 +124,7 @@ func (e *effector) load() bool {
 	})
 	if err != nil {
 		e.abandonHeld()
+		e.dropped(err) // not stopping: the records held must come again before later ones
 		return false
 	}
 	if corrupt != nil {
@@ -156,14 +157,14 @@ func (e *effector) refuseHeld(reason string, why error, applied func(uint64) boo
 	held := e.held
 	e.held = nil
 	e.mu.Unlock()
-	for i, d := range held {
+	for _, d := range held {
 		if applied != nil && applied(d.seq) {
 			_ = d.msg.Ack()
 			continue
 		}
 		if err := e.retryIO(func() error { return e.deadLetter(d, reason, why) }); err != nil {
-			e.putBack(held[i:])
 			e.abandonHeld()
+			e.dropped(err)
 			return false
 		}
 		_ = d.msg.Ack()
@@ -210,13 +211,14 @@ func (e *effector) crashed(point crashPoint, seq uint64) bool {
 	if e.node.crash == nil || !e.node.crash(point, e.ref, seq) {
 		return false
 	}
+	// As if the node died: nobody may apply the effector's later records
+	// before this one, so its partition is read again from the ack floor,
+	// given up first so that it loads no other effector for them meanwhile.
+	e.part.fail()
 	e.mu.Lock()
 	e.stopped = true
 	e.mu.Unlock()
 	e.cancel()
-	// As if the node died: nobody may apply the effector's later records
-	// before this one, so its partition is read again from the ack floor.
-	e.part.fail()
 	return true
 }
 

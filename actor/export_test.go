@@ -1,8 +1,10 @@
 package actor
 
 import (
+	"context"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/effectors/effectors/records"
 )
@@ -36,7 +38,7 @@ func (n *Node) Debug() string {
 	fmt.Fprintf(&b, "node %s reads %d partitions; goroutines %v %v; loaded:", n.ID(), len(n.partitions()), n.placeLoops.Running(), n.watchLoop.Running())
 	for _, e := range n.driven() {
 		e.mu.Lock()
-		fmt.Fprintf(&b, " %s(held %d running %v stopped %v seq %d)", e.ref, len(e.held), e.running, e.stopped, e.doc.Seq)
+		fmt.Fprintf(&b, " %s(partition %d held %d running %v stopped %v seq %d maxseen %d own-consumer %v)", e.ref, e.part.num, len(e.held), e.running, e.stopped, e.doc.Seq, e.maxSeen, e.ovf != nil)
 		e.mu.Unlock()
 	}
 	place := n.place.Load()
@@ -46,6 +48,28 @@ func (n *Node) Debug() string {
 		fmt.Fprintf(&b, " %s=%s@%d", s, l.node, l.rev)
 	}
 	place.mu.Unlock()
+	// The partitions whose consumer has records not yet acknowledged, with
+	// what the server says of them and what the reading expects next.
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	fmt.Fprintf(&b, "; partitions behind:")
+	for _, p := range n.partitions() {
+		info, err := n.streamOf(p.num).Consumer(ctx, p.name)
+		if err != nil {
+			fmt.Fprintf(&b, " %s(err %v)", p.name, err)
+			continue
+		}
+		ci := info.CachedInfo()
+		if ci.NumPending == 0 && ci.NumAckPending == 0 {
+			continue
+		}
+		p.mu.Lock()
+		fmt.Fprintf(&b, " %s(lease %d next %d lost %v stopped %v deferred %d cc %v; delivered %d/%d ackfloor %d/%d pending %d ackpending %d redelivered %d waiting %d groups %+v)",
+			p.name, p.lease, p.next, p.lost, p.stopped, len(p.deferred), p.cc != nil,
+			ci.Delivered.Consumer, ci.Delivered.Stream, ci.AckFloor.Consumer, ci.AckFloor.Stream,
+			ci.NumPending, ci.NumAckPending, ci.NumRedelivered, ci.NumWaiting, ci.PriorityGroups)
+		p.mu.Unlock()
+	}
 	return b.String()
 }
 

@@ -56,6 +56,13 @@ import (
 //     A healthy reader asks again at every expiry, which also keeps its pin
 //     alive: the pin's own TTL ([pinnedTTL], the lease TTL, at least two
 //     expiries) only ever ends a pin whose holder stopped asking.
+//   - A former reader that is alive and has not yet seen its lease move
+//     also sends requests without a pin id (its next one after a 423), and
+//     the server may pin one of them after the new reader's unpin. What it
+//     then gets is caught by the consumer sequences: a reset starts them
+//     again at 1, so the new reader sees a gap before its first delivery
+//     and reads the partition again. The reset's answer must show nothing
+//     delivered yet for that to hold ([Node.resetFenced]).
 //
 // Alternatives considered: a new consumer per lease epoch fences hardest
 // (deleting the old consumer drops its requests), but it changes the
@@ -134,6 +141,52 @@ func (n *Node) unpin(ctx context.Context, num int, consumer string) error {
 		return fmt.Errorf("unpin consumer %s: %w", consumer, err)
 	}
 	return nil
+}
+
+// resetTries is how many times [Node.resetFenced] unpins and resets a
+// consumer that served a former reader between its reset and the reset's
+// answer, before it gives up (the next placement pass tries again).
+const resetTries = 5
+
+// resetFenced fences the former readers of consumer (of the stream of
+// partition num) off and resets it to its ack floor, so that whatever they
+// held and did not acknowledge comes again, in order; fenced says whether the
+// consumer pulls in [readerGroup] (an own consumer made before fencing does
+// not). It returns the consumer sequence the next delivery must have.
+//
+// A reset starts the consumer's delivery sequence again at 1, and the
+// answer shows the consumer as it is when the server answers, which is
+// after the reset: a delivery made in between went to a request of a former
+// reader that the server pinned after the unpin (one sent without a pin id,
+// as a reader sends after a 423 of an earlier takeover). Reading on from
+// there would miss those records with no gap in the consumer sequences to
+// show it, and an effector would take a later record for proof that every
+// record below it was delivered here (commit.go, advanceWith) and skip them
+// for good when they came again. So a reset whose answer shows a delivery
+// is done again, after another unpin (which ends the pin that request got),
+// until one answers with none.
+func (n *Node) resetFenced(ctx context.Context, num int, consumer string, fenced bool) (uint64, error) {
+	for try := 1; ; try++ {
+		if fenced {
+			if err := n.unpin(ctx, num, consumer); err != nil {
+				return 0, err
+			}
+		}
+		res, err := n.conn.JetStream().ResetConsumer(ctx, n.streamNameOf(num), consumer)
+		if err != nil {
+			return 0, fmt.Errorf("reset consumer %s to its ack floor: %w", consumer, err)
+		}
+		if res.ConsumerInfo == nil || res.ConsumerInfo.Delivered.Consumer == 0 {
+			return 1, nil
+		}
+		if try == resetTries {
+			return 0, fmt.Errorf("reset consumer %s to its ack floor: %d times in a row, the server delivered records to another reader before it answered (%d the last time): a former reader still pulls", consumer, resetTries, res.ConsumerInfo.Delivered.Consumer)
+		}
+		n.log.Info("a former reader got records right after the reset: fencing it off and resetting again", "consumer", consumer, "delivered", res.ConsumerInfo.Delivered.Consumer)
+		if !sleep(ctx, time.Duration(try)*10*time.Millisecond) {
+			return 0, ctx.Err()
+		}
+	}
 }
 
 // Lapses: the fence above stops the server from serving a former reader

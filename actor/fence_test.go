@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -14,6 +15,7 @@ import (
 	"github.com/effectors/effectors/actor/actortest"
 	"github.com/effectors/effectors/bus"
 	"github.com/effectors/effectors/bus/bustest"
+	"github.com/effectors/effectors/examples/kinds"
 	"github.com/effectors/effectors/internal/codec"
 	"github.com/effectors/effectors/internal/proctest"
 	"github.com/effectors/effectors/records"
@@ -316,4 +318,80 @@ func countOf(held map[string]string, node string) int {
 		}
 	}
 	return n
+}
+
+// TestPinlessFormerReader: a former reader of a partition whose pull
+// requests carry no pin id (a reader's next request after a 423 carries
+// none) is served by the server as soon as the pin is free: after the new
+// reader's unpin, before or right after its reset, and whenever the pin
+// expires. This one never acknowledges what it takes, so those records come
+// again only after the ack wait, behind later ones the node may have
+// applied meanwhile. The node must notice every delivery it did not get and
+// read the partition again from its ack floor: each record applied exactly
+// once, none skipped as if applied.
+func TestPinlessFormerReader(t *testing.T) {
+	t.Parallel()
+	_, conn := server(t)
+	c := newClient(t, conn)
+	r := ref("counter", "stolen")
+	// A first node makes the partition consumers and the counter, then
+	// stops.
+	first := actortest.StartNode(t, conn, actor.Options{}, kinds.Counter())
+	if _, err := c.Create(ctxT(t), r, nil); err != nil {
+		t.Fatal(err)
+	}
+	first.Stop(t)
+
+	// The former reader: a pin-less request for up to 100 records every
+	// 50ms, each waiting up to 500ms, never acknowledging what it gets.
+	nc := conn.NATS()
+	names := conn.Names()
+	next := fmt.Sprintf("$JS.API.CONSUMER.MSG.NEXT.%s.%s", names.MailboxStream(), names.PartitionConsumer(r.Kind, names.Partition(r)))
+	req := []byte(`{"batch":100,"expires":500000000,"group":"reader"}`)
+	var taken atomic.Int64
+	inbox := nc.NewInbox()
+	sub, err := nc.Subscribe(inbox, func(m *nats.Msg) {
+		if m.Header.Get("Status") == "" {
+			taken.Add(1)
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		tick := time.NewTicker(50 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			_ = nc.PublishRequest(next, inbox, req)
+			select {
+			case <-stop:
+				return
+			case <-tick.C:
+			}
+		}
+	})
+	leave := sync.OnceFunc(func() {
+		close(stop)
+		wg.Wait()
+		_ = sub.Unsubscribe()
+	})
+	defer leave()
+
+	const wave, waves = 50, 6
+	publishIncs(t, conn, r, wave)
+	actortest.Eventually(t, 10*time.Second, "the former reader took records", func() bool { return taken.Load() > 0 })
+	// The node takes over while the former reader still pulls; then the
+	// former reader is gone, with records it took and did not acknowledge
+	// (they come again after the kind's ack wait, 30s), and more records
+	// come.
+	startNodeWith(t, conn, actor.Options{}, nil, kinds.Counter())
+	time.Sleep(time.Second)
+	leave()
+	for range waves - 1 {
+		publishIncs(t, conn, r, wave)
+	}
+	t.Logf("the former reader took %d deliveries", taken.Load())
+	waitCount(t, conn, c, r, wave*waves, 20*time.Second)
 }

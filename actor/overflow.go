@@ -335,19 +335,10 @@ func (p *partition) recoverOverflows(ctx context.Context, infos []*jetstream.Con
 			p.log.Warn("consumer with an own-consumer name but no effector; leaving it", "consumer", info.Name)
 			continue
 		}
-		// Fence a former reader off before the reset, as for the partition.
-		if isFenced(info) {
-			if err := n.unpin(ctx, p.num, info.Name); err != nil {
-				return err
-			}
-		}
-		res, err := n.conn.JetStream().ResetConsumer(ctx, n.streamNameOf(p.num), info.Name)
+		// Fence a former reader off and reset, as for the partition.
+		next, err := n.resetFenced(ctx, p.num, info.Name, isFenced(info))
 		if err != nil {
-			return fmt.Errorf("reset own consumer %s: %w", info.Name, err)
-		}
-		next := uint64(1)
-		if res.ConsumerInfo != nil {
-			next = res.ConsumerInfo.Delivered.Consumer + 1
+			return fmt.Errorf("own consumer of %s: %w", ref, err)
 		}
 		cons, err := n.streamOf(p.num).Consumer(ctx, info.Name)
 		if err != nil {

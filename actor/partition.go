@@ -78,22 +78,12 @@ func (n *Node) preparePartition(ctx context.Context, k *kindSpec, num int, lease
 	if err != nil {
 		return nil, nil, fmt.Errorf("consumer %s: %w", cfg.Durable, err)
 	}
-	// Unpin before the reset: from here on the server serves no pull request
-	// of a former reader, so the first delivery after the reset is ours.
-	if err := n.unpin(ctx, num, cfg.Durable); err != nil {
-		return nil, nil, err
-	}
-	res, err := n.conn.JetStream().ResetConsumer(ctx, n.streamNameOf(num), cfg.Durable)
+	// Fence former readers off (unpin) and reset. A delivery to anyone
+	// else after that shows as a gap before this reading's first one (see
+	// resetFenced and deliver).
+	next, err := n.resetFenced(ctx, num, cfg.Durable, true)
 	if err != nil {
-		return nil, nil, fmt.Errorf("reset consumer %s to its ack floor: %w", cfg.Durable, err)
-	}
-	// The first delivery after the reset must have the consumer sequence
-	// that follows the reset state, read from the reset's own answer: a
-	// delivery to a former reader still pulling would otherwise go unseen,
-	// and an effector could apply a later record without the one it took.
-	next := uint64(1)
-	if res.ConsumerInfo != nil {
-		next = res.ConsumerInfo.Delivered.Consumer + 1
+		return nil, nil, err
 	}
 	part := &partition{
 		node: n, kind: k, num: num, name: cfg.Durable,
@@ -248,7 +238,7 @@ func (p *partition) deliver(msg jetstream.Msg) {
 
 // effector returns the loaded effector ref, loading it (lazily: its state
 // document is read by its drain goroutine) when it is passive; nil once the
-// partition stopped.
+// partition stopped, or when it is passive and the partition was given up.
 func (p *partition) effector(ref records.Ref) *effector {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -257,6 +247,13 @@ func (p *partition) effector(ref records.Ref) *effector {
 	}
 	if e := p.effectors[ref.ID]; e != nil {
 		return e
+	}
+	if p.lost {
+		// Given up, to be read again from the ack floor: a new effector
+		// here would not know the records an effector stopped meanwhile
+		// took and did not apply, and could move the document's seq past
+		// them (advanceWith).
+		return nil
 	}
 	n := p.node
 	ctx, cancel := context.WithCancel(n.runCtx)

@@ -1,6 +1,7 @@
 package actor_test
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -77,7 +78,7 @@ func TestReplay(t *testing.T) {
 	_, conn := server(t)
 	var crashMu sync.Mutex
 	crashed := map[uint64]bool{}
-	startNode(t, conn, func(n *actor.Node) {
+	node := startNode(t, conn, func(n *actor.Node) {
 		n.SetCrash(func(point actor.CrashPoint, r records.Ref, seq uint64) bool {
 			crashMu.Lock()
 			defer crashMu.Unlock()
@@ -157,6 +158,15 @@ func TestReplay(t *testing.T) {
 	}
 	// Every record handled: counts of applied ("add" and "flaky") records.
 	perRef := senders / 2 * each * 9 / 10
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Log(node.Debug())
+			for _, r := range []records.Ref{plain, seeded} {
+				d, err := c.State(context.Background(), r)
+				t.Logf("%s: seq %d ahead %v status %s state %s err %v", r, d.Seq, d.Ahead, d.Status, d.State, err)
+			}
+		}
+	})
 	actortest.Eventually(t, 60*time.Second, "all records applied", func() bool {
 		for r, extra := range map[records.Ref]int{plain: 0, seeded: 1} {
 			d, err := c.State(ctx, r)
