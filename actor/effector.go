@@ -26,9 +26,9 @@ import (
 // Lock order: mu before Node.busy's; partition.mu is never taken while
 // holding mu.
 //
-// Goroutines: the drain goroutine (started by holdLocked) and the
-// watchdog's PROCESSING write (started by checkSlow) are counted in
-// drainers, which stop waits for.
+// Goroutines: the drain goroutine (started by holdLocked), the watchdog's
+// PROCESSING write (started by checkSlow) and the check of an own consumer
+// (checkOwn) are counted in drainers, which stop waits for.
 type effector struct {
 	node *Node
 	part *partition
@@ -223,15 +223,22 @@ func (e *effector) crashed(point crashPoint, seq uint64) bool {
 }
 
 // dropped handles a record the effector could not finish and that stays
-// unacknowledged although the effector goes on (a write that can never
-// succeed): its later records must not be applied before it comes again,
-// so the partition is read again from its ack floor, in order.
+// unacknowledged (a write that can never succeed): its later records must
+// not be applied before it comes again, so the partition is read again from
+// its ack floor, in order, and the effector stops here: it would otherwise
+// go on with the records it holds or is handed meanwhile and move its seq
+// past the one it dropped (advanceWith), which would then be skipped.
 func (e *effector) dropped(err error) {
 	if e.ctx.Err() != nil || errors.Is(err, errAbandon) {
 		return // stopping: the next reader gets it again anyway
 	}
 	e.logger().Error("a record could not be finished; reading its partition again from the ack floor", "err", err)
-	e.part.fail()
+	e.part.fail() // first: a given-up partition loads no new effector for the id
+	e.mu.Lock()
+	e.stopped = true
+	e.held = nil
+	e.mu.Unlock()
+	e.cancel()
 }
 
 // reload re-reads the state document after a lost compare-and-set. It

@@ -176,13 +176,17 @@ func (n *Node) resetFenced(ctx context.Context, num int, consumer string, fenced
 		if err != nil {
 			return 0, fmt.Errorf("reset consumer %s to its ack floor: %w", consumer, err)
 		}
-		if res.ConsumerInfo == nil || res.ConsumerInfo.Delivered.Consumer == 0 {
+		if res.ConsumerInfo != nil && res.ConsumerInfo.Delivered.Consumer == 0 {
 			return 1, nil
 		}
-		if try == resetTries {
-			return 0, fmt.Errorf("reset consumer %s to its ack floor: %d times in a row, the server delivered records to another reader before it answered (%d the last time): a former reader still pulls", consumer, resetTries, res.ConsumerInfo.Delivered.Consumer)
+		what := "no consumer state" // cannot tell: as unsafe as a delivery
+		if res.ConsumerInfo != nil {
+			what = fmt.Sprintf("%d delivered", res.ConsumerInfo.Delivered.Consumer)
 		}
-		n.log.Info("a former reader got records right after the reset: fencing it off and resetting again", "consumer", consumer, "delivered", res.ConsumerInfo.Delivered.Consumer)
+		if try == resetTries {
+			return 0, fmt.Errorf("reset consumer %s to its ack floor: %d times in a row, its answer showed records delivered to another reader (%s the last time): a former reader still pulls", consumer, resetTries, what)
+		}
+		n.log.Info("a former reader got records right after the reset: fencing it off and resetting again", "consumer", consumer, "answer", what)
 		if !sleep(ctx, time.Duration(try)*10*time.Millisecond) {
 			return 0, ctx.Err()
 		}

@@ -8,10 +8,12 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/effectors/effectors/kv"
 	"github.com/effectors/effectors/records"
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -54,6 +56,8 @@ type overflow struct {
 	// until the document's seq reaches it.
 	droppedMax uint64
 	parked     []delivery // while draining: what the partition delivered
+	// checking is set while checkOwn asks whether the consumer exists.
+	checking atomic.Bool
 }
 
 // overflowPrefix is the name prefix of the own consumers of partition num of
@@ -168,14 +172,15 @@ func (e *effector) ownConsumerConfig() jetstream.ConsumerConfig {
 func (e *effector) consumeOwn(cons jetstream.Consumer, ovf *overflow) error {
 	cc, err := cons.Consume(e.deliverOwn, e.node.pullOpts(cons.CachedInfo(), e.kind.window,
 		func(_ jetstream.ConsumeContext, err error) {
-			if errors.Is(err, jetstream.ErrConsumerDeleted) || errors.Is(err, jetstream.ErrConsumerNotFound) {
-				e.mu.Lock()
-				gone := e.ovf == ovf && !ovf.draining
-				e.mu.Unlock()
-				if gone { // not by us: read the partition again, which finds out
-					e.logger().Warn("own consumer gone; reading the partition again", "err", err)
-					e.part.fail()
-				}
+			switch {
+			case errors.Is(err, jetstream.ErrConsumerDeleted), errors.Is(err, jetstream.ErrConsumerNotFound):
+				e.ownGone(ovf, err)
+			case errors.Is(err, nats.ErrNoResponders), errors.Is(err, jetstream.ErrNoHeartbeat):
+				// A consumer deleted while no request of ours waited on it
+				// shows only as requests nobody answers: ask whether it
+				// is there, or the partition would go on dropping this
+				// effector's records for a consumer that no longer exists.
+				e.checkOwn(cons, ovf)
 			}
 		})...)
 	if err != nil {
@@ -189,6 +194,41 @@ func (e *effector) consumeOwn(cons jetstream.Consumer, ovf *overflow) error {
 		cc.Stop()
 	}
 	return nil
+}
+
+// ownGone gives the partition up when e's own consumer, described by ovf,
+// is gone while e still reads it (not deleted by e leaving): reading the
+// partition again finds out what is left.
+func (e *effector) ownGone(ovf *overflow, err error) {
+	e.mu.Lock()
+	gone := e.ovf == ovf && !ovf.draining
+	e.mu.Unlock()
+	if gone {
+		e.logger().Warn("own consumer gone; reading the partition again", "err", err)
+		e.part.fail()
+	}
+}
+
+// checkOwn asks the server, on a goroutine of its own (one at a time,
+// counted in drainers), whether e's own consumer cons still exists, and
+// calls ownGone if not.
+func (e *effector) checkOwn(cons jetstream.Consumer, ovf *overflow) {
+	e.mu.Lock()
+	if e.stopped || !ovf.checking.CompareAndSwap(false, true) {
+		e.mu.Unlock()
+		return
+	}
+	e.drainers.Add(1)
+	e.mu.Unlock()
+	go func() {
+		defer e.drainers.Done()
+		defer ovf.checking.Store(false)
+		ctx, cancel := context.WithTimeout(e.ctx, 5*time.Second)
+		defer cancel()
+		if _, err := cons.Info(ctx); errors.Is(err, jetstream.ErrConsumerNotFound) {
+			e.ownGone(ovf, err)
+		}
+	}()
 }
 
 // deliverOwn receives a record from e's own consumer.
