@@ -68,7 +68,8 @@ func ExampleNames() {
 
 // Retention bounds the record log and the dead letters; provisioning applies
 // it to the streams, existing ones included. Zero fields keep what the
-// streams have.
+// streams have. (A byte limit reserves that much of the server's store:
+// JetStream refuses a stream whose limit does not fit in what is left.)
 func ExampleRetention() {
 	dir, err := os.MkdirTemp("", "bus-example")
 	if err != nil {
@@ -78,7 +79,7 @@ func ExampleRetention() {
 	ctx := context.Background()
 	conn, err := bus.Connect(ctx, bus.Config{
 		Listen: "127.0.0.1:0", StoreDir: dir, Logger: slog.New(slog.DiscardHandler),
-		Retention: bus.Retention{LogMaxAge: 30 * 24 * time.Hour, LogMaxBytes: 10 << 30, DeadMaxAge: 90 * 24 * time.Hour},
+		Retention: bus.Retention{LogMaxAge: 30 * 24 * time.Hour, LogMaxBytes: 1 << 30, DeadMaxAge: 90 * 24 * time.Hour},
 	})
 	if err != nil {
 		log.Fatal(err)
@@ -96,7 +97,7 @@ func ExampleRetention() {
 		fmt.Println(name, c.MaxAge, c.MaxBytes)
 	}
 	// Output:
-	// EA_MBOX 720h0m0s 10737418240
-	// EA_OUT 720h0m0s 10737418240
+	// EA_MBOX 720h0m0s 1073741824
+	// EA_OUT 720h0m0s 1073741824
 	// EA_DEAD 2160h0m0s -1
 }
