@@ -394,16 +394,16 @@ func outputs(t testing.TB, conn *bus.Conn, subject string) []string {
 	return ids
 }
 
-// server starts an embedded JetStream server and a connection provisioned
-// with the deployment default of 64 partitions a kind, not bustest's 8:
-// with 8, two CI runs each had an actor test whose records stopped being
-// applied for a minute after partitions moved or were read again
-// (TestReplay, TestTwoDriversNeverDoubleApply), a stall not found yet; the
-// placement and crash tests here keep the count they were written with
-// until it is.
+// server starts an embedded JetStream server and a provisioned connection,
+// with bustest.Partitions (8) partitions a kind: fewer partitions to open
+// make a node ready in a fraction of the time, and put more effectors in
+// each partition, which is where takeovers go wrong (records were lost that
+// way once: fence.go, resetFenced). The tests about spread at the default
+// count (TestSpreadOverNodes) or about throughput across many partitions
+// (TestHundredCountersInParallel) ask for 64 with serverWith.
 func server(t testing.TB) (*bustest.Server, *bus.Conn) {
 	t.Helper()
-	return serverWith(t, bus.Config{Partitions: bus.DefaultPartitions})
+	return serverWith(t, bus.Config{})
 }
 
 // serverWith is server with the connection's configuration.

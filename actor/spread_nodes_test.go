@@ -62,7 +62,7 @@ func TestSpreadOverNodes(t *testing.T) {
 	for _, n := range []int{3, 5} {
 		t.Run(fmt.Sprintf("%d nodes", n), func(t *testing.T) {
 			t.Parallel()
-			srv, conn := server(t) // 64 partitions a kind, the default
+			srv, conn := serverWith(t, bus.Config{Partitions: bus.DefaultPartitions}) // the default count
 			leases := watchLeases(t, conn)
 			parts := conn.Names().Partitions()
 			kinds := []string{"counter", "controller"}
