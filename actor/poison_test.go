@@ -10,6 +10,7 @@ import (
 	"github.com/effectors/effectors/actor"
 	"github.com/effectors/effectors/actor/actortest"
 	"github.com/effectors/effectors/bus"
+	"github.com/effectors/effectors/examples/kinds"
 	"github.com/effectors/effectors/records"
 	"github.com/nats-io/nats.go"
 )
@@ -199,4 +200,65 @@ func iterPull[T any](seq func(func(T, error) bool)) (next func() (T, error), sto
 		}, func() {
 			once.Do(func() { close(done) })
 		}
+}
+
+// TestDeadLetterThatCannotBeWritten: a record bound for dead letters that
+// the dead-letter stream refuses (its MaxMsgSize is below the smallest dead
+// letter) holds its effector: the partition is read again and the record
+// comes back, and the records behind it are not applied before it. It is
+// never skipped as if applied: once the stream takes it, it goes to dead
+// letters and the rest is applied.
+func TestDeadLetterThatCannotBeWritten(t *testing.T) {
+	t.Parallel()
+	_, conn := server(t)
+	n := startNode(t, conn, nil, kinds.Counter())
+	c := newClient(t, conn)
+	ctx := ctxT(t)
+	r := ref("counter", "held")
+	if _, err := c.Create(ctx, r, nil); err != nil {
+		t.Fatal(err)
+	}
+	js := conn.JetStream()
+	stream, err := js.Stream(ctx, conn.Names().DeadStream())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := stream.CachedInfo().Config
+	limit := cfg.MaxMsgSize
+	cfg.MaxMsgSize = 64
+	if _, err := js.UpdateStream(ctx, cfg); err != nil {
+		t.Fatal(err)
+	}
+	boom, err := records.New("boom", nil) // the counter knows no "boom": a dead letter
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Send(ctx, r, boom); err != nil {
+		t.Fatal(err)
+	}
+	publishIncs(t, conn, r, 3)
+	// Loaded three times: the refused record came back twice, each time
+	// after the partition was read again.
+	overtaken := func() {
+		if got := count(t, c, r); got != 0 {
+			t.Fatalf("count %d while the record before them could not be dead-lettered: records overtook it", got)
+		}
+	}
+	actortest.Eventually(t, 30*time.Second, "the refused record read again", func() bool {
+		overtaken()
+		return metricSum(t, n.Registry, "ea_activations_total") >= 3
+	})
+	overtaken()
+	cfg.MaxMsgSize = limit
+	if _, err := js.UpdateStream(ctx, cfg); err != nil {
+		t.Fatal(err)
+	}
+	waitCount(t, conn, c, r, 3, 30*time.Second)
+	info, err := stream.Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := info.State.Msgs; got != 1 {
+		t.Fatalf("%d dead letters, want 1 (the refused record, once)", got)
+	}
 }
