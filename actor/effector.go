@@ -212,14 +212,22 @@ func (e *effector) crashed(point crashPoint, seq uint64) bool {
 		return false
 	}
 	// As if the node died: nobody may apply the effector's later records
-	// before this one, so its partition is read again from the ack floor,
-	// given up first so that it loads no other effector for them meanwhile.
+	// before this one.
+	e.giveUp()
+	return true
+}
+
+// giveUp stops the effector where it is, its records in hand and held left
+// unacknowledged, and has its partition read again from the ack floor:
+// given up first, so that it loads no other effector for the id meanwhile,
+// which could apply later records before them (advanceWith).
+func (e *effector) giveUp() {
 	e.part.fail()
 	e.mu.Lock()
 	e.stopped = true
+	e.held = nil
 	e.mu.Unlock()
 	e.cancel()
-	return true
 }
 
 // dropped handles a record the effector could not finish and that stays
@@ -233,12 +241,7 @@ func (e *effector) dropped(err error) {
 		return // stopping: the next reader gets it again anyway
 	}
 	e.logger().Error("a record could not be finished; reading its partition again from the ack floor", "err", err)
-	e.part.fail() // first: a given-up partition loads no new effector for the id
-	e.mu.Lock()
-	e.stopped = true
-	e.held = nil
-	e.mu.Unlock()
-	e.cancel()
+	e.giveUp()
 }
 
 // reload re-reads the state document after a lost compare-and-set. It
