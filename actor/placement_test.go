@@ -136,9 +136,6 @@ func TestJoiningNodeTakesItsShare(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitCounts(t, conn, c, refs, 120, time.Minute)
-	if h := metricSum(t, second.Registry, "ea_handovers_total") + metricSum(t, second.Registry, "ea_activations_total"); h == 0 {
-		t.Fatal("the joining node took over nothing")
-	}
 	actortest.Eventually(t, 10*time.Second, "the partitions are split", func() bool {
 		a, b := first.Reading(), second.Reading()
 		return a > 0 && b > 0 && a+b == 2*conn.Names().Partitions()
@@ -147,6 +144,11 @@ func TestJoiningNodeTakesItsShare(t *testing.T) {
 	// record each, after the split, reaches the effectors of both nodes.
 	publishAll(t, conn, refs, 1)
 	waitCountsOnly(t, c, refs, 121, time.Minute)
+	// Checked only now: with 8 partitions a kind the first node can apply
+	// the whole load before the hand-over.
+	if h := metricSum(t, second.Registry, "ea_handovers_total") + metricSum(t, second.Registry, "ea_activations_total"); h == 0 {
+		t.Fatal("the joining node took over nothing")
+	}
 	if active(t, second) == 0 {
 		t.Fatal("the joining node loaded no effector")
 	}
