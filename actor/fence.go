@@ -223,7 +223,8 @@ func (n *Node) resetFenced(ctx context.Context, num int, consumer string, fenced
 //     and goes on; any other is read again from its ack floor, its
 //     effectors' cached documents dropped: their records in hand stay
 //     unacknowledged and are applied again on fresh state, here or by the
-//     lease's holder.
+//     lease's holder. A heartbeat acknowledged over a new connection reads
+//     every partition again (see [placement.renewed]).
 //
 // What remains is the time between the check and the publish it guards (a
 // freeze of microseconds at that very point); closing it would need the
@@ -269,9 +270,13 @@ func (c *claim) clock() int64 { return int64(time.Since(c.origin)) }
 // heartbeat the server stored after the claim ended proves nothing: the
 // others may have declared the node dead before it came (a heartbeat sent
 // in time but held up on the way, by a network cut say, no more).
-func (c *claim) renew(sent int64, gen uint64) (lapsed bool) {
+//
+// reconnected reports a lapse because the connection changed: records the
+// server delivered over the old one may never have arrived.
+func (c *claim) renew(sent int64, gen uint64) (lapsed, reconnected bool) {
 	prev := c.until.Load()
-	lapsed = prev != 0 && (c.clock() >= prev || gen != c.gen.Load())
+	reconnected = prev != 0 && gen != c.gen.Load()
+	lapsed = reconnected || (prev != 0 && c.clock() >= prev)
 	c.gen.Store(gen)
 	if lapsed {
 		c.lapses.Add(1)
@@ -279,7 +284,7 @@ func (c *claim) renew(sent int64, gen uint64) (lapsed bool) {
 	if next := sent + int64(c.ttl); next > prev {
 		c.until.Store(next) // one writer: the heartbeat (and the first put, before it)
 	}
-	return lapsed
+	return lapsed, reconnected
 }
 
 // epoch is the lapse count a partition opened now is read under.
@@ -302,8 +307,16 @@ func (c *claim) state(epoch uint64) claimState {
 // was opened under was read by nobody else meanwhile, and goes on under the
 // new count; any other is read again from its ack floor, on fresh state
 // (see "Lapses"). Its effectors wait for the outcome before they publish.
+//
+// After a reconnect every partition read over the old connection is read
+// again, lease kept or not: the server counts the records it sent over
+// that connection as delivered, and those lost with it (in flight when a
+// server restarted, say) would otherwise come again only after the ack
+// wait, 30 s, if no later record showed the gap. Reading again from the
+// ack floor costs what opening the partition costs, once per reconnect.
 func (p *placement) renewed(ctx context.Context, sent int64, gen uint64) {
-	if !p.n.claim.renew(sent, gen) {
+	lapsed, reconnected := p.n.claim.renew(sent, gen)
+	if !lapsed {
 		return
 	}
 	epoch := p.n.claim.epoch()
@@ -323,16 +336,23 @@ func (p *placement) renewed(ctx context.Context, sent int64, gen uint64) {
 		sem <- struct{}{}
 		wg.Go(func() {
 			defer func() { <-sem }()
-			e, err := p.kv.Get(ctx, p.n.names.LeaseKey(part.kind.name, part.num))
-			if err == nil && e.Revision() == part.lease {
-				part.epoch.Store(epoch) // renewed runs on the heartbeat goroutine only
-				return
+			if !reconnected {
+				e, err := p.kv.Get(ctx, p.n.names.LeaseKey(part.kind.name, part.num))
+				if err == nil && e.Revision() == part.lease {
+					part.epoch.Store(epoch) // renewed runs on the heartbeat goroutine only
+					return
+				}
 			}
 			moved.Add(1)
 			part.fail()
 		})
 	}
 	wg.Wait()
+	if reconnected {
+		p.n.log.Info("reconnected: reading this node's partitions again from their ack floors",
+			"partitions", len(check), "read_again", moved.Load())
+		return
+	}
 	p.n.log.Warn("heartbeat acknowledged after the lease TTL ran out: checked this node's leases at the server",
 		"ttl", p.ttl, "partitions", len(check), "read_again", moved.Load())
 }
