@@ -1,8 +1,13 @@
-// Package bustest starts a real embedded nats-server with JetStream for tests,
+// Package bustest starts a real nats-server with JetStream for tests,
 // in one line, the way httptest starts an HTTP server:
 //
 //	srv := bustest.NewServer(t)  // random port, storage in t.TempDir()
 //	conn := srv.Connect(t)       // *bus.Conn, streams and buckets provisioned
+//
+// The server runs in the test's process unless the environment variable
+// [ServerEnv] names a nats-server binary: then it runs that binary as a
+// process of its own, as `make test` does (a real nats-server as deployed,
+// and one the race detector does not slow down).
 //
 // A fresh server gets 8 partitions a kind ([Partitions]) rather than the
 // deployment's 64, so that a node in a test is ready in a fraction of the
@@ -27,7 +32,8 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 )
 
-// Server is an embedded nats-server with JetStream on 127.0.0.1.
+// Server is a nats-server with JetStream on 127.0.0.1, embedded or a
+// process of its own (see [ServerEnv]).
 type Server struct {
 	// URL is the client URL, stable across Restart.
 	URL string
@@ -35,17 +41,20 @@ type Server struct {
 	StoreDir string
 
 	addr     string
-	srv      *bus.Server
+	bin      string            // a nats-server binary to run (ServerEnv), or "" to embed
+	srv      *bus.Server       // the embedded server, when bin is ""
+	proc     *process          // the server process, when bin is set
 	mappings map[string]string // added by MapMailboxes, kept across Restart
 }
 
-// NewServer starts a server on a free port with file storage in t.TempDir().
+// NewServer starts a server on a free port with file storage in t.TempDir():
+// in the test's process, or as a process of its own when [ServerEnv] names
+// a nats-server binary.
 func NewServer(t testing.TB) *Server {
 	t.Helper()
-	s := &Server{StoreDir: t.TempDir(), addr: "127.0.0.1:0"}
+	s := &Server{StoreDir: t.TempDir(), addr: "127.0.0.1:0", bin: serverBinary(t)}
 	s.start(t)
-	s.addr = s.srv.Addr()
-	s.URL = s.srv.ClientURL()
+	s.URL = "nats://" + s.addr
 	t.Cleanup(s.Shutdown)
 	return s
 }
@@ -54,7 +63,14 @@ func (s *Server) start(t testing.TB) {
 	t.Helper()
 	var err error
 	for range 50 { // the port may linger briefly after a shutdown
-		if s.srv, err = bus.StartServer(bus.ServerConfig{Listen: s.addr, StoreDir: s.StoreDir, Mappings: s.mappings}); err == nil {
+		if s.bin != "" {
+			var addr string
+			if s.proc, addr, err = startProcess(s.bin, s.addr, s.StoreDir, s.mappings); err == nil {
+				s.addr = addr
+				return
+			}
+		} else if s.srv, err = bus.StartServer(bus.ServerConfig{Listen: s.addr, StoreDir: s.StoreDir, Mappings: s.mappings}); err == nil {
+			s.addr = s.srv.Addr()
 			return
 		}
 		time.Sleep(100 * time.Millisecond)
@@ -73,6 +89,12 @@ func (s *Server) MapMailboxes(t testing.TB, names bus.Names) {
 		s.mappings = map[string]string{}
 	}
 	s.mappings[src] = dest
+	if s.proc != nil {
+		if err := s.proc.reload(s.addr, s.StoreDir, s.mappings); err != nil {
+			t.Fatalf("bustest: %v", err)
+		}
+		s.waitMapped(t, src)
+	}
 	if s.srv != nil {
 		if err := s.srv.MapSubjects(src, dest); err != nil {
 			t.Fatalf("bustest: %v", err)
@@ -85,6 +107,10 @@ func (s *Server) Shutdown() {
 	if s.srv != nil {
 		s.srv.Shutdown()
 		s.srv = nil
+	}
+	if s.proc != nil {
+		s.proc.stop()
+		s.proc = nil
 	}
 }
 
