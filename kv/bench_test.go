@@ -5,7 +5,6 @@ import (
 
 	"github.com/effectors/effectors/bus/bustest"
 	"github.com/effectors/effectors/kv"
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -13,15 +12,7 @@ import (
 func benchStore(b *testing.B) *kv.Store[counter] {
 	b.Helper()
 	srv := bustest.NewServer(b)
-	nc, err := nats.Connect(srv.URL)
-	if err != nil {
-		b.Fatalf("connect: %v", err)
-	}
-	b.Cleanup(nc.Close)
-	js, err := jetstream.New(nc)
-	if err != nil {
-		b.Fatalf("jetstream: %v", err)
-	}
+	_, js := srv.Client(b)
 	raw, err := js.CreateKeyValue(b.Context(), jetstream.KeyValueConfig{Bucket: "bench"})
 	if err != nil {
 		b.Fatalf("create bucket: %v", err)

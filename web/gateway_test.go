@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/coder/websocket"
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	dto "github.com/prometheus/client_model/go"
 
@@ -661,15 +660,7 @@ func testSlowReader(t *testing.T, e *env) {
 	// A publisher of its own: PublishAsyncComplete waits for every async
 	// publish of its JetStream context, and the env's is the node's too,
 	// which may always have some in flight on a loaded machine.
-	nc, err := nats.Connect(e.srv.URL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, js := e.srv.Client(t)
 	for range 128 {
 		rec, err := records.NewJSON("pad", map[string]string{"pad": pad})
 		if err != nil {

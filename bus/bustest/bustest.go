@@ -29,6 +29,7 @@ import (
 	"time"
 
 	"github.com/effectors/effectors/bus"
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -180,4 +181,21 @@ func (s *Server) Connect(t testing.TB, cfg ...bus.Config) *bus.Conn {
 		t.Fatalf("bustest: provision: %v", err)
 	}
 	return conn
+}
+
+// Client connects a plain NATS client to the server, with nothing
+// provisioned, the way a publisher in another process would, and closes it
+// at cleanup.
+func (s *Server) Client(t testing.TB) (*nats.Conn, jetstream.JetStream) {
+	t.Helper()
+	nc, err := nats.Connect(s.URL)
+	if err != nil {
+		t.Fatalf("bustest: connect a client: %v", err)
+	}
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatalf("bustest: jetstream: %v", err)
+	}
+	return nc, js
 }

@@ -68,15 +68,7 @@ func TestServerBothWays(t *testing.T) {
 			if srv.URL != url {
 				t.Fatalf("URL %s after a restart, was %s", srv.URL, url)
 			}
-			nc, err := nats.Connect(srv.URL)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer nc.Close()
-			js, err := jetstream.New(nc)
-			if err != nil {
-				t.Fatal(err)
-			}
+			nc, js := srv.Client(t)
 			if _, err := js.Stream(ctx, "KEPT"); err != nil {
 				t.Fatalf("stream after a restart: %v", err)
 			}
