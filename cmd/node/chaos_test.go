@@ -7,6 +7,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"net"
 	"math/rand/v2"
 	"net/http"
 	"os"
@@ -202,7 +203,17 @@ func TestChaosNATSRestart(t *testing.T) {
 	serverGen := 0
 	startServer := func() *process {
 		serverGen++
-		p := startProcess(t, fmt.Sprintf("nats-server-%d", serverGen), "", self,
+		name := fmt.Sprintf("nats-server-%d", serverGen)
+		if bin := os.Getenv(bustest.ServerEnv); bin != "" {
+			// The nats-server binary make test builds, as deployed.
+			host, port, _ := net.SplitHostPort(addr)
+			monitor := proctest.FreeAddr(t)
+			_, mport, _ := net.SplitHostPort(monitor)
+			p := startProcess(t, name, "", bin, nil, "-a", host, "-p", port, "-js", "-sd", store, "-n", "chaos-nats", "-m", mport)
+			p.WaitHTTP(t, 60*time.Second, "http://"+monitor+"/healthz")
+			return p
+		}
+		p := startProcess(t, name, "", self,
 			[]string{envServeNATS + "=" + addr, envNATSStore + "=" + store}, "-test.run=^$")
 		p.WaitOutput(t, 60*time.Second, "nats-server ready")
 		return p

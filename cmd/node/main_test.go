@@ -49,7 +49,8 @@ func TestMain(m *testing.M) {
 
 // serveNATS runs an embedded NATS server with JetStream on listen, storing in
 // store, until SIGTERM or SIGINT: the test binary re-executed as the server
-// process of TestChaosNATSRestart. It prints "nats-server ready" to stdout
+// process of TestChaosNATSRestart, unless bustest.ServerEnv names a
+// nats-server binary to run instead (make test). It prints "nats-server ready" to stdout
 // once it accepts clients and returns the exit status.
 func serveNATS(listen, store string) int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
