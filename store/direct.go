@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strconv"
 	"time"
@@ -47,10 +48,24 @@ func (d direct) batch(ctx context.Context, stream, filter string, from uint64, s
 	return d.batchMax(ctx, stream, filter, from, since, n, 0)
 }
 
+// directBatchBytes bounds one direct get answer. The server queues a whole
+// batch for the client at once, and cuts off a client that falls 64 MB
+// behind (its max_pending) as a slow consumer: a 32 MB batch of 900 KB
+// dead letters did that to a race-built client every time, and the
+// answers lost with the connection were waited for forever.
+const directBatchBytes = 8 << 20
+
+// directIdle bounds the wait for the next message of an answer: past it the
+// answer is taken as lost (a connection dropped by the server loses it).
+const directIdle = 10 * time.Second
+
 // batchMax is batch answering at most about maxBytes (the server stops
-// after the message that reaches it, so at least one comes); 0 leaves the
-// server's default bound.
+// after the message that reaches it, so at least one comes); 0, or more
+// than directBatchBytes, asks for directBatchBytes.
 func (d direct) batchMax(ctx context.Context, stream, filter string, from uint64, since *time.Time, n, maxBytes int) ([]stored, uint64, error) {
+	if maxBytes <= 0 || maxBytes > directBatchBytes {
+		maxBytes = directBatchBytes
+	}
 	req := directReq{Seq: from, NextFor: filter, Batch: n, MaxBytes: maxBytes}
 	if from == 0 && since != nil {
 		req.StartTime = since
@@ -69,7 +84,12 @@ func (d direct) batchMax(ctx context.Context, stream, filter string, from uint64
 	}
 	var out []stored
 	for {
-		msg, err := sub.NextMsgWithContext(ctx)
+		wait, cancel := context.WithTimeout(ctx, directIdle)
+		msg, err := sub.NextMsgWithContext(wait)
+		cancel()
+		if err != nil && ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
+			return nil, 0, fmt.Errorf("%w: stream %s: no answer for %s (lost with a dropped connection?)", ErrUnavailable, stream, directIdle)
+		}
 		if err != nil {
 			return nil, 0, fmt.Errorf("read %s: %w", stream, err)
 		}
