@@ -94,7 +94,7 @@ func (s *Server) MapMailboxes(t testing.TB, names bus.Names) {
 		if err := s.proc.reload(s.addr, s.StoreDir, s.mappings); err != nil {
 			t.Fatalf("bustest: %v", err)
 		}
-		s.waitMapped(t, src)
+		s.waitMapped(t, names)
 	}
 	if s.srv != nil {
 		if err := s.srv.MapSubjects(src, dest); err != nil {

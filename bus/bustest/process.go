@@ -9,14 +9,16 @@ import (
 	"os/exec"
 	"path/filepath"
 	"sort"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/effectors/effectors/bus"
+	"github.com/effectors/effectors/records"
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 )
 
 // ServerEnv names the environment variable that makes [NewServer] run the
@@ -24,8 +26,9 @@ import (
 // test's process. `make test` sets it to a nats-server built from the
 // module's own nats-server version without the race detector: the server is
 // then a real nats-server as deployed, and under -race the test binary no
-// longer instruments the server's code, which was most of a test's CPU
-// time. Unset, or set to an empty string, the server is embedded.
+// longer instruments the server's code (the tests took 17% less CPU;
+// BENCHMARKS.md, "Test suite"). Unset, or set to an empty string, the
+// server is embedded.
 // [NewCluster] always runs in-process (its tests read the servers' state).
 const ServerEnv = "EA_TEST_NATS_SERVER"
 
@@ -176,47 +179,32 @@ func serverBinary(t testing.TB) string {
 	return abs
 }
 
-// waitMapped waits until the server maps src (a mapping source whose
-// wildcards are whole tokens) after a reload: it core-publishes probes that
-// name no stream and waits for one to arrive under another subject.
-func (s *Server) waitMapped(t testing.TB, src string) {
+// waitMapped waits until the server maps the mailboxes of names after a
+// reload, the way bus.Conn's provisioning probes the mapping once: it
+// core-publishes to the mailbox of a kind no effector has, naming no
+// stream, until the probe arrives on the stored (mapped) subject.
+func (s *Server) waitMapped(t testing.TB, names bus.Names) {
 	t.Helper()
 	nc, err := nats.Connect(s.URL)
 	if err != nil {
-		t.Fatalf("bustest: wait for mapping %s: %v", src, err)
+		t.Fatalf("bustest: wait for the mailbox mapping: %v", err)
 	}
 	defer nc.Close()
-	toks := strings.Split(src, ".")
-	prefix, probe := toks, append([]string(nil), toks...)
-	for i, tok := range toks {
-		if tok == "*" || tok == ">" {
-			if len(prefix) == len(toks) {
-				prefix = toks[:i]
-			}
-			probe[i] = "_probe" + strconv.Itoa(i)
-		}
-	}
-	sent := strings.Join(probe, ".")
-	sub, err := nc.SubscribeSync(strings.Join(append(append([]string(nil), prefix...), ">"), "."))
+	ref := records.Ref{Kind: "_probe", ID: "bustest"}
+	sub, err := nc.SubscribeSync(names.StoredMailbox(ref))
 	if err != nil {
-		t.Fatalf("bustest: wait for mapping %s: %v", src, err)
+		t.Fatalf("bustest: wait for the mailbox mapping: %v", err)
 	}
-	msg := nats.NewMsg(sent)
-	msg.Header.Set("Nats-Expected-Stream", "_bustest_no_such_stream")
+	msg := nats.NewMsg(names.Mailbox(ref))
+	msg.Header.Set(jetstream.ExpectedStreamHeader, "_bustest_no_such_stream")
 	deadline := time.Now().Add(10 * time.Second)
 	for time.Now().Before(deadline) {
 		if err := nc.PublishMsg(msg); err != nil {
-			t.Fatalf("bustest: wait for mapping %s: %v", src, err)
+			t.Fatalf("bustest: wait for the mailbox mapping: %v", err)
 		}
-		for {
-			got, err := sub.NextMsg(50 * time.Millisecond)
-			if err != nil {
-				break
-			}
-			if got.Subject != sent {
-				return
-			}
+		if _, err := sub.NextMsg(50 * time.Millisecond); err == nil {
+			return
 		}
 	}
-	t.Fatalf("bustest: the server did not map %s within 10s of a reload; its output: %s", src, s.proc.out)
+	t.Fatalf("bustest: the server did not map %s to %s within 10s of a reload; its output: %s", names.Mailbox(ref), names.StoredMailbox(ref), s.proc.out)
 }
