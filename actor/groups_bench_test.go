@@ -83,7 +83,7 @@ func clusterGroupsLoad(b *testing.B, groups int) {
 	traffic := func() map[string]bus.Traffic {
 		out := map[string]bus.Traffic{}
 		for _, s := range cl.Servers {
-			out[s.Name] = s.Server().Traffic()
+			out[s.Name] = s.Traffic()
 		}
 		return out
 	}

@@ -13,7 +13,8 @@
 // deployment's 64, so that a node in a test is ready in a fraction of the
 // time; a test about partitions asks for its count in bus.Config.
 //
-// [NewCluster] starts a NATS cluster of in-process servers the same way:
+// [NewCluster] starts a NATS cluster the same way, in-process or as
+// processes:
 //
 //	c := bustest.NewCluster(t, 3)  // routed on 127.0.0.1, a JetStream meta leader elected
 //	conn := c.Connect(t)           // all three URLs, streams and buckets in 3 replicas
@@ -65,9 +66,8 @@ func (s *Server) start(t testing.TB) {
 	var err error
 	for range 50 { // the port may linger briefly after a shutdown
 		if s.bin != "" {
-			var addr string
-			if s.proc, addr, err = startProcess(s.bin, s.addr, s.StoreDir, s.mappings); err == nil {
-				s.addr = addr
+			if s.proc, err = startProcess(s.bin, processConfig{addr: s.addr, storeDir: s.StoreDir, mappings: s.mappings}); err == nil {
+				s.addr = s.proc.cfg.addr
 				return
 			}
 		} else if s.srv, err = bus.StartServer(bus.ServerConfig{Listen: s.addr, StoreDir: s.StoreDir, Mappings: s.mappings}); err == nil {
@@ -91,10 +91,10 @@ func (s *Server) MapMailboxes(t testing.TB, names bus.Names) {
 	}
 	s.mappings[src] = dest
 	if s.proc != nil {
-		if err := s.proc.reload(s.addr, s.StoreDir, s.mappings); err != nil {
+		if err := s.proc.reload(s.mappings); err != nil {
 			t.Fatalf("bustest: %v", err)
 		}
-		s.waitMapped(t, names)
+		waitMapped(t, s.URL, names, s.proc.out)
 	}
 	if s.srv != nil {
 		if err := s.srv.MapSubjects(src, dest); err != nil {

@@ -40,12 +40,11 @@ func TestConnectPartitions(t *testing.T) {
 	}
 }
 
-// TestServerBothWays runs a server embedded and as a process of its own
-// (the nats-server binary ServerEnv names, or one built from go.mod's
-// version when it names none): each serves JetStream, keeps its URL and
-// its store across Restart, maps mailboxes after MapMailboxes, and is gone
-// after Shutdown.
-func TestServerBothWays(t *testing.T) {
+// bothWays returns the two ways to run a server: embedded (no binary) and
+// as a process (the nats-server binary ServerEnv names, or one built from
+// go.mod's version when it names none).
+func bothWays(t *testing.T) []struct{ name, bin string } {
+	t.Helper()
 	bin := os.Getenv(bustest.ServerEnv)
 	if bin == "" {
 		bin = filepath.Join(t.TempDir(), "nats-server")
@@ -54,7 +53,16 @@ func TestServerBothWays(t *testing.T) {
 			t.Fatalf("build nats-server: %v\n%s", err, out)
 		}
 	}
-	for _, mode := range []struct{ name, bin string }{{"embedded", ""}, {"process", bin}} {
+	return []struct{ name, bin string }{{"embedded", ""}, {"process", bin}}
+}
+
+// TestServerBothWays runs a server embedded and as a process of its own
+// (the nats-server binary ServerEnv names, or one built from go.mod's
+// version when it names none): each serves JetStream, keeps its URL and
+// its store across Restart, maps mailboxes after MapMailboxes, and is gone
+// after Shutdown.
+func TestServerBothWays(t *testing.T) {
+	for _, mode := range bothWays(t) {
 		t.Run(mode.name, func(t *testing.T) {
 			t.Setenv(bustest.ServerEnv, mode.bin)
 			srv := bustest.NewServer(t)
@@ -97,6 +105,93 @@ func TestServerBothWays(t *testing.T) {
 			if c, err := nats.Connect(url, nats.NoReconnect(), nats.Timeout(time.Second)); err == nil {
 				c.Close()
 				t.Fatalf("%s still accepts clients after Shutdown", url)
+			}
+		})
+	}
+}
+
+// TestClusterBothWays runs a 3-server cluster embedded and as processes:
+// StreamLeader names the leader the stream's own info names, before and
+// after that leader stops; a stopped server restarts with its store;
+// MapMailboxes maps on every server; Traffic counts each server's
+// messages; every server is gone after Shutdown.
+func TestClusterBothWays(t *testing.T) {
+	for _, mode := range bothWays(t) {
+		t.Run(mode.name, func(t *testing.T) {
+			t.Setenv(bustest.ServerEnv, mode.bin)
+			c := bustest.NewCluster(t, 3)
+			conn := c.Connect(t)
+			ctx := context.Background()
+			js := conn.JetStream()
+			if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "KEPT", Subjects: []string{"kept"}, Replicas: 3}); err != nil {
+				t.Fatal(err)
+			}
+			leaderIs := func(want *bustest.ClusterServer) {
+				t.Helper()
+				deadline := time.Now().Add(10 * time.Second)
+				for {
+					st, err := js.Stream(ctx, "KEPT")
+					if err == nil && st.CachedInfo().Cluster != nil && st.CachedInfo().Cluster.Leader == want.Name {
+						return
+					}
+					if time.Now().After(deadline) {
+						t.Fatalf("StreamLeader = %s; the stream's info says otherwise (%v)", want.Name, err)
+					}
+					time.Sleep(20 * time.Millisecond)
+				}
+			}
+			leader := c.StreamLeader(t, "KEPT")
+			leaderIs(leader)
+			if c.MetaLeader(t) == nil {
+				t.Fatal("no meta leader")
+			}
+
+			leader.Shutdown()
+			if leader.Running() {
+				t.Fatalf("%s runs after Shutdown", leader.Name)
+			}
+			next := c.StreamLeader(t, "KEPT")
+			if next == leader {
+				t.Fatalf("%s still leads KEPT after it stopped", leader.Name)
+			}
+			leaderIs(next)
+			leader.Restart(t)
+			if !leader.Running() {
+				t.Fatalf("%s does not run after Restart", leader.Name)
+			}
+
+			names := conn.Names()
+			c.MapMailboxes(t, names)
+			ref := records.Ref{Kind: "counter", ID: "c1"}
+			for _, s := range c.Servers {
+				nc, err := nats.Connect(s.URL)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer nc.Close()
+				sub, err := nc.SubscribeSync(names.StoredMailbox(ref))
+				if err != nil {
+					t.Fatal(err)
+				}
+				msg := nats.NewMsg(names.Mailbox(ref))
+				msg.Header.Set("Nats-Expected-Stream", "NO_SUCH_STREAM") // not stored
+				if err := nc.PublishMsg(msg); err != nil {
+					t.Fatal(err)
+				}
+				if _, err := sub.NextMsg(5 * time.Second); err != nil {
+					t.Fatalf("%s: a publish to %s did not arrive as %s: %v", s.Name, names.Mailbox(ref), names.StoredMailbox(ref), err)
+				}
+				if tr := s.Traffic(); tr.InMsgs == 0 || tr.OutMsgs == 0 {
+					t.Fatalf("%s: traffic %+v, want messages in and out", s.Name, tr)
+				}
+			}
+
+			c.Shutdown()
+			for _, s := range c.Servers {
+				if nc, err := nats.Connect(s.URL, nats.NoReconnect(), nats.Timeout(time.Second)); err == nil {
+					nc.Close()
+					t.Fatalf("%s still accepts clients after Shutdown", s.URL)
+				}
 			}
 		})
 	}

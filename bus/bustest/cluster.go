@@ -14,8 +14,9 @@ import (
 	"github.com/effectors/effectors/bus"
 )
 
-// Cluster is a NATS cluster of in-process servers with JetStream, routed to
-// each other on 127.0.0.1:
+// Cluster is a NATS cluster of servers with JetStream, routed to each other
+// on 127.0.0.1: in the test's process, or each a nats-server process of its
+// own when [ServerEnv] names a binary (as `make test` runs them):
 //
 //	c := bustest.NewCluster(t, 3)  // 3 servers, a JetStream meta leader elected
 //	conn := c.Connect(t)           // provisioned with 3 replicas
@@ -28,6 +29,8 @@ type Cluster struct {
 	// Servers are the servers, in start order; each can be stopped and
 	// restarted on its own.
 	Servers []*ClusterServer
+
+	bin string // a nats-server binary to run (ServerEnv), or "" to embed
 
 	mu       sync.Mutex
 	mappings map[string]string // added by MapMailboxes, kept across Restart
@@ -45,9 +48,11 @@ type ClusterServer struct {
 	cluster     *Cluster
 	addr        string // client address
 	clusterAddr string // route address
+	monitorAddr string // monitoring (HTTP) address, of a process
 
-	mu  sync.Mutex
-	srv *bus.Server
+	mu   sync.Mutex
+	srv  *bus.Server // the embedded server while running, when cluster.bin is ""
+	proc *process    // the server process while running, when cluster.bin is set
 }
 
 // clusterReadyTimeout bounds the wait for a meta leader.
@@ -55,16 +60,20 @@ const clusterReadyTimeout = 30 * time.Second
 
 // NewCluster starts a cluster of n servers (1-5) on free ports of 127.0.0.1,
 // each storing in its own t.TempDir(), and waits until JetStream has a meta
-// leader that knows all n servers.
+// leader that knows all n servers. The servers run in the test's process,
+// or as processes when [ServerEnv] names a nats-server binary; the
+// cluster's methods read their state either way (a process's through its
+// monitoring port).
 func NewCluster(t testing.TB, n int) *Cluster {
 	t.Helper()
 	if n < 1 || n > 5 {
 		t.Fatalf("bustest: NewCluster(%d): want 1-5 servers", n)
 	}
+	bin := serverBinary(t)
 	var c *Cluster
 	var err error
 	for range 5 { // a reserved port may be taken by someone else before we use it
-		if c, err = startCluster(t, n); err == nil {
+		if c, err = startCluster(t, n, bin); err == nil {
 			break
 		}
 	}
@@ -75,20 +84,22 @@ func NewCluster(t testing.TB, n int) *Cluster {
 	return c
 }
 
-// startCluster reserves 2n ports and starts n servers on them.
-func startCluster(t testing.TB, n int) (*Cluster, error) {
-	ports, err := freePorts(2 * n)
+// startCluster reserves 3n ports and starts n servers on them, running bin
+// unless it is "".
+func startCluster(t testing.TB, n int, bin string) (*Cluster, error) {
+	ports, err := freePorts(3 * n)
 	if err != nil {
 		return nil, err
 	}
-	c := &Cluster{Name: "ea-test"}
+	c := &Cluster{Name: "ea-test", bin: bin}
 	for i := range n {
 		c.Servers = append(c.Servers, &ClusterServer{
 			Name:        fmt.Sprintf("ea-test-%d", i),
 			StoreDir:    t.TempDir(),
 			cluster:     c,
-			addr:        ports[2*i],
-			clusterAddr: ports[2*i+1],
+			addr:        ports[3*i],
+			clusterAddr: ports[3*i+1],
+			monitorAddr: ports[3*i+2],
 		})
 	}
 	// Start them together: each waits for clients only, JetStream elects
@@ -142,14 +153,23 @@ func (s *ClusterServer) start() error {
 	s.cluster.mu.Lock()
 	mappings := maps.Clone(s.cluster.mappings)
 	s.cluster.mu.Unlock()
-	cfg := bus.ServerConfig{
-		Name:     s.Name,
-		Listen:   s.addr,
-		StoreDir: s.StoreDir,
-		Cluster:  bus.ClusterConfig{Name: s.cluster.Name, Listen: s.clusterAddr, Routes: routes},
-		Mappings: mappings,
+	routing := bus.ClusterConfig{Name: s.cluster.Name, Listen: s.clusterAddr, Routes: routes}
+	if bin := s.cluster.bin; bin != "" {
+		proc, err := startProcess(bin, processConfig{
+			name: s.Name, addr: s.addr, storeDir: s.StoreDir, mappings: mappings,
+			monitor: s.monitorAddr, cluster: &routing,
+		})
+		if err != nil {
+			return err
+		}
+		s.mu.Lock()
+		s.proc = proc
+		s.mu.Unlock()
+		return nil
 	}
-	srv, err := bus.StartServer(cfg)
+	srv, err := bus.StartServer(bus.ServerConfig{
+		Name: s.Name, Listen: s.addr, StoreDir: s.StoreDir, Cluster: routing, Mappings: mappings,
+	})
 	if err != nil {
 		return err
 	}
@@ -175,12 +195,20 @@ func (c *Cluster) MapMailboxes(t testing.TB, names bus.Names) {
 		c.mappings = map[string]string{}
 	}
 	c.mappings[src] = dest
+	mappings := maps.Clone(c.mappings)
 	c.mu.Unlock()
 	for _, s := range c.Servers {
-		if srv := s.server(); srv != nil {
+		srv, proc := s.running()
+		switch {
+		case srv != nil:
 			if err := srv.MapSubjects(src, dest); err != nil {
 				t.Fatalf("bustest: %v", err)
 			}
+		case proc != nil:
+			if err := proc.reload(mappings); err != nil {
+				t.Fatalf("bustest: %v", err)
+			}
+			waitMapped(t, s.URL, names, proc.out)
 		}
 	}
 }
@@ -255,12 +283,11 @@ func (c *Cluster) ready() (bool, string) {
 	var running []string
 	var leader *bus.JetStreamStatus
 	for _, s := range c.Servers {
-		srv := s.server()
-		if srv == nil {
+		if !s.Running() {
 			continue
 		}
 		running = append(running, s.Name)
-		st := srv.JetStreamStatus()
+		st := s.jetStreamStatus()
 		if !st.Current {
 			return false, s.Name + " has not caught up with a meta leader"
 		}
@@ -283,22 +310,22 @@ func (c *Cluster) ready() (bool, string) {
 // for one.
 func (c *Cluster) MetaLeader(t testing.TB) *ClusterServer {
 	t.Helper()
-	return c.waitFor(t, "a JetStream meta leader", func(srv *bus.Server) bool { return srv.JetStreamStatus().MetaLeader })
+	return c.waitFor(t, "a JetStream meta leader", func(s *ClusterServer) bool { return s.jetStreamStatus().MetaLeader })
 }
 
 // StreamLeader returns the server leading stream (a KV bucket b is stream
 // KV_b), waiting for a running server to lead it.
 func (c *Cluster) StreamLeader(t testing.TB, stream string) *ClusterServer {
 	t.Helper()
-	return c.waitFor(t, "a leader of stream "+stream, func(srv *bus.Server) bool { return srv.LeadsStream(stream) })
+	return c.waitFor(t, "a leader of stream "+stream, func(s *ClusterServer) bool { return s.leadsStream(stream) })
 }
 
-func (c *Cluster) waitFor(t testing.TB, what string, match func(*bus.Server) bool) *ClusterServer {
+func (c *Cluster) waitFor(t testing.TB, what string, match func(*ClusterServer) bool) *ClusterServer {
 	t.Helper()
 	deadline := time.Now().Add(clusterReadyTimeout)
 	for {
 		for _, s := range c.Servers {
-			if srv := s.server(); srv != nil && match(srv) {
+			if s.Running() && match(s) {
 				return s
 			}
 		}
@@ -309,12 +336,15 @@ func (c *Cluster) waitFor(t testing.TB, what string, match func(*bus.Server) boo
 	}
 }
 
-// Shutdown stops every server; it is safe to call more than once. It first
-// waits (up to 10s) for the running servers to be healthy: nats-server leaks
-// the goroutines of a replicated group's log when it stops while still
-// creating that group (after a restart, or while consumers are created).
+// Shutdown stops every server; it is safe to call more than once. In the
+// test's process it first waits (up to 10s) for the running servers to be
+// healthy: nats-server leaks the goroutines of a replicated group's log when
+// it stops while still creating that group (after a restart, or while
+// consumers are created).
 func (c *Cluster) Shutdown() {
-	c.waitHealthy(10 * time.Second)
+	if c.bin == "" {
+		c.waitHealthy(10 * time.Second)
+	}
 	var wg sync.WaitGroup
 	for _, s := range c.Servers {
 		wg.Go(s.Shutdown)
@@ -329,8 +359,8 @@ func (c *Cluster) waitHealthy(timeout time.Duration) error {
 	for {
 		var err error
 		for _, s := range c.Servers {
-			if srv := s.server(); srv != nil {
-				if err = srv.Healthy(); err != nil {
+			if s.Running() {
+				if err = s.healthy(); err != nil {
 					break
 				}
 			}
@@ -342,27 +372,141 @@ func (c *Cluster) waitHealthy(timeout time.Duration) error {
 	}
 }
 
-func (s *ClusterServer) server() *bus.Server {
+// running returns the running server: embedded, or a process; both nil
+// when stopped.
+func (s *ClusterServer) running() (*bus.Server, *process) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.srv
+	return s.srv, s.proc
 }
 
 // Running reports whether the server is running.
-func (s *ClusterServer) Running() bool { return s.server() != nil }
+func (s *ClusterServer) Running() bool {
+	srv, proc := s.running()
+	return srv != nil || proc != nil
+}
 
-// Server returns the running server, nil when stopped.
-func (s *ClusterServer) Server() *bus.Server { return s.server() }
+// Server returns the running embedded server; nil when stopped or when
+// the cluster runs as processes (see [ServerEnv]).
+func (s *ClusterServer) Server() *bus.Server {
+	srv, _ := s.running()
+	return srv
+}
+
+// Traffic returns the server's message counters (see [bus.Traffic]), zero
+// when it is stopped or does not answer.
+func (s *ClusterServer) Traffic() bus.Traffic {
+	srv, proc := s.running()
+	if srv != nil {
+		return srv.Traffic()
+	}
+	var v struct {
+		InMsgs   int64 `json:"in_msgs"`
+		OutMsgs  int64 `json:"out_msgs"`
+		InBytes  int64 `json:"in_bytes"`
+		OutBytes int64 `json:"out_bytes"`
+	}
+	if proc == nil || proc.monitorJSON("/varz", &v) != nil {
+		return bus.Traffic{}
+	}
+	return bus.Traffic{InMsgs: v.InMsgs, OutMsgs: v.OutMsgs, InBytes: v.InBytes, OutBytes: v.OutBytes}
+}
+
+// jetStreamStatus is the server's view of the JetStream meta group (see
+// [bus.Server.JetStreamStatus]); zero when it is stopped or does not answer.
+// A process reports it on /jsz; it is current when /healthz finds its meta
+// layer healthy.
+func (s *ClusterServer) jetStreamStatus() bus.JetStreamStatus {
+	srv, proc := s.running()
+	if srv != nil {
+		return srv.JetStreamStatus()
+	}
+	if proc == nil {
+		return bus.JetStreamStatus{}
+	}
+	var jsz struct {
+		Meta *struct {
+			Leader   string `json:"leader"`
+			Replicas []struct {
+				Name    string `json:"name"`
+				Offline bool   `json:"offline"`
+			} `json:"replicas"`
+		} `json:"meta_cluster"`
+	}
+	if proc.monitorJSON("/jsz", &jsz) != nil || jsz.Meta == nil {
+		return bus.JetStreamStatus{}
+	}
+	st := bus.JetStreamStatus{Clustered: true, Current: proc.healthz("js-meta-only=true") == nil}
+	if st.MetaLeader = jsz.Meta.Leader == s.Name; st.MetaLeader {
+		st.Peers = []string{s.Name}
+		for _, r := range jsz.Meta.Replicas {
+			if !r.Offline {
+				st.Peers = append(st.Peers, r.Name)
+			}
+		}
+	}
+	return st
+}
+
+// leadsStream reports whether the server leads stream (see
+// [bus.Server.LeadsStream]); a process reports the leader of each stream it
+// holds on /jsz.
+func (s *ClusterServer) leadsStream(stream string) bool {
+	srv, proc := s.running()
+	if srv != nil {
+		return srv.LeadsStream(stream)
+	}
+	if proc == nil {
+		return false
+	}
+	var jsz struct {
+		Accounts []struct {
+			Streams []struct {
+				Name    string `json:"name"`
+				Cluster *struct {
+					Leader string `json:"leader"`
+				} `json:"cluster"`
+			} `json:"stream_detail"`
+		} `json:"account_details"`
+	}
+	if proc.monitorJSON("/jsz?accounts=true&streams=true", &jsz) != nil {
+		return false
+	}
+	for _, a := range jsz.Accounts {
+		for _, st := range a.Streams {
+			if st.Name == stream && st.Cluster != nil && st.Cluster.Leader == s.Name {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// healthy is the server's health as its /healthz says (see
+// [bus.Server.Healthy]); nil when it is stopped.
+func (s *ClusterServer) healthy() error {
+	srv, proc := s.running()
+	switch {
+	case srv != nil:
+		return srv.Healthy()
+	case proc != nil:
+		return proc.healthz("")
+	}
+	return nil
+}
 
 // Shutdown stops the server; the others go on. It is safe to call more than
 // once.
 func (s *ClusterServer) Shutdown() {
 	s.mu.Lock()
-	srv := s.srv
-	s.srv = nil
+	srv, proc := s.srv, s.proc
+	s.srv, s.proc = nil, nil
 	s.mu.Unlock()
 	if srv != nil {
 		srv.Shutdown()
+	}
+	if proc != nil {
+		proc.stop()
 	}
 }
 
