@@ -46,11 +46,11 @@ type process struct {
 
 // processConfig is what a nats-server process is configured with.
 type processConfig struct {
-	name     string            // server_name
-	addr     string            // client host:port; port 0 for a free one
-	storeDir string            // JetStream store directory
-	mappings map[string]string // account subject mappings
-	monitor  string            // monitoring (HTTP) host:port, or "" for none
+	name     string             // server_name
+	addr     string             // client host:port; port 0 for a free one
+	storeDir string             // JetStream store directory
+	mappings map[string]string  // account subject mappings
+	monitor  string             // monitoring (HTTP) host:port, or "" for none
 	cluster  *bus.ClusterConfig // name and routes, for a server of a cluster
 }
 
