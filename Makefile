@@ -62,12 +62,15 @@ run: build
 # instrument: the tests took 17% less CPU (BENCHMARKS.md, "Test suite").
 # The test binaries are linked without DWARF debugging information
 # (-ldflags=-w): linking the 45 of them took 29% less CPU, and race reports
-# and panics still name every function, file and line.
+# and panics still name every function, file and line. Four packages build
+# or run at once (-p 4, where go test's default is one per core): many
+# tests wait on leases, timers and processes, and with two the cores were
+# idle a third of the time (522 s -> 392 s on 2 cores; BENCHMARKS.md).
 test:
 	$(GO) build -race -o $(BIN)/race/ ./cmd/node ./cmd/supervisor ./cmd/ea
 	$(GO) build -o $(BIN)/nats-server github.com/nats-io/nats-server/v2
 	EA_TEST_NATS_SERVER=$(abspath $(BIN)/nats-server) PROCTEST_BINARIES=$(abspath $(BIN)/race) \
-		$(GO) test -race -ldflags=-w -count=1 -timeout 25m ./...
+		$(GO) test -race -ldflags=-w -p 4 -count=1 -timeout 25m ./...
 
 bench:
 	bash bench/compare.sh $(ROUNDS) | tee bench.out
