@@ -479,6 +479,29 @@ func (a *app) call(ctx context.Context) (context.Context, context.CancelFunc) {
 	return context.WithTimeout(ctx, a.g.timeout)
 }
 
+// onEffector is the run of a command whose first argument is <kind>/<id>
+// and whose work is one call through the actor client: it checks that
+// there are min to max arguments, parses the reference, connects, and
+// runs do with a context bounded by --timeout.
+func onEffector(min, max int, do func(ctx context.Context, a *app, c *actor.Client, ref records.Ref, args []string) error) func(context.Context, *app, []string) error {
+	return func(ctx context.Context, a *app, args []string) error {
+		if err := a.nargs(args, min, max); err != nil {
+			return err
+		}
+		ref, err := a.ref(args[0])
+		if err != nil {
+			return err
+		}
+		c, err := a.actorClient(ctx)
+		if err != nil {
+			return err
+		}
+		cctx, cancel := a.call(ctx)
+		defer cancel()
+		return do(cctx, a, c, ref, args)
+	}
+}
+
 // ref parses a <kind>/<id> argument.
 func (a *app) ref(arg string) (records.Ref, error) {
 	r, err := records.ParseRef(arg)

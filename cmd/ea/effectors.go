@@ -329,20 +329,7 @@ func cmdState() *command {
 TERMINATED), the state as JSON, seq (the stream sequence of the last record
 applied), when it was updated and the last error. Exit status 3 when the
 effector was never created.`,
-		run: func(ctx context.Context, a *app, args []string) error {
-			if err := a.nargs(args, 1, 1); err != nil {
-				return err
-			}
-			ref, err := a.ref(args[0])
-			if err != nil {
-				return err
-			}
-			c, err := a.actorClient(ctx)
-			if err != nil {
-				return err
-			}
-			cctx, cancel := a.call(ctx)
-			defer cancel()
+		run: onEffector(1, 1, func(cctx context.Context, a *app, c *actor.Client, ref records.Ref, args []string) error {
 			doc, err := c.State(cctx, ref)
 			if err != nil {
 				if errors.Is(err, actor.ErrNotFound) {
@@ -351,7 +338,7 @@ effector was never created.`,
 				return err
 			}
 			return a.printDoc(doc)
-		},
+		}),
 	}
 }
 
@@ -406,20 +393,7 @@ func cmdTerminate() *command {
 		long: `Terminate <kind>/<id>: its status becomes TERMINATED and records sent to it
 later go to dead letters (reason terminated). Exit status 3 when it does not
 exist.`,
-		run: func(ctx context.Context, a *app, args []string) error {
-			if err := a.nargs(args, 1, 1); err != nil {
-				return err
-			}
-			ref, err := a.ref(args[0])
-			if err != nil {
-				return err
-			}
-			c, err := a.actorClient(ctx)
-			if err != nil {
-				return err
-			}
-			cctx, cancel := a.call(ctx)
-			defer cancel()
+		run: onEffector(1, 1, func(cctx context.Context, a *app, c *actor.Client, ref records.Ref, args []string) error {
 			doc, err := c.Terminate(cctx, ref)
 			if err != nil {
 				return hostless("terminate", ref, err)
@@ -428,7 +402,7 @@ exist.`,
 				fmt.Fprintf(a.stdout, "terminated %s\n", ref)
 			}
 			return a.printDoc(doc)
-		},
+		}),
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/effectors/effectors/actor"
+	"github.com/effectors/effectors/records"
 )
 
 func cmdTimer() *command {
@@ -81,20 +82,7 @@ func cmdTimerCancel() *command {
 	return &command{
 		name: "cancel", args: "<kind>/<id> <name>",
 		short: "cancel a timer or reminder",
-		run: func(ctx context.Context, a *app, args []string) error {
-			if err := a.nargs(args, 2, 2); err != nil {
-				return err
-			}
-			ref, err := a.ref(args[0])
-			if err != nil {
-				return err
-			}
-			c, err := a.actorClient(ctx)
-			if err != nil {
-				return err
-			}
-			cctx, cancel := a.call(ctx)
-			defer cancel()
+		run: onEffector(2, 2, func(cctx context.Context, a *app, c *actor.Client, ref records.Ref, args []string) error {
 			ok, err := c.CancelTimer(cctx, ref, args[1])
 			if err != nil {
 				return hostless("timer cancel", ref, err)
@@ -108,7 +96,7 @@ func cmdTimerCancel() *command {
 			}
 			_, err = fmt.Fprintf(a.stdout, "timer %s of %s: %s\n", args[1], ref, what)
 			return err
-		},
+		}),
 	}
 }
 
@@ -116,20 +104,7 @@ func cmdTimerList() *command {
 	return &command{
 		name: "ls", args: "<kind>/<id>",
 		short: "list an effector's timers",
-		run: func(ctx context.Context, a *app, args []string) error {
-			if err := a.nargs(args, 1, 1); err != nil {
-				return err
-			}
-			ref, err := a.ref(args[0])
-			if err != nil {
-				return err
-			}
-			c, err := a.actorClient(ctx)
-			if err != nil {
-				return err
-			}
-			cctx, cancel := a.call(ctx)
-			defer cancel()
+		run: onEffector(1, 1, func(cctx context.Context, a *app, c *actor.Client, ref records.Ref, args []string) error {
 			ts, err := c.Timers(cctx, ref)
 			if err != nil {
 				return hostless("timer ls", ref, err)
@@ -147,6 +122,6 @@ func cmdTimerList() *command {
 				fmt.Fprintf(w, "%s\t%s\t%s\t%s\n", t.Name, sched, t.Type, t.Set.UTC().Format(time.RFC3339))
 			}
 			return w.Flush()
-		},
+		}),
 	}
 }
