@@ -104,7 +104,6 @@ func TestClusterStreamLeaderDies(t *testing.T) {
 	const (
 		counters = 30
 		per      = 100
-		total    = counters * per
 	)
 	start := time.Now()
 	cl := bustest.NewCluster(t, 3)
@@ -156,48 +155,83 @@ func TestClusterStreamLeaderDies(t *testing.T) {
 			loads = append(loads, clusterLoad{to: r, id: records.NewID()})
 		}
 	}
-	var acked atomic.Int64
-	published := make(chan error, 1)
-	go func() { published <- publishResilient(conn, loads, 6, time.Now().Add(45*time.Second), &acked) }()
-
-	processed := func() float64 {
-		var sum float64
-		for _, n := range nodes {
-			sum += metricSum(t, n.Registry, "ea_records_processed_total")
-		}
-		return sum
-	}
-	actortest.Eventually(t, 30*time.Second, "a third of the load published and some processed", func() bool {
-		return acked.Load() >= total/3 && processed() >= total/10
-	})
-	leader := cl.StreamLeader(t, names.MailboxStream())
-	before, atStop := acked.Load(), processed()
-	leader.Shutdown()
-	stopped := time.Now()
-	t.Logf("stopped %s, leader of %s, with %d/%d records published and %v processed", leader.Name, names.MailboxStream(), before, total, atStop)
-	if before == total {
-		t.Fatal("the load was all published before the leader stopped: the test proves nothing")
-	}
-
-	if err := <-published; err != nil {
-		t.Fatal(err)
-	}
-	for _, r := range refs {
-		waitCountOnly(t, c, r, per, time.Until(stopped.Add(60*time.Second)))
-	}
-	t.Logf("all %d counts exact %s after the leader stopped (%s in all)", counters, time.Since(stopped).Round(time.Millisecond), time.Since(start).Round(time.Millisecond))
-	if next := cl.StreamLeader(t, names.MailboxStream()); next == leader {
-		t.Fatalf("stream %s is still led by the stopped server", names.MailboxStream())
-	}
+	atStop := leaderDeath{
+		cluster: cl, conn: conn, client: c, nodes: nodes,
+		stream: names.MailboxStream(), loads: loads, refs: refs, per: per,
+		publishFor: 45 * time.Second, settle: 60 * time.Second,
+	}.run(t)
+	t.Logf("%s in all", time.Since(start).Round(time.Millisecond))
 	for i, n := range nodes {
 		if p := metricSum(t, n.Registry, "ea_records_processed_total"); p == 0 {
 			t.Errorf("node %d processed nothing: the work did not spread", i)
 		}
 	}
-	if after := processed(); after <= atStop {
+	if after := processedBy(t, nodes); after <= atStop {
 		t.Fatalf("nothing processed after the leader stopped (%v before, %v after)", atStop, after)
 	}
-	checkExactlyOnce(t, conn, c, refs, per)
+}
+
+// leaderDeath is a stream leader's death under load, on a cluster where
+// nodes run counters.
+type leaderDeath struct {
+	cluster    *bustest.Cluster
+	conn       *bus.Conn
+	client     *actor.Client
+	nodes      []*runningNode
+	stream     string        // the stream whose leader stops
+	loads      []clusterLoad // published by 6 resilient publishers
+	refs       []records.Ref // the counters, each to count per
+	per        int64
+	publishFor time.Duration // the publishers give up after
+	settle     time.Duration // every count is exact within, after the stop
+}
+
+// run publishes the loads, stops the server leading the stream once a third
+// of them is acknowledged and a tenth processed, and waits for every count.
+// It fails the test when the load was all published before the stop (the
+// test would prove nothing), when the stopped server still leads the
+// stream, or when a record was lost or applied twice. It returns the
+// records the nodes had processed when the leader stopped.
+func (d leaderDeath) run(t *testing.T) float64 {
+	t.Helper()
+	total := int64(len(d.loads))
+	var acked atomic.Int64
+	published := make(chan error, 1)
+	go func() {
+		published <- publishResilient(d.conn, d.loads, 6, time.Now().Add(d.publishFor), &acked)
+	}()
+	actortest.Eventually(t, 30*time.Second, "a third of the load published and some processed", func() bool {
+		return acked.Load() >= total/3 && processedBy(t, d.nodes) >= float64(total/10)
+	})
+	leader := d.cluster.StreamLeader(t, d.stream)
+	before, atStop := acked.Load(), processedBy(t, d.nodes)
+	leader.Shutdown()
+	stopped := time.Now()
+	t.Logf("stopped %s, leader of %s, with %d/%d records published and %v processed", leader.Name, d.stream, before, total, atStop)
+	if before == total {
+		t.Fatal("the load was all published before the leader stopped: the test proves nothing")
+	}
+	if err := <-published; err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range d.refs {
+		waitCountOnly(t, d.client, r, d.per, time.Until(stopped.Add(d.settle)))
+	}
+	t.Logf("all %d counts exact %s after the leader stopped", len(d.refs), time.Since(stopped).Round(time.Millisecond))
+	if next := d.cluster.StreamLeader(t, d.stream); next == leader {
+		t.Fatalf("stream %s is still led by the stopped server", d.stream)
+	}
+	checkExactlyOnce(t, d.conn, d.client, d.refs, d.per)
+	return atStop
+}
+
+// processedBy is the records the nodes processed, together.
+func processedBy(t testing.TB, nodes []*runningNode) float64 {
+	var sum float64
+	for _, n := range nodes {
+		sum += metricSum(t, n.Registry, "ea_records_processed_total")
+	}
+	return sum
 }
 
 // checkExactlyOnce checks that each counter of refs emitted exactly per

@@ -87,13 +87,7 @@ func clusterGroupsLoad(b *testing.B, groups int) {
 		}
 		return out
 	}
-	processed := func() float64 {
-		var sum float64
-		for _, n := range nodes {
-			sum += metricSum(b, n.Registry, "ea_records_processed_total")
-		}
-		return sum
-	}
+	processed := func() float64 { return processedBy(b, nodes) }
 	base := processed()
 	seq0, tr0 := lastSeqs(), traffic()
 	cpu0 := cpuTime(b)

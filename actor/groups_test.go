@@ -202,7 +202,6 @@ func TestClusterGroupLeaderDies(t *testing.T) {
 	const (
 		counters = 30
 		per      = 60
-		total    = counters * per
 	)
 	start := time.Now()
 	cl := bustest.NewCluster(t, 3)
@@ -229,41 +228,12 @@ func TestClusterGroupLeaderDies(t *testing.T) {
 			}
 		}
 	})
-	var acked atomic.Int64
-	published := make(chan error, 1)
-	go func() {
-		published <- publishResilient(conn, groupLoads(refs, per), 6, time.Now().Add(60*time.Second), &acked)
-	}()
-	processed := func() float64 {
-		var sum float64
-		for _, n := range nodes {
-			sum += metricSum(t, n.Registry, "ea_records_processed_total")
-		}
-		return sum
-	}
-	actortest.Eventually(t, 30*time.Second, "a third of the load published and some processed", func() bool {
-		return acked.Load() >= total/3 && processed() >= total/10
-	})
-	victim := names.MailboxStreamOf(0)
-	leader := cl.StreamLeader(t, victim)
-	before := acked.Load()
-	leader.Shutdown()
-	stopped := time.Now()
-	t.Logf("stopped %s, leader of %s, with %d/%d records published", leader.Name, victim, before, total)
-	if before == total {
-		t.Fatal("the load was all published before the leader stopped: the test proves nothing")
-	}
-	if err := <-published; err != nil {
-		t.Fatal(err)
-	}
-	for _, r := range refs {
-		waitCountOnly(t, c, r, per, time.Until(stopped.Add(90*time.Second)))
-	}
-	t.Logf("all %d counts exact %s after the leader stopped (%s in all)", counters, time.Since(stopped).Round(time.Millisecond), time.Since(start).Round(time.Millisecond))
-	if next := cl.StreamLeader(t, victim); next == leader {
-		t.Fatalf("stream %s is still led by the stopped server", victim)
-	}
-	checkExactlyOnce(t, conn, c, refs, per)
+	leaderDeath{
+		cluster: cl, conn: conn, client: c, nodes: nodes,
+		stream: names.MailboxStreamOf(0), loads: groupLoads(refs, per), refs: refs, per: per,
+		publishFor: 60 * time.Second, settle: 90 * time.Second,
+	}.run(t)
+	t.Logf("%s in all", time.Since(start).Round(time.Millisecond))
 	checkGroupPlacement(t, conn, refs)
 }
 
