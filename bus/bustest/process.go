@@ -42,6 +42,9 @@ type process struct {
 	cfg  processConfig // what conf holds; mappings change on reload
 	conf string        // the configuration file, rewritten by reload
 	out  *tailBuffer   // the server's output, for errors
+	// monitor reads the monitoring port, one connection per request: an
+	// idle kept-alive connection would outlive the test's goroutine check.
+	monitor *http.Client
 }
 
 // processConfig is what a nats-server process is configured with.
@@ -71,7 +74,11 @@ func startProcess(bin string, cfg processConfig) (*process, error) {
 		cfg.addr = l.Addr().String()
 		_ = l.Close()
 	}
-	p := &process{done: make(chan struct{}), cfg: cfg, conf: cfg.storeDir + ".conf", out: &tailBuffer{max: 8 << 10}}
+	p := &process{
+		done: make(chan struct{}), cfg: cfg, conf: cfg.storeDir + ".conf", out: &tailBuffer{max: 8 << 10},
+		// A server that does not answer within a second counts as not serving.
+		monitor: &http.Client{Timeout: time.Second, Transport: &http.Transport{DisableKeepAlives: true}},
+	}
 	if err := p.writeConfig(); err != nil {
 		return nil, err
 	}
@@ -173,11 +180,9 @@ func (p *process) monitorJSON(path string, v any) error {
 	return json.NewDecoder(resp.Body).Decode(v)
 }
 
-// monitorGet gets path from the monitoring port; a server that does not
-// answer within a second counts as not serving.
+// monitorGet gets path from the monitoring port.
 func (p *process) monitorGet(path string) (*http.Response, error) {
-	c := http.Client{Timeout: time.Second}
-	return c.Get("http://" + p.cfg.monitor + path)
+	return p.monitor.Get("http://" + p.cfg.monitor + path)
 }
 
 // healthz returns nil when /healthz with the query answers ok, otherwise
