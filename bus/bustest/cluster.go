@@ -154,27 +154,24 @@ func (s *ClusterServer) start() error {
 	mappings := maps.Clone(s.cluster.mappings)
 	s.cluster.mu.Unlock()
 	routing := bus.ClusterConfig{Name: s.cluster.Name, Listen: s.clusterAddr, Routes: routes}
+	var srv *bus.Server
+	var proc *process
+	var err error
 	if bin := s.cluster.bin; bin != "" {
-		proc, err := startProcess(bin, processConfig{
+		proc, err = startProcess(bin, processConfig{
 			name: s.Name, addr: s.addr, storeDir: s.StoreDir, mappings: mappings,
 			monitor: s.monitorAddr, cluster: &routing,
 		})
-		if err != nil {
-			return err
-		}
-		s.mu.Lock()
-		s.proc = proc
-		s.mu.Unlock()
-		return nil
+	} else {
+		srv, err = bus.StartServer(bus.ServerConfig{
+			Name: s.Name, Listen: s.addr, StoreDir: s.StoreDir, Cluster: routing, Mappings: mappings,
+		})
 	}
-	srv, err := bus.StartServer(bus.ServerConfig{
-		Name: s.Name, Listen: s.addr, StoreDir: s.StoreDir, Cluster: routing, Mappings: mappings,
-	})
 	if err != nil {
 		return err
 	}
 	s.mu.Lock()
-	s.srv = srv
+	s.srv, s.proc = srv, proc
 	s.mu.Unlock()
 	return nil
 }
