@@ -292,6 +292,8 @@ func FromStart() SubscribeOption {
 
 // FromSeq starts at stream sequence seq; 0 is the same as [FromStart]. A
 // sequence past the last record starts with the next record stored there.
+// With stream groups a kind's outboxes are in several streams, each with
+// sequences of its own: [Client.SubscribeKind] refuses FromSeq then.
 func FromSeq(seq uint64) SubscribeOption {
 	return func(f *subscribeFrom) { *f = subscribeFrom{all: seq == 0, seq: seq} }
 }
@@ -306,7 +308,7 @@ func (c *Client) Subscribe(ctx context.Context, ref records.Ref, opts ...Subscri
 	if err := ref.Validate(); err != nil {
 		return nil, fmt.Errorf("subscribe to %s: %w: %w", ref, ErrInvalid, err)
 	}
-	msgs, err := c.follow(ctx, c.names.OutboxStream(), c.names.Outbox(ref), opts)
+	msgs, err := c.follow(ctx, c.names.OutboxStreamFor(ref), c.names.Outbox(ref), opts)
 	if err != nil {
 		return nil, fmt.Errorf("subscribe to %s: %w", ref, err)
 	}

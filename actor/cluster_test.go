@@ -241,7 +241,7 @@ func checkExactlyOnce(t *testing.T, conn *bus.Conn, c *actor.Client, refs []reco
 	t.Helper()
 	outs := outboxes(t, conn, "counter")
 	for _, r := range refs {
-		if got := len(outs[conn.Names().Outbox(r)]); int64(got) != per {
+		if got := len(outs[r.String()]); int64(got) != per {
 			t.Fatalf("%s: %d outputs, want %d", r, got, per)
 		}
 		if got := count(t, c, r); got != per {
@@ -251,65 +251,86 @@ func checkExactlyOnce(t *testing.T, conn *bus.Conn, c *actor.Client, refs []reco
 }
 
 // outboxes returns the ids of the records on every outbox of kind, by
-// subject, failing t on an id stored twice on one outbox. Right after a
-// leader change the JetStream API may briefly fail; it reads everything
-// again then, for up to 30s.
+// effector (<kind>/<id>), read from every outbox stream of conn's layout
+// and from the one outbox stream a move to stream groups retired (its
+// outputs from before the move), failing t on an id stored twice for one
+// effector. Right after a leader change the JetStream API may briefly fail;
+// it reads everything again then, for up to 30s.
 func outboxes(t *testing.T, conn *bus.Conn, kind string) map[string][]string {
 	t.Helper()
-	filter := conn.Names().Outbox(records.Ref{Kind: kind, ID: "*"})
+	n := conn.Names()
+	one, _ := n.WithGroups(1)
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		outs, err := readOutboxes(t, conn, filter)
+		outs := map[string][]string{}
+		seen := map[string]bool{}
+		err := readOutboxes(t, conn, n.OutboxStreams(), n.KindOutboxes(kind), outs, seen)
+		if err == nil && n.Groups() > 1 {
+			err = readOutboxes(t, conn, []string{one.OutboxStream()}, one.KindOutboxes(kind), outs, seen)
+			if errors.Is(err, jetstream.ErrStreamNotFound) {
+				err = nil // provisioned with groups from the start
+			}
+		}
 		if err == nil {
 			return outs
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("read %s: %v", filter, err)
+			t.Fatalf("read the outboxes of %s: %v", kind, err)
 		}
-		t.Logf("read %s: %v; reading again", filter, err)
+		t.Logf("read the outboxes of %s: %v; reading again", kind, err)
 		time.Sleep(200 * time.Millisecond)
 	}
 }
 
-func readOutboxes(t *testing.T, conn *bus.Conn, filter string) (map[string][]string, error) {
+// readOutboxes adds the ids of the records on filter in streams to outs, by
+// effector, failing t on an id seen already for its effector.
+func readOutboxes(t *testing.T, conn *bus.Conn, streams []string, filter string, outs map[string][]string, seen map[string]bool) error {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	stream, err := conn.OutboxStream(ctx)
-	if err != nil {
-		return nil, err
-	}
-	info, err := stream.Info(ctx, jetstream.WithSubjectFilter(filter))
-	if err != nil {
-		return nil, err
-	}
-	var total uint64
-	for _, n := range info.State.Subjects {
-		total += n
-	}
-	cons, err := stream.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{FilterSubjects: []string{filter}})
-	if err != nil {
-		return nil, err
-	}
-	outs := map[string][]string{}
-	seen := map[string]bool{}
-	for read := uint64(0); read < total; {
-		batch, err := cons.Fetch(int(min(total-read, 1000)), jetstream.FetchMaxWait(5*time.Second))
+	for _, name := range streams {
+		stream, err := conn.JetStream().Stream(ctx, name)
 		if err != nil {
-			return nil, err
+			return err
 		}
-		for msg := range batch.Messages() {
-			subject, id := msg.Subject(), msg.Headers().Get(records.HeaderID)
-			if seen[subject+" "+id] {
-				t.Fatalf("output %s stored twice on %s", id, subject)
+		info, err := stream.Info(ctx, jetstream.WithSubjectFilter(filter))
+		if err != nil {
+			return err
+		}
+		var total uint64
+		for _, n := range info.State.Subjects {
+			total += n
+		}
+		cons, err := stream.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{FilterSubjects: []string{filter}})
+		if err != nil {
+			return err
+		}
+		for read := uint64(0); read < total; {
+			batch, err := cons.Fetch(int(min(total-read, 1000)), jetstream.FetchMaxWait(5*time.Second))
+			if err != nil {
+				return err
 			}
-			seen[subject+" "+id] = true
-			outs[subject] = append(outs[subject], id)
-			read++
-		}
-		if err := batch.Error(); err != nil && !errors.Is(err, jetstream.ErrNoMessages) {
-			return nil, err
+			for msg := range batch.Messages() {
+				ref, ok := conn.Names().RefOf(msg.Subject())
+				if !ok {
+					one, _ := conn.Names().WithGroups(1)
+					ref, ok = one.RefOf(msg.Subject())
+				}
+				if !ok {
+					t.Fatalf("output on %s in %s: not an outbox subject", msg.Subject(), name)
+				}
+				id := msg.Headers().Get(records.HeaderID)
+				if seen[ref.String()+" "+id] {
+					t.Fatalf("output %s of %s stored twice (again on %s in %s)", id, ref, msg.Subject(), name)
+				}
+				seen[ref.String()+" "+id] = true
+				outs[ref.String()] = append(outs[ref.String()], id)
+				read++
+			}
+			if err := batch.Error(); err != nil && !errors.Is(err, jetstream.ErrNoMessages) {
+				return err
+			}
 		}
 	}
-	return outs, nil
+	return nil
 }

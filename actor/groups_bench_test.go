@@ -65,7 +65,7 @@ func clusterGroupsLoad(b *testing.B, groups int) {
 	}
 	c := newClient(b, conn)
 	refs := createCounters(b, c, counters)
-	streams := append(names.MailboxStreams(), names.OutboxStream())
+	streams := append(names.MailboxStreams(), names.OutboxStreams()...)
 	for _, s := range names.StateBuckets() {
 		streams = append(streams, "KV_"+s)
 	}

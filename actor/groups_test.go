@@ -1,12 +1,17 @@
 package actor_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/effectors/effectors/actor"
 	"github.com/effectors/effectors/actor/actortest"
 	"github.com/effectors/effectors/bus"
 	"github.com/effectors/effectors/bus/bustest"
@@ -82,11 +87,12 @@ func TestGroupsOneServer(t *testing.T) {
 	}
 	outs := outboxes(t, conn, "counter")
 	for _, r := range refs {
-		if got := len(outs[conn.Names().Outbox(r)]); got != per {
+		if got := len(outs[r.String()]); got != per {
 			t.Fatalf("%s: %d outputs, want %d", r, got, per)
 		}
 	}
 	checkGroupPlacement(t, conn, refs)
+	checkGroupOutboxes(t, conn, c, refs, per)
 
 	// A publish that bypasses the mapping naming another partition than
 	// its effector's is stored in the group of the partition it names and
@@ -143,26 +149,104 @@ func TestGroupsOneServer(t *testing.T) {
 	}
 }
 
+// checkGroupOutboxes fails t unless each ref's per outputs are in its
+// group's outbox stream alone, under its grouped outbox subject, and the
+// client's subscriptions read them there: Subscribe one effector's,
+// SubscribeKind every group's (FromSeq refused: a sequence is one stream's).
+func checkGroupOutboxes(t *testing.T, conn *bus.Conn, c *actor.Client, refs []records.Ref, per int) {
+	t.Helper()
+	n := conn.Names()
+	for _, r := range refs {
+		for g, name := range n.OutboxStreams() {
+			s, err := conn.OutboxStreamOf(ctxT(t), g)
+			if err != nil {
+				t.Fatal(err)
+			}
+			info, err := s.Info(ctxT(t), jetstream.WithSubjectFilter(n.Prefix()+".out.*."+r.Kind+"."+r.ID))
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := map[string]uint64{}
+			if g == n.GroupOf(r) {
+				want[n.Outbox(r)] = uint64(per)
+			}
+			if !maps.Equal(info.State.Subjects, want) {
+				t.Fatalf("%s's outputs in %s (group %d): %v, want %v", r, name, g, info.State.Subjects, want)
+			}
+		}
+	}
+	ctx, cancel := context.WithTimeout(ctxT(t), 30*time.Second)
+	defer cancel()
+	one, err := c.Subscribe(ctx, refs[0], actor.FromStart())
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := 0
+	for rec, err := range one {
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rec.From != refs[0] || rec.Subject != n.Outbox(refs[0]) {
+			t.Fatalf("subscription to %s yields a record from %s on %s", refs[0], rec.From, rec.Subject)
+		}
+		if got++; got == per {
+			break
+		}
+	}
+	if got != per {
+		t.Fatalf("subscription to %s: %d records, want %d (%v)", refs[0], got, per, ctx.Err())
+	}
+	if _, err := c.SubscribeKind(ctx, "counter", actor.FromSeq(5)); !errors.Is(err, actor.ErrInvalid) {
+		t.Fatalf("SubscribeKind FromSeq with groups: %v, want ErrInvalid", err)
+	}
+	kind, err := c.SubscribeKind(ctx, "counter", actor.FromStart())
+	if err != nil {
+		t.Fatal(err)
+	}
+	from := map[records.Ref]int{}
+	for rec, err := range kind {
+		if err != nil {
+			t.Fatal(err)
+		}
+		from[rec.From]++
+		if len(from) == len(refs) && total(from) == len(refs)*per {
+			break
+		}
+	}
+	for _, r := range refs {
+		if from[r] != per {
+			t.Fatalf("SubscribeKind over %d groups: %d records from %s, want %d (%v)", n.Groups(), from[r], r, per, ctx.Err())
+		}
+	}
+}
+
+func total(m map[records.Ref]int) int {
+	sum := 0
+	for _, v := range m {
+		sum += v
+	}
+	return sum
+}
+
 // clusterGroups is the stream group count of the cluster tests: one
 // mailbox stream and one state bucket per server of the 3-server cluster.
 const clusterGroups = 3
 
-// checkLeadersSpread fails t unless the leaders of the groups' streams and
-// of the outbox stream share the writes evenly: each record is a write to
-// its group's mailbox stream, to the outbox stream and to its group's state
-// bucket, so a group's streams weigh its share of the partitions and the
-// outbox stream 1; no server may lead more than a third of the total plus
-// one group's weight (what placing one stream at a time can leave), where
-// three servers leading at random can reach twice that.
+// checkLeadersSpread fails t unless the leaders of the groups' streams share
+// the writes evenly: each record is a write to its group's mailbox stream,
+// outbox stream and state bucket, so each of a group's streams weighs its
+// share of the partitions; no server may lead more than a third of the
+// total plus one group's weight (what placing one stream at a time can
+// leave), where three servers leading at random can reach twice that.
 func checkLeadersSpread(t *testing.T, cl *bustest.Cluster, names bus.Names) {
 	t.Helper()
 	leaders := groupLeaders(t, cl, names)
-	leaders[names.OutboxStream()] = cl.StreamLeader(t, names.OutboxStream()).Name
-	load := map[string]float64{leaders[names.OutboxStream()]: 1}
+	load := map[string]float64{}
 	var most float64
 	for g := range names.Groups() {
 		w := float64(len(names.GroupPartitions(g))) / float64(names.Partitions())
 		load[leaders[names.MailboxStreamOf(g)]] += w
+		load[leaders[names.OutboxStreamOf(g)]] += w
 		load[leaders["KV_"+names.StateBucketOf(g)]] += w
 		most = max(most, w)
 	}
@@ -177,12 +261,12 @@ func checkLeadersSpread(t *testing.T, cl *bustest.Cluster, names bus.Names) {
 	}
 }
 
-// groupLeaders returns, for each stream of names (mailbox streams and state
-// buckets' streams), the server leading it.
+// groupLeaders returns, for each stream of names (mailbox and outbox
+// streams and state buckets' streams), the server leading it.
 func groupLeaders(t *testing.T, cl *bustest.Cluster, names bus.Names) map[string]string {
 	t.Helper()
 	leaders := map[string]string{}
-	for _, s := range names.MailboxStreams() {
+	for _, s := range append(names.MailboxStreams(), names.OutboxStreams()...) {
 		leaders[s] = cl.StreamLeader(t, s).Name
 	}
 	for _, b := range names.StateBuckets() {
@@ -356,9 +440,21 @@ func upgradeFromOneStream(t *testing.T, env upgradeEnv, groups int) {
 	}
 	outs := outboxes(t, gconn, "counter")
 	for _, r := range refs {
-		if got := len(outs[gconn.Names().Outbox(r)]); got != before+after {
+		if got := len(outs[r.String()]); got != before+after {
 			t.Fatalf("%s: %d outputs, want %d", r, got, before+after)
 		}
 	}
 	checkGroupPlacement(t, gconn, refs)
+	// The one outbox stream is retired with the outputs from before the
+	// move; the groups' outbox streams hold every output since.
+	retired, err := gconn.JetStream().Stream(ctxT(t), names.OutboxStream())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sc, st := retired.CachedInfo().Config, retired.CachedInfo().State; !slices.Equal(sc.Subjects, []string{names.RetiredOutboxes()}) || st.Msgs != uint64(applied) {
+		t.Fatalf("%s after the move: subjects %q, %d outputs; want %s and the %d from before", sc.Name, sc.Subjects, st.Msgs, names.RetiredOutboxes(), applied)
+	}
+	if _, err := conn.OutboxStream(ctxT(t)); !errors.Is(err, bus.ErrGroupsUnsupported) || !strings.Contains(err.Error(), "retired") {
+		t.Fatalf("OutboxStream of a connection configured for one stream, after the move: %v, want it refused as retired", err)
+	}
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -116,6 +117,84 @@ func (n Names) GroupSubjects(g int) []string {
 	return out
 }
 
+// OutboxStreamOf is the outbox stream of group g: [Names.OutboxStream]
+// (EA_OUT) with one group, EA_OUT_<g>_OF_<G> with several.
+func (n Names) OutboxStreamOf(g int) string {
+	if n.Groups() == 1 {
+		return n.OutboxStream()
+	}
+	return n.OutboxStream() + strings.ToUpper(n.groupSuffix(g))
+}
+
+// OutboxStreamFor is the outbox stream that holds r's outbox.
+func (n Names) OutboxStreamFor(r records.Ref) string { return n.OutboxStreamOf(n.GroupOf(r)) }
+
+// OutboxStreams lists the outbox streams, group 0 first.
+func (n Names) OutboxStreams() []string {
+	out := make([]string, n.Groups())
+	for g := range out {
+		out[g] = n.OutboxStreamOf(g)
+	}
+	return out
+}
+
+// OutboxGroupSubjects are the subjects group g's outbox stream listens on
+// with several groups: <prefix>.out.<p>.*.* for each partition p of the
+// group (see [Names.Outbox]).
+func (n Names) OutboxGroupSubjects(g int) []string {
+	ps := n.GroupPartitions(g)
+	out := make([]string, len(ps))
+	for i, p := range ps {
+		out[i] = n.prefix + ".out." + strconv.Itoa(p) + ".*.*"
+	}
+	return out
+}
+
+// GroupedOutboxOf parses a grouped outbox subject
+// (<prefix>.out.<partition>.<kind>.<id>) into the effector and partition.
+// ok is false when subject is not one; the ref may still be invalid and the
+// partition not the ref's (see [Names.StoredMailboxOf]).
+func (n Names) GroupedOutboxOf(subject string) (r records.Ref, partition int, ok bool) {
+	rest, ok := strings.CutPrefix(subject, n.prefix+".out.")
+	if !ok {
+		return r, 0, false
+	}
+	parts := strings.Split(rest, ".")
+	if len(parts) != 3 {
+		return r, 0, false
+	}
+	p, err := strconv.Atoi(parts[0])
+	if err != nil || p < 0 || strconv.Itoa(p) != parts[0] {
+		return r, 0, false
+	}
+	return records.Ref{Kind: parts[1], ID: parts[2]}, p, true
+}
+
+// storedOutbox is [Names.Stored] of an outbox subject (tail: what follows
+// <prefix>.out.).
+func (n Names) storedOutbox(subject, tail string) (stream, filter string, ok bool) {
+	if n.Groups() == 1 {
+		return n.OutboxStream(), subject, true
+	}
+	var r records.Ref
+	switch tokens := strings.Split(tail, "."); len(tokens) {
+	case 2:
+		r = records.Ref{Kind: tokens[0], ID: tokens[1]}
+	case 3:
+		gr, p, ok := n.GroupedOutboxOf(subject)
+		if !ok || gr.Validate() != nil || n.Partition(gr) != p {
+			return "", "", false
+		}
+		r = gr
+	default:
+		return "", "", false
+	}
+	if r.Validate() != nil {
+		return "", "", false
+	}
+	return n.OutboxStreamFor(r), n.Outbox(r), true
+}
+
 // MailboxMapping is the account subject mapping stream groups need in the
 // account of every client that publishes to mailboxes (see docs/layout.md):
 // source <prefix>.mbox.*.*, destination
@@ -183,6 +262,56 @@ func (c *Conn) groupMailboxConfigs() []jetstream.StreamConfig {
 		out[g] = sc
 	}
 	return out
+}
+
+// groupOutboxConfigs are the configurations of the G outbox streams.
+func (c *Conn) groupOutboxConfigs() []jetstream.StreamConfig {
+	n := c.names
+	out := make([]jetstream.StreamConfig, n.Groups())
+	for g := range out {
+		sc := c.logStream(n.OutboxStreamOf(g), fmt.Sprintf("effector outboxes, stream group %d of %d: the record log of what effectors emitted", g, n.Groups()), "")
+		sc.Subjects = n.OutboxGroupSubjects(g)
+		sc.Metadata = map[string]string{
+			metaGroups:     strconv.Itoa(n.Groups()),
+			metaGroup:      strconv.Itoa(g),
+			metaPartitions: strconv.Itoa(n.Partitions()),
+		}
+		out[g] = sc
+	}
+	return out
+}
+
+// retireOutbox makes the one outbox stream (EA_OUT) of a deployment that
+// has stream groups stop taking records: its subjects (<prefix>.out.>)
+// would overlap the groups' outbox streams', which JetStream refuses. Its
+// subjects become <prefix>.retired.out.>; what it holds stays readable. A
+// deployment moved to groups by [Conn.MigrateGroups], or provisioned with
+// groups by an earlier release (which kept EA_OUT), has one. Idempotent.
+func (c *Conn) retireOutbox(ctx context.Context) error {
+	n := c.names
+	if n.Groups() == 1 {
+		return nil
+	}
+	s, err := c.JetStream().Stream(ctx, n.OutboxStream())
+	if errors.Is(err, jetstream.ErrStreamNotFound) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("stream groups: read stream %s: %w", n.OutboxStream(), err)
+	}
+	sc := s.CachedInfo().Config
+	if slices.Equal(sc.Subjects, []string{n.RetiredOutboxes()}) {
+		return nil
+	}
+	if err := c.checkStreamPrefix(ctx, sc.Name); err != nil {
+		return err
+	}
+	sc.Subjects = []string{n.RetiredOutboxes()}
+	if _, err := c.JetStream().UpdateStream(ctx, sc); err != nil {
+		return fmt.Errorf("stream groups: retire stream %s (the one outbox stream; the groups have their own): %w", sc.Name, err)
+	}
+	c.log.Info("retired the one outbox stream: outboxes are in the stream groups' outbox streams now", "stream", sc.Name, "retired_subjects", n.RetiredOutboxes(), "outputs_kept", s.CachedInfo().State.Msgs)
+	return nil
 }
 
 // provisionedLayout reads how the deployment's mailboxes are laid out: one
@@ -257,6 +386,22 @@ func (c *Conn) MailboxStreamOf(ctx context.Context, g int) (jetstream.Stream, er
 	}
 	if gs, p, ok := groupsOfStream(s.CachedInfo().Config); !ok || gs != c.names.Groups() || p != c.names.Partitions() {
 		return nil, fmt.Errorf("%w: stream %s is not group %d of %d stream groups over %d partitions", ErrInvalidConfig, name, g, c.names.Groups(), c.names.Partitions())
+	}
+	return s, nil
+}
+
+// OutboxStreamOf returns the outbox stream of stream group g.
+func (c *Conn) OutboxStreamOf(ctx context.Context, g int) (jetstream.Stream, error) {
+	if c.names.Groups() == 1 {
+		return c.OutboxStream(ctx)
+	}
+	if g < 0 || g >= c.names.Groups() {
+		return nil, fmt.Errorf("stream group %d: the deployment has groups 0-%d", g, c.names.Groups()-1)
+	}
+	name := c.names.OutboxStreamOf(g)
+	s, err := c.JetStream().Stream(ctx, name)
+	if err != nil {
+		return nil, fmt.Errorf("stream %s: %w (was it provisioned?)", name, err)
 	}
 	return s, nil
 }
@@ -344,17 +489,17 @@ func (c *Conn) probeMapping(ctx context.Context) error {
 // leaderWait bounds the wait for moved leaders in [Conn.SpreadLeaders].
 const leaderWait = 10 * time.Second
 
-// SpreadLeaders moves the leaders of the stream groups' mailbox streams and
-// state buckets so that the servers lead equal shares of the deployment's
-// writes: JetStream elects each stream's leader among its replicas on its
-// own, and two groups led by one server would take that server's writes
-// twice. Every record is about one write to each of three families (its
-// mailbox, its output, its state document), so a group's stream weighs its
-// share of the partitions and the outbox stream (not grouped) weighs a whole
-// family; the outbox stream's leader stays where it is. Walking the groups'
-// streams in order, it gives each the replica that leads the least weight so
-// far (the current leader on a tie) and asks the stream's leader to step
-// down in favour of it (a preferred placement, nats-server 2.11+). It
+// SpreadLeaders moves the leaders of the stream groups' mailbox streams,
+// outbox streams and state buckets so that the servers lead equal shares of
+// the deployment's writes: JetStream elects each stream's leader among its
+// replicas on its own, and two groups led by one server would take that
+// server's writes twice. Every record is about one write to each of three
+// families (its mailbox, its output, its state document), so each group's
+// stream of a family weighs the group's share of the partitions. Walking the
+// groups' streams in order (mailboxes, outboxes, state buckets), it gives
+// each the replica that leads the least weight so far (the current leader on
+// a tie) and asks the stream's leader to step down in favour of it (a
+// preferred placement, nats-server 2.11+). It
 // returns the leader of each stream afterwards. A stream that is not
 // replicated, or a server that is not current, is left as it is.
 // [Conn.Provision] calls it with several groups and more than one replica;
@@ -369,16 +514,15 @@ func (c *Conn) SpreadLeaders(ctx context.Context) (map[string]string, error) {
 	for g, s := range n.MailboxStreams() {
 		items = append(items, item{s, float64(len(n.GroupPartitions(g))) / float64(n.Partitions())})
 	}
+	for g, s := range n.OutboxStreams() {
+		items = append(items, item{s, float64(len(n.GroupPartitions(g))) / float64(n.Partitions())})
+	}
 	for g, b := range n.StateBuckets() {
 		items = append(items, item{"KV_" + b, float64(len(n.GroupPartitions(g))) / float64(n.Partitions())})
 	}
 	leaders := map[string]string{}
 	moved := map[string]string{}
 	load := map[string]float64{}
-	if out, err := c.JetStream().Stream(ctx, n.OutboxStream()); err == nil && out.CachedInfo().Cluster != nil {
-		leaders[n.OutboxStream()] = out.CachedInfo().Cluster.Leader
-		load[out.CachedInfo().Cluster.Leader] += 1
-	}
 	for _, it := range items {
 		s, err := c.JetStream().Stream(ctx, it.name)
 		if err != nil {

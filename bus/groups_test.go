@@ -53,6 +53,34 @@ func TestGroupNames(t *testing.T) {
 	if want := "ea_state_" + fmt.Sprint(g.Partition(r)%3) + "_of_3"; g.StateBucketFor(r) != want || g.StateSubject(r) != "$KV."+want+".counter.c1" {
 		t.Fatalf("state of %s in %s (%s), want %s", r, g.StateBucketFor(r), g.StateSubject(r), want)
 	}
+	p := g.Partition(r)
+	if got, want := g.Outbox(r), fmt.Sprintf("ea.out.%d.counter.c1", p); got != want {
+		t.Fatalf("grouped outbox %s, want %s", got, want)
+	}
+	if got, want := g.OutboxStreamFor(r), fmt.Sprintf("EA_OUT_%d_OF_3", p%3); got != want {
+		t.Fatalf("outbox stream of %s: %s, want %s", r, got, want)
+	}
+	if !slices.Contains(g.OutboxGroupSubjects(p%3), fmt.Sprintf("ea.out.%d.*.*", p)) || g.KindOutboxes("counter") != "ea.out.*.counter.*" {
+		t.Fatalf("outbox subjects of group %d %q, kind filter %s", p%3, g.OutboxGroupSubjects(p%3), g.KindOutboxes("counter"))
+	}
+	if n.Outbox(r) != "ea.out.counter.c1" || n.OutboxStreamFor(r) != "EA_OUT" || n.KindOutboxes("counter") != "ea.out.counter.*" {
+		t.Fatalf("one group: outbox %s in %s, kind filter %s", n.Outbox(r), n.OutboxStreamFor(r), n.KindOutboxes("counter"))
+	}
+	for _, subject := range []string{g.Outbox(r), n.Outbox(r)} {
+		if ref, ok := g.RefOf(subject); subject == g.Outbox(r) && (!ok || ref != r) {
+			t.Fatalf("RefOf(%s) = %s %v", subject, ref, ok)
+		}
+		if stream, filter, ok := g.Stored(subject); !ok || stream != g.OutboxStreamFor(r) || filter != g.Outbox(r) {
+			t.Fatalf("Stored(%s) = %s %s %v", subject, stream, filter, ok)
+		}
+	}
+	wrongOut := fmt.Sprintf("ea.out.%d.counter.c1", (p+1)%10)
+	if _, ok := g.RefOf(wrongOut); ok {
+		t.Fatalf("RefOf(%s) names the wrong partition and is an outbox", wrongOut)
+	}
+	if _, _, ok := g.Stored("ea.out.counter.*"); ok {
+		t.Fatal("a grouped kind filter of outboxes is stored in one stream")
+	}
 	if grp, ok := g.GroupOfKey("counter.c1"); !ok || grp != g.GroupOf(r) {
 		t.Fatalf("group of key: %d %v", grp, ok)
 	}
@@ -118,8 +146,15 @@ func TestGroupsEmbedded(t *testing.T) {
 		if _, err := conn.StateBucketOf(t.Context(), g); err != nil {
 			t.Fatal(err)
 		}
+		o, err := conn.OutboxStreamOf(t.Context(), g)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := o.CachedInfo().Config.Subjects; !slices.Equal(got, n.OutboxGroupSubjects(g)) {
+			t.Fatalf("group %d's outbox stream listens on %q", g, got)
+		}
 	}
-	for _, name := range []string{n.MailboxStream(), "KV_" + n.StateBucket()} {
+	for _, name := range []string{n.MailboxStream(), n.OutboxStream(), "KV_" + n.StateBucket()} {
 		if _, err := conn.JetStream().Stream(t.Context(), name); !errors.Is(err, jetstream.ErrStreamNotFound) {
 			t.Fatalf("stream %s with groups: %v, want not found", name, err)
 		}
@@ -129,6 +164,25 @@ func TestGroupsEmbedded(t *testing.T) {
 	}
 	if _, err := conn.StateBucket(t.Context()); !errors.Is(err, bus.ErrGroupsUnsupported) {
 		t.Fatalf("StateBucket with groups: %v", err)
+	}
+	if _, err := conn.OutboxStream(t.Context()); !errors.Is(err, bus.ErrGroupsUnsupported) {
+		t.Fatalf("OutboxStream with groups: %v", err)
+	}
+	// An effector's outbox is stored in its group; the plain outbox
+	// subject is stored nowhere.
+	for i := range 8 {
+		r := records.Ref{Kind: "counter", ID: fmt.Sprint("o", i)}
+		ack, err := conn.JetStream().Publish(t.Context(), n.Outbox(r), []byte("x"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ack.Stream != n.OutboxStreamFor(r) {
+			t.Fatalf("outbox of %s stored in %s, want %s", r, ack.Stream, n.OutboxStreamFor(r))
+		}
+		one, _ := n.WithGroups(1)
+		if _, err := conn.JetStream().Publish(t.Context(), one.Outbox(r), []byte("x")); !errors.Is(err, jetstream.ErrNoStreamResponse) {
+			t.Fatalf("publish to %s with groups: %v, want no stream to store it", one.Outbox(r), err)
+		}
 	}
 	// Core subscribers see the mapped subject: document it by test.
 	sub, err := conn.NATS().SubscribeSync(n.Prefix() + ".mbox.>")

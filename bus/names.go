@@ -140,19 +140,37 @@ func (n Names) Prefix() string { return n.prefix }
 // Mailbox returns the subject of r's mailbox: <prefix>.mbox.<kind>.<id>.
 func (n Names) Mailbox(r records.Ref) string { return n.prefix + ".mbox." + r.Kind + "." + r.ID }
 
-// Outbox returns the subject r emits on: <prefix>.out.<kind>.<id>.
-func (n Names) Outbox(r records.Ref) string { return n.prefix + ".out." + r.Kind + "." + r.ID }
+// Outbox returns the subject r emits on: <prefix>.out.<kind>.<id> with one
+// stream group; with several, <prefix>.out.<partition>.<kind>.<id>, the
+// partition being r's mailbox partition (see [Names.StoredMailbox]), so that
+// the outbox is stored in r's group (see [Names.OutboxStreamFor]). The
+// runtime is the only publisher of outboxes and publishes there itself:
+// outboxes need no account mapping.
+func (n Names) Outbox(r records.Ref) string {
+	if n.Groups() > 1 {
+		return n.prefix + ".out." + strconv.Itoa(n.Partition(r)) + "." + r.Kind + "." + r.ID
+	}
+	return n.prefix + ".out." + r.Kind + "." + r.ID
+}
 
 // KindOutboxes is the subject filter of every outbox of kind:
-// <prefix>.out.<kind>.*.
-func (n Names) KindOutboxes(kind string) string { return n.prefix + ".out." + kind + ".*" }
+// <prefix>.out.<kind>.* with one stream group, <prefix>.out.*.<kind>.* with
+// several (each group's outbox stream holds its partitions' part).
+func (n Names) KindOutboxes(kind string) string {
+	if n.Groups() > 1 {
+		return n.prefix + ".out.*." + kind + ".*"
+	}
+	return n.prefix + ".out." + kind + ".*"
+}
 
 // Dead returns the subject of r's dead letters: <prefix>.dead.<kind>.<id>.
 func (n Names) Dead(r records.Ref) string { return n.prefix + ".dead." + r.Kind + "." + r.ID }
 
 // RefOf returns the effector a mailbox, outbox or dead-letter subject belongs
-// to, and false when subject is none of those. Stored mailbox subjects (with
-// the partition token, see [Names.StoredMailbox]) are mailbox subjects too.
+// to, and false when subject is none of those. Stored mailbox subjects and
+// grouped outbox subjects (with the partition token, see
+// [Names.StoredMailbox] and [Names.Outbox]) are mailbox and outbox subjects
+// too when the token is the effector's partition.
 func (n Names) RefOf(subject string) (records.Ref, bool) {
 	rest, ok := strings.CutPrefix(subject, n.prefix+".")
 	if !ok {
@@ -161,6 +179,10 @@ func (n Names) RefOf(subject string) (records.Ref, bool) {
 	parts := strings.Split(rest, ".")
 	if len(parts) == 4 && parts[0] == "mbox" {
 		r, p, ok := n.StoredMailboxOf(subject)
+		return r, ok && r.Validate() == nil && n.Partition(r) == p
+	}
+	if len(parts) == 4 && parts[0] == "out" {
+		r, p, ok := n.GroupedOutboxOf(subject)
 		return r, ok && r.Validate() == nil && n.Partition(r) == p
 	}
 	if len(parts) != 3 || (parts[0] != "mbox" && parts[0] != "out" && parts[0] != "dead") {
@@ -175,7 +197,9 @@ func (n Names) RefOf(subject string) (records.Ref, bool) {
 // several, see [Names.MailboxStreamOf].
 func (n Names) MailboxStream() string { return n.upper + "_MBOX" }
 
-// OutboxStream is the stream holding every outbox (EA_OUT).
+// OutboxStream is the stream holding every outbox (EA_OUT) when the
+// deployment has one stream group; with several, see
+// [Names.OutboxStreamOf].
 func (n Names) OutboxStream() string { return n.upper + "_OUT" }
 
 // LegacyRecordsStream is the stream of the previous layout (EA_RECORDS),
@@ -267,8 +291,10 @@ func (n Names) Control(op, kind string) string { return n.prefix + ".ctl." + op 
 // (<prefix>.mbox.<partition>.<kind>.<id>), so a mailbox filter becomes the
 // partition's subject when kind and id are literal, and
 // <prefix>.mbox.*.<kind>.<id> otherwise. ok is false for any other subject,
-// and, with several stream groups, for a mailbox filter that is not one
-// mailbox (its records are in several streams).
+// and, with several stream groups, for a mailbox or outbox filter that is
+// not one effector's (its records are in several streams). An outbox
+// subject may be given in either form (<prefix>.out.<kind>.<id>, or with
+// its partition token as [Names.Outbox] makes it with several groups).
 func (n Names) Stored(subject string) (stream, filter string, ok bool) {
 	rest, found := strings.CutPrefix(subject, n.prefix+".")
 	if !found {
@@ -277,7 +303,7 @@ func (n Names) Stored(subject string) (stream, filter string, ok bool) {
 	area, tail, _ := strings.Cut(rest, ".")
 	switch area {
 	case "out":
-		return n.OutboxStream(), subject, true
+		return n.storedOutbox(subject, tail)
 	case "dead":
 		return n.DeadStream(), subject, true
 	case "mbox":
@@ -329,6 +355,11 @@ func (n Names) StrayDead(kind string) string { return n.prefix + ".dead." + kind
 // RetiredMailboxes is the subject filter the one mailbox stream (EA_MBOX) is
 // moved to by [Conn.MigrateGroups]: <prefix>.retired.mbox.>.
 func (n Names) RetiredMailboxes() string { return n.prefix + ".retired.mbox.>" }
+
+// RetiredOutboxes is the subject filter the one outbox stream (EA_OUT) is
+// moved to when the deployment has stream groups (see [Conn.Provision]):
+// <prefix>.retired.out.>.
+func (n Names) RetiredOutboxes() string { return n.prefix + ".retired.out.>" }
 
 // LegacySubjects is the subject filter the previous layout's stream is moved
 // to while it is migrated: <prefix>.legacy.>.

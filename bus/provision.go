@@ -52,14 +52,11 @@ func (c *Conn) provision(ctx context.Context) error {
 	if n.Groups() != cfg.Groups {
 		return fmt.Errorf("%w: stream groups %d: more than the deployment's %d partitions (each group holds at least one partition)", ErrInvalidConfig, cfg.Groups, n.Partitions())
 	}
-	mailboxes := []jetstream.StreamConfig{c.mailboxConfig()}
+	streams := []jetstream.StreamConfig{c.mailboxConfig(), c.logStream(n.OutboxStream(), "effector outboxes: the record log of what effectors emitted", n.Outboxes())}
 	if n.Groups() > 1 {
-		mailboxes = c.groupMailboxConfigs()
+		streams = append(c.groupMailboxConfigs(), c.groupOutboxConfigs()...)
 	}
-	streams := append(mailboxes,
-		c.logStream(n.OutboxStream(), "effector outboxes: the record log of what effectors emitted", n.Outboxes()),
-		dead,
-	)
+	streams = append(streams, dead)
 	for i, sc := range streams {
 		if err := c.checkStreamPrefix(ctx, sc.Name); err != nil {
 			return err
@@ -74,6 +71,9 @@ func (c *Conn) provision(ctx context.Context) error {
 		return err
 	}
 	if err := c.checkGroups(ctx); err != nil {
+		return err
+	}
+	if err := c.retireOutbox(ctx); err != nil {
 		return err
 	}
 	for _, sc := range streams {
@@ -298,10 +298,22 @@ func (c *Conn) MailboxStream(ctx context.Context) (jetstream.Stream, error) {
 }
 
 // OutboxStream returns the outbox stream.
+//
+// With stream groups ([Config.Groups] > 1) there is no one outbox stream: it
+// returns an error wrapping [ErrGroupsUnsupported]; use
+// [Conn.OutboxStreamOf].
 func (c *Conn) OutboxStream(ctx context.Context) (jetstream.Stream, error) {
+	if c.names.Groups() > 1 {
+		return nil, c.unsupportedWithGroups("OutboxStream", "outbox stream")
+	}
 	s, err := c.JetStream().Stream(ctx, c.names.OutboxStream())
 	if err != nil {
-		return nil, fmt.Errorf("stream %s: %w (was it provisioned?)", c.names.OutboxStream(), err)
+		return nil, c.explainNotFound(ctx, fmt.Errorf("stream %s: %w (was it provisioned?)", c.names.OutboxStream(), err))
+	}
+	if slices.Contains(s.CachedInfo().Config.Subjects, c.names.RetiredOutboxes()) {
+		// Stream groups took over: a reader of it would wait for outputs
+		// that go to the groups' outbox streams.
+		return nil, c.explainNotFound(ctx, fmt.Errorf("stream %s: %w: it is retired (its subjects are %s) and keeps only outputs from before the deployment moved to stream groups", c.names.OutboxStream(), ErrGroupsUnsupported, c.names.RetiredOutboxes()))
 	}
 	return s, nil
 }

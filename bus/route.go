@@ -130,7 +130,12 @@ func (r Routes) checkOwn(from records.Ref, subject string, tokens []string) (boo
 		return refuse("a runtime subject")
 	}
 	switch tokens[1] {
-	case "mbox", "out":
+	case "out":
+		if r.names.Groups() > 1 {
+			return r.checkGroupedOutbox(from, subject, refuse)
+		}
+		fallthrough
+	case "mbox":
 		if len(tokens) != 4 {
 			return refuse(fmt.Sprintf("not a %s subject %s.%s.<kind>.<id> (%d tokens)", map[string]string{"mbox": "mailbox", "out": "outbox"}[tokens[1]], r.names.prefix, tokens[1], len(tokens)))
 		}
@@ -153,6 +158,24 @@ func (r Routes) checkOwn(from records.Ref, subject string, tokens []string) (boo
 		return refuse("an orchestration subject")
 	}
 	return refuse("a runtime subject")
+}
+
+// checkGroupedOutbox decides an outbox subject when the deployment has
+// stream groups: only from's own, as [Names.Outbox] makes it
+// (<prefix>.out.<partition>.<kind>.<id>).
+func (r Routes) checkGroupedOutbox(from records.Ref, subject string, refuse func(string) (bool, error)) (bool, error) {
+	ref, p, ok := r.names.GroupedOutboxOf(subject)
+	switch {
+	case !ok:
+		return refuse(fmt.Sprintf("not an outbox subject %s.out.<partition>.<kind>.<id> (with %d stream groups outboxes carry their partition)", r.names.prefix, r.names.Groups()))
+	case ref.Validate() != nil:
+		return refuse("not a valid effector subject: " + ref.Validate().Error())
+	case ref != from:
+		return refuse("the outbox of another effector (" + ref.String() + ")")
+	case p != r.names.Partition(ref):
+		return refuse(fmt.Sprintf("names partition %d, but %s belongs to partition %d", p, ref, r.names.Partition(ref)))
+	}
+	return true, nil
 }
 
 // Match reports whether subject matches pattern, '*' matching one token and

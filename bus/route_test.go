@@ -2,6 +2,7 @@ package bus_test
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -28,6 +29,16 @@ func TestRoutesCheck(t *testing.T) {
 		t.Fatal(err)
 	}
 	self := records.Ref{Kind: "counter", ID: "c1"}
+	gnames, _ := names.WithPartitions(8)
+	gnames, _ = gnames.WithGroups(4)
+	grouped, err := gnames.Routes(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	own := gnames.Outbox(self) // ea.out.<p>.counter.c1
+	p := gnames.Partition(self)
+	wrongP := "ea.out." + fmt.Sprint((p+1)%8) + ".counter.c1"
+	other := gnames.Outbox(records.Ref{Kind: "counter", ID: "c2"})
 	const ok, stream = "", "stream"
 	tests := []struct {
 		routes  bus.Routes
@@ -80,6 +91,14 @@ func TestRoutesCheck(t *testing.T) {
 		{none, "_INBOX.x", "not a mailbox"},
 		{none, "ea.mbox.counter.c2", stream},
 		{bus.Routes{}, "ea.mbox.counter.c2", "not configured"},
+		// With stream groups the own outbox carries its partition.
+		{grouped, own, stream},
+		{grouped, "ea.out.counter.c1", "outboxes carry their partition"},
+		{grouped, wrongP, "belongs to partition"},
+		{grouped, other, "outbox of another effector"},
+		{grouped, "ea.out.x.counter.c1", "not an outbox subject"},
+		{grouped, "ea.out.1.count+er.c1", "not a valid effector subject"},
+		{grouped, "ea.mbox.counter.c2", stream},
 	}
 	for _, tt := range tests {
 		stream, err := tt.routes.Check(self, tt.subject)
