@@ -48,13 +48,14 @@
 // # Stream groups
 //
 // With [Config.Groups] G > 1 (docs/layout.md) partition p's mailboxes are in
-// stream group p mod G: mailbox stream [Names.MailboxStreamOf] and state
-// bucket [Names.StateBucketOf] of their own, whose leaders
-// [Conn.SpreadLeaders] puts on different servers. Publishers keep writing
-// the plain mailbox subject; the account subject mapping
-// [Names.MailboxMapping] adds the partition token before any stream sees the
-// record (the embedded server gets it from [Conn.Provision]; an outside
-// server from its operator). The count is fixed at provisioning;
+// stream group p mod G: mailbox stream [Names.MailboxStreamOf], outbox stream
+// [Names.OutboxStreamOf] and state bucket [Names.StateBucketOf] of their
+// own, whose leaders [Conn.SpreadLeaders] puts on different servers.
+// Publishers keep writing the plain mailbox subject; the account subject
+// mapping [Names.MailboxMapping] adds the partition token before any stream
+// sees the record (the embedded server gets it from [Conn.Provision]; an
+// outside server from its operator). Outboxes carry the partition token
+// too ([Names.Outbox]); nodes publish there themselves. The count is fixed at provisioning;
 // [Conn.MigrateGroups] moves a one-stream deployment to groups. Parts that
 // read one stream refuse groups with [ErrGroupsUnsupported] ([Conn.OneStream]).
 //
