@@ -7,8 +7,10 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"hash"
 	"log/slog"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/effectors/effectors/bus"
@@ -58,8 +60,8 @@ type call struct {
 	// where streamed records join the outputs.
 	publishNow func(output) error
 	streamed   int
-	// idKey signs output ids (see [Context.outputID]); nil outside a node.
-	idKey []byte
+	// ids signs output ids (see [Context.outputID]); nil outside a node.
+	ids *idSigner
 	// timerNames are the effector's timers, read by timerList when logic
 	// first sets one (timer.go); timerList is nil outside a node.
 	timerNames map[string]struct{}
@@ -103,8 +105,9 @@ type output struct {
 	rec     records.Record
 	// stream is false for a reply to a plain NATS subject (core publish).
 	stream bool
-	// msg, when set, is the message to publish instead of rec's (a timer's
-	// schedule or cancellation, see timer.go).
+	// msg, when set, is the message to publish instead of building rec's:
+	// a timer's schedule or cancellation (see timer.go), or rec's own
+	// message as [Context.check] built it to measure it.
 	msg *nats.Msg
 }
 
@@ -300,21 +303,54 @@ func (c *Context) build(typ string, payload any, opts []SendOption) (records.Rec
 // output; and a client that cannot read the key cannot predict it, so it
 // cannot suppress an output by publishing its id first.
 func (c *Context) outputID(n string) string {
-	if len(c.idKey) == 0 {
+	if c.ids == nil {
 		return outputID(c.rec.ID, n)
 	}
-	return outputID(c.rec.ID, n+"."+idTag(c.idKey, c.self, c.rec.Seq, c.rec.ID, n))
+	return outputID(c.rec.ID, n+"."+c.ids.tag(c.self, c.rec.Seq, c.rec.ID, n))
 }
 
 // idTag is the tag of output n of the input record (seq, id) of effector
 // self: 80 bits of HMAC-SHA256 with key, in hex.
 func idTag(key []byte, self records.Ref, seq uint64, id, n string) string {
-	m := hmac.New(sha256.New, key)
+	return tagWith(hmac.New(sha256.New, key), self, seq, id, n)
+}
+
+// tagWith is idTag with m, a keyed HMAC-SHA256 in its initial state.
+func tagWith(m hash.Hash, self records.Ref, seq uint64, id, n string) string {
+	var buf [256]byte
+	b := buf[:0]
 	for _, part := range []string{"ea-output-id", self.Kind, self.ID, strconv.FormatUint(seq, 10), id, n} {
-		m.Write([]byte(part))
-		m.Write([]byte{0})
+		b = append(append(b, part...), 0)
 	}
-	return hex.EncodeToString(m.Sum(nil)[:10])
+	m.Write(b)
+	var sum [sha256.Size]byte
+	return hex.EncodeToString(m.Sum(sum[:0])[:10])
+}
+
+// idSigner tags output ids with a node's key (see [Context.outputID]) as
+// idTag does, reusing keyed hashes: setting one up hashes the key twice
+// and allocates, which every output paid before.
+type idSigner struct {
+	pool sync.Pool // of keyed HMAC-SHA256 hashes
+}
+
+// newIDSigner returns the signer of key; nil for no key (unsigned ids).
+func newIDSigner(key []byte) *idSigner {
+	if len(key) == 0 {
+		return nil
+	}
+	s := &idSigner{}
+	s.pool.New = func() any { return hmac.New(sha256.New, key) }
+	return s
+}
+
+// tag is idTag with the signer's key.
+func (s *idSigner) tag(self records.Ref, seq uint64, id, n string) string {
+	m := s.pool.Get().(hash.Hash)
+	m.Reset()
+	t := tagWith(m, self, seq, id, n)
+	s.pool.Put(m)
+	return t
 }
 
 // outputID is the id of output n of the record with id in: <in>:<n>, with in
@@ -335,6 +371,6 @@ func (e *effector) newContext(ctx context.Context, d delivery) *Context {
 	return newCallContext(ctx, &call{
 		self: e.ref, rec: d.rec, base: e.logger(), names: e.node.names,
 		routes: e.node.routes, maxMsg: e.node.conn.MaxPayload(),
-		publishNow: e.publishNow, idKey: e.node.idKey, timerList: e.node.timerNames,
+		publishNow: e.publishNow, ids: e.node.ids, timerList: e.node.timerNames,
 	})
 }

@@ -149,7 +149,7 @@ type Node struct {
 	streams []jetstream.Stream
 	// timerStream holds timers (timer.go).
 	timerStream jetstream.Stream
-	idKey       []byte // signs output ids (bus.Conn.OutputKey), set by Run
+	ids         *idSigner // signs output ids with bus.Conn.OutputKey, set by Run
 	runCtx      context.Context
 	// place is set by Run once the placement bucket is open, and read by
 	// the metrics collector and control endpoints, which may run before:
@@ -267,9 +267,11 @@ func (n *Node) Run(ctx context.Context) error {
 		return err
 	}
 	n.streams, n.states = streams, newStates(buckets, n.names)
-	if n.idKey, err = n.conn.OutputKey(ctx); err != nil {
+	idKey, err := n.conn.OutputKey(ctx)
+	if err != nil {
 		return err
 	}
+	n.ids = newIDSigner(idKey)
 	runCtx, cancelRun := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancelRun()
 	n.runCtx = runCtx

@@ -17,7 +17,7 @@ func (e *effector) publishNow(o output) error {
 	if err := e.fence(); err != nil {
 		return err
 	}
-	_, err := e.node.js.PublishMsg(e.ctx, o.rec.Msg(o.subject))
+	_, err := e.node.js.PublishMsg(e.ctx, o.message())
 	return publishFailure(wrapPublish(o.subject, err))
 }
 

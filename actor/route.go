@@ -70,7 +70,7 @@ func (c *Context) refusal(o *output) error {
 	if c.maxMsg <= 0 {
 		return nil
 	}
-	msg := o.rec.Msg(o.subject)
+	msg := o.message()
 	hdr := bus.HeaderSize(msg.Header)
 	switch {
 	case hdr > bus.MaxHeaderBytes:
@@ -78,6 +78,9 @@ func (c *Context) refusal(o *output) error {
 	case int64(hdr+len(msg.Data)) > c.maxMsg:
 		return Permanent(fmt.Errorf("record %q to %s: %w: %d bytes (payload %d, headers %d) exceed the server's max_payload of %d", o.rec.Type, o.subject, ErrTooLarge, hdr+len(msg.Data), len(msg.Data), hdr, c.maxMsg))
 	}
+	// Publish the message measured: its headers are not built twice. The
+	// record is not changed after it is checked.
+	o.msg = msg
 	return nil
 }
 
