@@ -132,7 +132,7 @@ func (s *Supervisor) catchUp(ctx context.Context, cur orchRecord) error {
 	if told || cur.Steps == 0 {
 		return nil
 	}
-	stream, err := s.conn.OutboxStream(ctx)
+	stream, err := s.conn.OutboxStreamOf(ctx, s.names.GroupOf(records.Ref{Kind: MailboxKind, ID: cur.ID}))
 	if err != nil {
 		return err
 	}

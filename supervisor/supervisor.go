@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -226,44 +227,37 @@ func (s *Supervisor) Run(ctx context.Context) error {
 	s.store, s.client, s.runCtx, s.idKey = store, client, ctx, idKey
 	s.started.Store(true)
 
-	stream, err := s.conn.MailboxStream(ctx)
-	if err != nil {
-		return fmt.Errorf("supervisor: %w", err)
-	}
-	cons, err := stream.CreateOrUpdateConsumer(ctx, jetstream.ConsumerConfig{
-		Durable:       ConsumerName,
-		Description:   "supervisors' mailboxes: results of orchestration tasks",
-		FilterSubject: s.names.KindMailboxes(MailboxKind),
-		AckPolicy:     jetstream.AckExplicitPolicy,
-		AckWait:       s.opts.AckWait,
-		MaxAckPending: 256,
-		DeliverPolicy: jetstream.DeliverAllPolicy,
-	})
-	if err != nil {
-		if ctx.Err() != nil {
-			return nil
-		}
-		return fmt.Errorf("supervisor: create consumer %s: %w", ConsumerName, err)
-	}
-	cc, err := cons.Consume(s.handleRecord, jetstream.PullMaxMessages(64))
-	if err != nil {
-		return fmt.Errorf("supervisor: consume: %w", err)
-	}
+	// With stream groups the supervisors' mailboxes (and the timeouts')
+	// are spread over every group's mailbox stream: one consumer each.
+	var consumes []jetstream.ConsumeContext
 	defer func() {
-		cc.Drain()
-		<-cc.Closed()
-	}()
-	tc, err := s.consumeTimers(ctx, stream)
-	if err != nil {
-		if ctx.Err() != nil {
-			return nil
+		for _, cc := range slices.Backward(consumes) {
+			cc.Drain()
+			<-cc.Closed()
 		}
-		return err
-	}
-	defer func() {
-		tc.Drain()
-		<-tc.Closed()
 	}()
+	for g := range s.names.Groups() {
+		stream, err := s.conn.MailboxStreamOf(ctx, g)
+		if err != nil {
+			return fmt.Errorf("supervisor: %w", err)
+		}
+		cc, err := s.consumeMailboxes(ctx, stream)
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return err
+		}
+		consumes = append(consumes, cc)
+		tc, err := s.consumeTimers(ctx, stream)
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return err
+		}
+		consumes = append(consumes, tc)
+	}
 	dc, err := s.consumeDead(ctx)
 	if err != nil {
 		if ctx.Err() != nil {
@@ -543,7 +537,29 @@ func (s *Supervisor) consumeDead(ctx context.Context) (jetstream.ConsumeContext,
 	return cc, nil
 }
 
-// consumeTimers follows task timeouts.
+// consumeMailboxes follows the supervisors' mailboxes in stream: the
+// results of tasks.
+func (s *Supervisor) consumeMailboxes(ctx context.Context, stream jetstream.Stream) (jetstream.ConsumeContext, error) {
+	cons, err := stream.CreateOrUpdateConsumer(ctx, jetstream.ConsumerConfig{
+		Durable:       ConsumerName,
+		Description:   "supervisors' mailboxes: results of orchestration tasks",
+		FilterSubject: s.names.KindMailboxes(MailboxKind),
+		AckPolicy:     jetstream.AckExplicitPolicy,
+		AckWait:       s.opts.AckWait,
+		MaxAckPending: 256,
+		DeliverPolicy: jetstream.DeliverAllPolicy,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("supervisor: create consumer %s on %s: %w", ConsumerName, stream.CachedInfo().Config.Name, err)
+	}
+	cc, err := cons.Consume(s.handleRecord, jetstream.PullMaxMessages(64))
+	if err != nil {
+		return nil, fmt.Errorf("supervisor: consume: %w", err)
+	}
+	return cc, nil
+}
+
+// consumeTimers follows task timeouts in stream.
 func (s *Supervisor) consumeTimers(ctx context.Context, stream jetstream.Stream) (jetstream.ConsumeContext, error) {
 	cons, err := stream.CreateOrUpdateConsumer(ctx, jetstream.ConsumerConfig{
 		Durable:       TimerConsumerName,
