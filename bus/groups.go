@@ -359,6 +359,12 @@ func (c *Conn) checkGroups(ctx context.Context) error {
 	if err != nil || !found {
 		return err
 	}
+	if (p != c.names.Partitions() || g != c.names.Groups()) &&
+		(p == c.names.Partitions() || c.unsetPartitions) && (g == c.names.Groups() || c.unsetGroups) {
+		// What differs was not configured but taken as a default: another
+		// first process provisioned the deployment after Adopt looked.
+		return errProvisionedMeanwhile
+	}
 	if p != c.names.Partitions() {
 		return fmt.Errorf("%w: the deployment has %d mailbox partitions and this connection is configured for %d: the count is fixed at provisioning (set partitions to %d, or migrate as the README's operations section says)", ErrInvalidConfig, p, c.names.Partitions(), p)
 	}

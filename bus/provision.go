@@ -28,17 +28,20 @@ func (c *Conn) Provision(ctx context.Context) error {
 		return err
 	}
 	err := c.provision(ctx)
-	if errors.Is(err, errProvisionedMeanwhile) {
-		// Another process created the mailbox stream with its partition
-		// count after Adopt found none: adopt that one.
+	for attempt := 0; errors.Is(err, errProvisionedMeanwhile) && attempt < 3; attempt++ {
+		// Another process created the mailbox stream with its layout
+		// after Adopt found none (or could not read it): adopt that one.
 		err = c.provision(ctx)
+	}
+	if errors.Is(err, errProvisionedMeanwhile) {
+		return fmt.Errorf("%w: the deployment was provisioned by another process while this one started, with another partition or stream group count than the defaults, and reading its layout failed 4 times: start again, or set the counts", ErrInvalidConfig)
 	}
 	return err
 }
 
-// errProvisionedMeanwhile: the mailbox stream appeared between Adopt and its
-// creation, with another partition count than the default this connection
-// took; Provision adopts it and starts again.
+// errProvisionedMeanwhile: the mailbox stream appeared after Adopt looked,
+// with another partition (or stream group) count than the default this
+// connection took; Provision adopts it and starts again.
 var errProvisionedMeanwhile = errors.New("the mailbox stream was provisioned meanwhile")
 
 func (c *Conn) provision(ctx context.Context) error {
@@ -325,10 +328,16 @@ func (c *Conn) checkPartitions(ctx context.Context) error {
 	if err != nil {
 		return nil // not there yet, or creating it reports the problem
 	}
-	if sc := s.CachedInfo().Config; sc.SubjectTransform == nil && !slices.Contains(sc.Subjects, c.names.MailboxIngest()) {
+	sc := s.CachedInfo().Config
+	if sc.SubjectTransform == nil && !slices.Contains(sc.Subjects, c.names.MailboxIngest()) {
 		return nil // retired by MigrateGroups; checkGroups checks the groups
 	}
-	return c.matchPartitions(s.CachedInfo().Config)
+	if p, ok := c.names.PartitionsOfTransform(transformDest(sc)); ok && p != c.names.Partitions() && c.unsetPartitions {
+		// Not configured but taken as the default: another first process
+		// created the stream after Adopt looked.
+		return errProvisionedMeanwhile
+	}
+	return c.matchPartitions(sc)
 }
 
 func (c *Conn) matchPartitions(sc jetstream.StreamConfig) error {

@@ -41,12 +41,29 @@ func TestProvisionAdoptsAStreamCreatedMeanwhile(t *testing.T) {
 	if err := late.putStream(ctx, late.mailboxConfig()); !errors.Is(err, errProvisionedMeanwhile) {
 		t.Fatalf("creating the mailbox stream over one with 8 partitions: %v, want errProvisionedMeanwhile", err)
 	}
+	// The checks before any stream is written see it too (the failure
+	// `make test` met once: a node's provisioning and a test's, both
+	// first, the test's with 8 partitions).
+	if err := late.checkPartitions(ctx); !errors.Is(err, errProvisionedMeanwhile) {
+		t.Fatalf("checkPartitions over a stream of 8 with the default taken: %v, want errProvisionedMeanwhile", err)
+	}
+	if err := late.checkGroups(ctx); !errors.Is(err, errProvisionedMeanwhile) {
+		t.Fatalf("checkGroups over a stream of 8 with the default taken: %v, want errProvisionedMeanwhile", err)
+	}
 	if err := late.Provision(ctx); err != nil || late.Names().Partitions() != 8 {
 		t.Fatalf("Provision: %v, %d partitions; want nil and 8", err, late.Names().Partitions())
 	}
 	fixed := connect(Config{Partitions: DefaultPartitions})
 	if err := fixed.putStream(ctx, fixed.mailboxConfig()); !errors.Is(err, ErrInvalidConfig) {
 		t.Fatalf("a connection configured for %d over a stream of 8: %v, want ErrInvalidConfig", DefaultPartitions, err)
+	}
+	for _, check := range []func(context.Context) error{fixed.checkPartitions, fixed.checkGroups} {
+		if err := check(ctx); !errors.Is(err, ErrInvalidConfig) {
+			t.Fatalf("the checks of a connection configured for %d over a stream of 8: %v, want ErrInvalidConfig", DefaultPartitions, err)
+		}
+	}
+	if err := fixed.Provision(ctx); !errors.Is(err, ErrInvalidConfig) {
+		t.Fatalf("Provision configured for %d over a stream of 8: %v, want ErrInvalidConfig", DefaultPartitions, err)
 	}
 	s, err := first.JetStream().Stream(ctx, first.Names().MailboxStream())
 	if err != nil {
