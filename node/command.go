@@ -230,9 +230,6 @@ func (c Command) serve(ctx context.Context, program string, cfg config, log *slo
 
 	// The record store: index the log and answer <prefix>.store.* (see docs/store.md).
 	if cfg.RecordStore {
-		if err := conn.OneStream(ctx, "the record store"); err != nil {
-			return fmt.Errorf("%w: run with --record-store=false (EA_RECORD_STORE=false)", err)
-		}
 		storeSrv, err := store.NewServer(ctx, conn, store.ServerOptions{Logger: log})
 		if err != nil {
 			return err

@@ -50,9 +50,8 @@ func unavailable(what string, err error) error {
 // plan chooses the sources of q: the process index, the effector's own
 // subjects, the type index, or the log itself, in that order of preference.
 func (c *Client) plan(q Query) []source {
-	mbox, out := c.n.MailboxStream(), c.n.OutboxStream()
 	inBox := func(stream string) bool {
-		return q.Box == BoxBoth || (q.Box == BoxMailbox) == (stream == mbox)
+		return q.Box == BoxBoth || (q.Box == BoxMailbox) == c.n.isMailboxStream(stream)
 	}
 	var effSubjects map[string]bool
 	if !q.Effector.IsZero() {
@@ -64,7 +63,7 @@ func (c *Client) plan(q Query) []source {
 	typ := q.Type
 	keepEntry := func(it item) bool {
 		e := it.e
-		return inBox(e.Stream) && (e.Stream == mbox || e.Stream == out) &&
+		return inBox(e.Stream) && c.n.isLogStream(e.Stream) &&
 			(effSubjects == nil || effSubjects[e.Subject]) &&
 			(q.Process == "" || e.Process == q.Process) && (q.Owner == "" || e.Owner == q.Owner) &&
 			(typ == "" || e.Type == typ) && inTime(it.time)
@@ -95,10 +94,10 @@ func (c *Client) plan(q Query) []source {
 		return []source{{stream: stream, filter: subject, index: true, keep: keepEntry}}
 	case !q.Effector.IsZero():
 		var s []source
-		if inBox(mbox) {
+		if mbox := c.n.MailboxStreamFor(q.Effector); inBox(mbox) {
 			s = append(s, source{stream: mbox, filter: c.n.StoredMailbox(q.Effector), keep: keepRecord})
 		}
-		if inBox(out) {
+		if out := c.n.OutboxStreamFor(q.Effector); inBox(out) {
 			s = append(s, source{stream: out, filter: c.n.Outbox(q.Effector), keep: keepRecord})
 		}
 		return s
@@ -108,12 +107,18 @@ func (c *Client) plan(q Query) []source {
 	case q.Type != "":
 		return []source{{stream: c.n.IndexStream(indexType), filter: c.n.typeIndex(q.Type), index: true, keep: keepEntry}}
 	}
+	// The whole log: every mailbox and outbox stream (one of each, or one
+	// per stream group), merged in time order.
 	var s []source
-	if inBox(mbox) {
-		s = append(s, source{stream: mbox, filter: c.n.mailboxes(), keep: keepRecord})
-	}
-	if inBox(out) {
-		s = append(s, source{stream: out, filter: c.n.outboxes(), keep: keepRecord})
+	for _, stream := range c.n.logStreams() {
+		if !inBox(stream) {
+			continue
+		}
+		filter := c.n.outboxes()
+		if c.n.isMailboxStream(stream) {
+			filter = c.n.mailboxes()
+		}
+		s = append(s, source{stream: stream, filter: filter, keep: keepRecord})
 	}
 	return s
 }
@@ -287,7 +292,7 @@ func (c *Client) load(ctx context.Context, sources []source, items []item) ([]Re
 func (c *Client) record(m stored) Record {
 	r := Record{Stream: m.stream, Stored: m.time}
 	subject := m.subject
-	if m.stream == c.n.MailboxStream() {
+	if c.n.isMailboxStream(m.stream) {
 		r.Box = BoxMailbox
 		if ref, _, ok := c.n.StoredMailboxOf(m.subject); ok {
 			r.Effector = ref
@@ -341,7 +346,7 @@ func (c *Client) Get(ctx context.Context, id string) (Record, error) {
 		}
 	}
 	slices.SortStableFunc(refs, func(a, b getRef) int {
-		return boolInt(a.stream != c.n.MailboxStream()) - boolInt(b.stream != c.n.MailboxStream())
+		return boolInt(!c.n.isMailboxStream(a.stream)) - boolInt(!c.n.isMailboxStream(b.stream))
 	})
 	got, err := c.direct.get(ctx, refs)
 	if err != nil {
@@ -450,10 +455,10 @@ func (c *Client) countIndex(ctx context.Context, s source) (uint64, error) {
 }
 
 // IndexLag returns how many records the indexer has not indexed yet
-// (pending and unacknowledged, mailbox and outbox streams together).
+// (pending and unacknowledged, every mailbox and outbox stream together).
 func (c *Client) IndexLag(ctx context.Context) (uint64, error) {
 	var lag uint64
-	for _, stream := range []string{c.n.MailboxStream(), c.n.OutboxStream()} {
+	for _, stream := range c.n.logStreams() {
 		cons, err := c.conn.JetStream().Consumer(ctx, stream, IndexerName)
 		if errors.Is(err, jetstream.ErrConsumerNotFound) {
 			st, serr := c.conn.JetStream().Stream(ctx, stream)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -22,7 +23,23 @@ type env struct {
 func newEnv(t testing.TB) *env {
 	t.Helper()
 	srv := bustest.NewServer(t)
-	conn := srv.Connect(t)
+	return startEnv(t, srv.Connect(t))
+}
+
+// newGroupsEnv is newEnv on a deployment with groups stream groups over 8
+// partitions (docs/layout.md).
+func newGroupsEnv(t testing.TB, groups int) *env {
+	t.Helper()
+	srv := bustest.NewServer(t)
+	names, _ := bus.NewNames("ea")
+	names, _ = names.WithPartitions(8)
+	srv.MapMailboxes(t, names)
+	return startEnv(t, srv.Connect(t, bus.Config{Partitions: 8, Groups: groups}))
+}
+
+// startEnv runs a store server on conn.
+func startEnv(t testing.TB, conn *bus.Conn) *env {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	s, err := store.NewServer(ctx, conn, store.ServerOptions{})
 	if err != nil {
@@ -82,7 +99,11 @@ func publish(t testing.TB, conn *bus.Conn, rs ...rec) {
 			t.Fatal(err)
 		}
 		x.ID, x.Process = r.id, r.process
-		if _, err := conn.JetStream().PublishMsg(ctx, x.Msg(r.subject)); err != nil {
+		subject := r.subject
+		if ref, ok := conn.Names().RefOf(subject); ok && strings.HasPrefix(subject, conn.Names().Prefix()+".out.") {
+			subject = conn.Names().Outbox(ref) // with stream groups, the grouped subject nodes publish
+		}
+		if _, err := conn.JetStream().PublishMsg(ctx, x.Msg(subject)); err != nil {
 			t.Fatalf("publish %s: %v", r.id, err)
 		}
 	}

@@ -54,11 +54,13 @@ func recordID(h map[string][]string, seq uint64) string {
 // The id index stream allows fast batch publishing (nats-server 2.14 and
 // later); batched reports whether the server took that setting.
 func ensureIndex(ctx context.Context, conn *bus.Conn, n names) (batched bool, err error) {
-	mbox, err := conn.MailboxStream(ctx)
+	// With stream groups every group's streams are provisioned alike:
+	// group 0's limits are every group's.
+	mbox, err := conn.MailboxStreamOf(ctx, 0)
 	if err != nil {
 		return false, fmt.Errorf("%w: %w", ErrUnavailable, err)
 	}
-	out, err := conn.OutboxStream(ctx)
+	out, err := conn.OutboxStreamOf(ctx, 0)
 	if err != nil {
 		return false, fmt.Errorf("%w: %w", ErrUnavailable, err)
 	}
@@ -136,8 +138,9 @@ const indexBatch = 500
 
 func (ix *indexer) run(ctx context.Context) error {
 	var wg sync.WaitGroup
-	errs := make(chan error, 2)
-	for _, stream := range []string{ix.n.MailboxStream(), ix.n.OutboxStream()} {
+	streams := ix.n.logStreams()
+	errs := make(chan error, len(streams))
+	for _, stream := range streams {
 		wg.Go(func() { errs <- ix.follow(ctx, stream) })
 	}
 	wg.Wait()

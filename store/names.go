@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"hash/fnv"
+	"slices"
 	"strconv"
 
 	"github.com/effectors/effectors/bus"
@@ -89,6 +90,21 @@ func (n names) idIndex(id string) string { return n.Index(indexID, token(id)) }
 // every mailbox.
 func (n names) outboxes() string  { return n.Outboxes() }
 func (n names) mailboxes() string { return n.Mailboxes() }
+
+// logStreams are the streams of the record log, the mailbox streams then
+// the outbox streams: one of each with one stream group, one per group of
+// each with several (docs/layout.md).
+func (n names) logStreams() []string { return append(n.MailboxStreams(), n.OutboxStreams()...) }
+
+// isMailboxStream reports whether stream is one of the mailbox streams.
+func (n names) isMailboxStream(stream string) bool {
+	return slices.Contains(n.MailboxStreams(), stream)
+}
+
+// isLogStream reports whether stream is one of the record log's streams.
+func (n names) isLogStream(stream string) bool {
+	return n.isMailboxStream(stream) || slices.Contains(n.OutboxStreams(), stream)
+}
 
 // subject is the service endpoint subject <prefix>.store.<op>.
 func (n names) subject(op string) string { return n.Store(op) }

@@ -56,7 +56,39 @@ func reversed(s []string) []string {
 
 func TestQuery(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
+	queryTable(t, newEnv(t))
+}
+
+// TestQueryStreamGroups is TestQuery on a deployment with 3 stream groups:
+// the indexer follows every group's mailbox and outbox stream, and every
+// query, the whole log's included, merges them.
+func TestQueryStreamGroups(t *testing.T) {
+	t.Parallel()
+	e := newGroupsEnv(t, 3)
+	n := e.conn.Names()
+	groups := map[int]bool{}
+	for w := range 3 {
+		groups[n.GroupOf(records.Ref{Kind: "w", ID: strconv.Itoa(w)})] = true
+	}
+	if len(groups) < 2 {
+		t.Fatalf("w/0..w/2 all in group(s) %v: the test proves nothing", groups)
+	}
+	queryTable(t, e)
+	p, err := e.client.Query(context.Background(), store.Query{Effector: records.Ref{Kind: "w", ID: "1"}, Box: store.BoxOutbox, Limit: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := p.Records[0]; r.Box != store.BoxOutbox || r.Stream != n.OutboxStreamFor(r.Effector) || r.Effector.String() != "w/1" {
+		t.Fatalf("an outbox record with groups: box %s, stream %s, effector %s", r.Box, r.Stream, r.Effector)
+	}
+	for id, want := range map[string]string{"r00": n.MailboxStreamFor(records.Ref{Kind: "w", ID: "0"}), "r01": n.OutboxStreamFor(records.Ref{Kind: "w", ID: "1"})} {
+		if r, err := e.client.Get(context.Background(), id); err != nil || r.Stream != want {
+			t.Fatalf("get %s with groups: stream %s, %v; want %s", id, r.Stream, err, want)
+		}
+	}
+}
+
+func queryTable(t *testing.T, e *env) {
 	rs := fixture(t, e)
 	w1 := records.Ref{Kind: "w", ID: "1"}
 	tests := []struct {

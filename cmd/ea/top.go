@@ -206,29 +206,26 @@ func (a *app) showTop(f topFrame, every time.Duration, clear bool) error {
 	return err
 }
 
-// logs are the streams ea top counts in: mailboxes and dead letters.
+// logs are the streams ea top counts in: mailboxes (one stream, or every
+// stream group's) and dead letters.
 type logs struct {
-	names      bus.Names
-	mbox, dead jetstream.Stream
+	names bus.Names
+	mbox  []jetstream.Stream
+	dead  jetstream.Stream
 }
 
-// openLogs looks the streams up.
+// openLogs looks the streams up, taking the layout (partitions, stream
+// groups) from what is provisioned.
 func openLogs(ctx context.Context, conn *bus.Conn) (logs, error) {
+	conn.Adopt(ctx)
 	n := conn.Names()
-	if err := conn.OneStream(ctx, "ea top"); err != nil {
-		return logs{}, withCode(exitUnavailable, err)
-	}
-	mbox, err := conn.JetStream().Stream(ctx, n.MailboxStream())
-	if err != nil {
-		return logs{}, withCode(exitUnavailable, fmt.Errorf("stream %s: %w (was the deployment provisioned?)", n.MailboxStream(), err))
-	}
-	// The partition count is the stream's, whatever this connection assumed.
-	if t := mbox.CachedInfo().Config.SubjectTransform; t != nil {
-		if p, ok := n.PartitionsOfTransform(t.Destination); ok {
-			if pn, err := n.WithPartitions(p); err == nil {
-				n = pn
-			}
+	var mbox []jetstream.Stream
+	for g := range n.Groups() {
+		s, err := conn.MailboxStreamOf(ctx, g)
+		if err != nil {
+			return logs{}, withCode(exitUnavailable, fmt.Errorf("%w (was the deployment provisioned?)", err))
 		}
+		mbox = append(mbox, s)
 	}
 	dead, err := conn.JetStream().Stream(ctx, n.DeadStream())
 	if err != nil {
@@ -239,31 +236,37 @@ func openLogs(ctx context.Context, conn *bus.Conn) (logs, error) {
 
 // sample counts each kind's mailbox records, backlog and dead letters.
 func (l logs) sample(ctx context.Context, kinds []string) ([]kindLoad, error) {
-	n, mbox, dead := l.names, l.mbox, l.dead
-	var err error
-	consumers := map[string]*jetstream.ConsumerInfo{}
-	infos := mbox.ListConsumers(ctx)
-	for ci := range infos.Info() {
-		consumers[ci.Name] = ci
-	}
-	if err := infos.Err(); err != nil {
-		return nil, fmt.Errorf("list consumers of %s: %w", n.MailboxStream(), err)
+	n := l.names
+	consumers := map[string]*jetstream.ConsumerInfo{} // partition consumers, each on its group's stream
+	for _, mbox := range l.mbox {
+		infos := mbox.ListConsumers(ctx)
+		for ci := range infos.Info() {
+			consumers[ci.Name] = ci
+		}
+		if err := infos.Err(); err != nil {
+			return nil, fmt.Errorf("list consumers of %s: %w", mbox.CachedInfo().Config.Name, err)
+		}
 	}
 	out := make([]kindLoad, 0, len(kinds))
 	for _, kind := range kinds {
-		l := kindLoad{Kind: kind}
-		if l.Records, err = countMatching(ctx, mbox, n.KindMailboxes(kind)); err != nil {
-			return nil, err
+		load := kindLoad{Kind: kind}
+		for _, mbox := range l.mbox {
+			recs, err := countMatching(ctx, mbox, n.KindMailboxes(kind))
+			if err != nil {
+				return nil, err
+			}
+			load.Records += recs
 		}
-		if l.Dead, err = countMatching(ctx, dead, n.Dead(records.Ref{Kind: kind, ID: "*"})); err != nil {
+		var err error
+		if load.Dead, err = countMatching(ctx, l.dead, n.Dead(records.Ref{Kind: kind, ID: "*"})); err != nil {
 			return nil, err
 		}
 		for p := range n.Partitions() {
 			if ci, ok := consumers[n.PartitionConsumer(kind, p)]; ok {
-				l.Backlog += ci.NumPending + uint64(ci.NumAckPending)
+				load.Backlog += ci.NumPending + uint64(ci.NumAckPending)
 			}
 		}
-		out = append(out, l)
+		out = append(out, load)
 	}
 	return out, nil
 }
