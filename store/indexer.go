@@ -47,7 +47,8 @@ func recordID(h map[string][]string, seq uint64) string {
 
 // ensureIndex creates or updates the index streams, keeping index entries
 // as long as the log keeps records: the mailbox stream's age limit and, when
-// both log streams have a size limit, their sum as each index stream's
+// both log streams have a size limit, their sum (over every stream group) as
+// each index stream's
 // (entries are smaller than most records, so they outlive them; a query
 // skips an entry whose record is gone).
 //
@@ -67,7 +68,7 @@ func ensureIndex(ctx context.Context, conn *bus.Conn, n names) (batched bool, er
 	mc, oc := mbox.CachedInfo().Config, out.CachedInfo().Config
 	maxBytes := int64(-1)
 	if mc.MaxBytes > 0 && oc.MaxBytes > 0 {
-		maxBytes = mc.MaxBytes + oc.MaxBytes
+		maxBytes = int64(n.Groups()) * (mc.MaxBytes + oc.MaxBytes) // every group's log
 	}
 	type index struct{ stream, filter, what string }
 	indexes := []index{
