@@ -48,9 +48,8 @@ func recordID(h map[string][]string, seq uint64) string {
 // ensureIndex creates or updates the index streams, keeping index entries
 // as long as the log keeps records: the mailbox stream's age limit and, when
 // both log streams have a size limit, their sum (over every stream group) as
-// each index stream's
-// (entries are smaller than most records, so they outlive them; a query
-// skips an entry whose record is gone).
+// each index stream's (entries are smaller than most records, so they
+// outlive them; a query skips an entry whose record is gone).
 //
 // The id index stream allows fast batch publishing (nats-server 2.14 and
 // later); batched reports whether the server took that setting.
