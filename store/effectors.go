@@ -111,7 +111,7 @@ func (q EffectorQuery) fingerprint() uint32 {
 // Effectors lists the effectors of a kind from the state bucket, in the
 // order their documents were last written (a document written while a
 // caller pages appears again later: effectors are never missed, and may be
-// listed twice). A page costs reads proportional to its size, not to the
+// listed twice); with stream groups, group by group. A page costs reads proportional to its size, not to the
 // number of effectors. Errors: [ErrUnknownKind] for a kind no node
 // announces and no state document has, [ErrInvalid] for a bad status,
 // limit or cursor.
@@ -134,18 +134,16 @@ func (c *Client) Effectors(ctx context.Context, q EffectorQuery) (EffectorPage, 
 		return EffectorPage{}, err
 	}
 	limit := pq.Limit
-	var pos uint64
+	groups := c.n.Groups()
+	pos := make([]uint64, groups) // per stream group's state bucket
 	if q.Cursor != "" {
-		p, err := decodeCursor(q.Cursor, q.fingerprint(), 1)
+		p, err := decodeCursor(q.Cursor, q.fingerprint(), groups)
 		if err != nil {
 			return EffectorPage{}, err
 		}
-		pos = p[0]
+		pos = p
 	}
-	if err := c.conn.OneStream(ctx, "listing effectors"); err != nil {
-		return EffectorPage{}, err
-	}
-	effectors, pos, more, err := pageLatest(ctx, c, c.n.StateStream(), c.n.StateFilter(q.Kind), pos, limit, func(m stored) (Effector, bool) {
+	keep := func(m stored) (Effector, bool) {
 		var doc actor.Document
 		if codec.Unmarshal(m.data, &doc) != nil {
 			return Effector{}, false
@@ -154,16 +152,42 @@ func (c *Client) Effectors(ctx context.Context, q EffectorQuery) (EffectorPage, 
 			return Effector{}, false
 		}
 		return Effector{Document: doc, Revision: m.seq}, true
-	})
-	if err != nil {
-		return EffectorPage{}, err
 	}
-	if pos == 0 && q.Cursor == "" { // the kind has no state document at all
+	// With stream groups the buckets are listed one after the other, each
+	// from its own position: a bucket listed to its end is read again
+	// from there on later pages, for documents written since.
+	if groups == 1 {
+		// A connection not told the layout: refuse rather than list a
+		// bucket that is not the deployment's.
+		if err := c.conn.OneStream(ctx, "listing effectors on a connection not told the stream group count"); err != nil {
+			return EffectorPage{}, err
+		}
+	}
+	var effectors []Effector
+	more := false
+	for g := range groups {
+		if len(effectors) == limit {
+			more = true // the groups after g are not looked at yet
+			break
+		}
+		bucket := c.n.StateBucketOf(g)
+		got, p, m, err := pageLatest(ctx, c, "KV_"+bucket, "$KV."+bucket+"."+q.Kind+".*", pos[g], limit-len(effectors), keep)
+		if err != nil {
+			return EffectorPage{}, err
+		}
+		effectors, pos[g] = append(effectors, got...), p
+		if m {
+			more = true
+			break
+		}
+	}
+	if q.Cursor == "" && !slices.ContainsFunc(pos, func(p uint64) bool { return p > 0 }) {
+		// The kind has no state document at all.
 		if err := c.knownKind(ctx, q.Kind); err != nil {
 			return EffectorPage{}, err
 		}
 	}
-	return EffectorPage{Effectors: effectors, More: more, Cursor: encodeCursor(q.fingerprint(), []uint64{pos})}, nil
+	return EffectorPage{Effectors: effectors, More: more, Cursor: encodeCursor(q.fingerprint(), pos)}, nil
 }
 
 // knownKind fails with ErrUnknownKind unless a node announces kind.

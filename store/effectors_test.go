@@ -19,7 +19,7 @@ func errorsIsInvalid(err error) bool { return errors.Is(err, store.ErrInvalid) }
 func putDoc(t testing.TB, e *env, doc actor.Document) uint64 {
 	t.Helper()
 	ctx := context.Background()
-	kv, err := e.conn.StateBucket(ctx)
+	kv, err := e.conn.StateBucketOf(ctx, e.conn.Names().GroupOf(records.Ref{Kind: doc.Kind, ID: doc.ID}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -36,7 +36,25 @@ func putDoc(t testing.TB, e *env, doc actor.Document) uint64 {
 
 func TestEffectors(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
+	effectorsTable(t, newEnv(t))
+}
+
+// TestEffectorsStreamGroups is TestEffectors with 3 stream groups: the
+// effectors' documents are in three buckets, listed one after the other.
+func TestEffectorsStreamGroups(t *testing.T) {
+	t.Parallel()
+	e := newGroupsEnv(t, 3)
+	groups := map[int]bool{}
+	for i := range 25 {
+		groups[e.conn.Names().GroupOf(records.Ref{Kind: "k", ID: fmt.Sprintf("e%02d", i)})] = true
+	}
+	if len(groups) != 3 {
+		t.Fatalf("k/e00..k/e24 in groups %v, want all 3", groups)
+	}
+	effectorsTable(t, e)
+}
+
+func effectorsTable(t *testing.T, e *env) {
 	ctx := context.Background()
 	for i := range 25 {
 		st := actor.StatusIdle
