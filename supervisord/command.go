@@ -416,9 +416,6 @@ func withGateway(ctx context.Context, cfg config, conn *bus.Conn, log *slog.Logg
 	gc := cfg.gatewayConfig()
 	gc.Logger, gc.Registerer, gc.Tracer = log, proc.Registry, tracer
 	gw, err := web.New(ctx, conn, gc)
-	if errors.Is(err, bus.ErrGroupsUnsupported) {
-		return nil, "", fmt.Errorf("%w: run with --gateway off (EA_GATEWAY=off); orchestrations work with stream groups, the gateway does not yet", err)
-	}
 	if err != nil {
 		return nil, "", err
 	}

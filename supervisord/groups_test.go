@@ -15,8 +15,8 @@ import (
 )
 
 // TestCommandStreamGroups: on a deployment with stream groups the binary
-// serves orchestrations; its gateway (on by default) does not support groups
-// yet, so with it on the start fails saying how to turn it off.
+// serves orchestrations and its gateway (on by default), taking the layout
+// from what is provisioned.
 func TestCommandStreamGroups(t *testing.T) {
 	srv := bustest.NewServer(t)
 	names, _ := bus.NewNames("ea")
@@ -28,36 +28,26 @@ func TestCommandStreamGroups(t *testing.T) {
 		t.Fatal(err)
 	}
 	var out, errOut strings.Builder
-	cmd := Command{Name: "ea-supervisor", Definitions: []supervisor.Definition{def}}
-	args := []string{"--nats", srv.URL, "--metrics", "off", "--gateway", "127.0.0.1:0"}
-	err = cmd.Run(t.Context(), args, envOf(nil), &out, &errOut)
-	if !errors.Is(err, bus.ErrGroupsUnsupported) || !strings.Contains(err.Error(), "--gateway off") {
-		t.Fatalf("stream groups with the gateway: %v, want ErrGroupsUnsupported saying --gateway off", err)
-	}
-
-	if def, err = demo.Definition(); err != nil { // a definition serves one supervisor
-		t.Fatal(err)
-	}
-	cmd.Definitions = []supervisor.Definition{def}
 	ready := make(chan Info, 1)
-	cmd.Banner = func(in Info) string { ready <- in; return "" }
+	cmd := Command{Name: "ea-supervisor", Definitions: []supervisor.Definition{def},
+		Banner: func(in Info) string { ready <- in; return "" }}
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
 	done := make(chan error, 1)
 	go func() {
-		done <- cmd.Run(ctx, []string{"--nats", srv.URL, "--metrics", "off", "--gateway", "off"}, envOf(nil), &out, &errOut)
+		done <- cmd.Run(ctx, []string{"--nats", srv.URL, "--metrics", "off", "--gateway", "127.0.0.1:0"}, envOf(nil), &out, &errOut)
 	}()
 	select {
 	case in := <-ready:
-		if g := in.Names.Groups(); g != 2 {
-			t.Errorf("the supervisor adopted %d groups, want 2", g)
+		if g := in.Names.Groups(); g != 2 || in.Gateway == "" {
+			t.Errorf("the supervisor adopted %d groups (want 2), gateway %q", g, in.Gateway)
 		}
 	case err := <-done:
-		t.Fatalf("ea-supervisor --gateway off stopped before it was ready: %v\n%s", err, errOut.String())
+		t.Fatalf("ea-supervisor stopped before it was ready: %v\n%s", err, errOut.String())
 	case <-time.After(30 * time.Second):
 		cancel()
 		<-done
-		t.Fatalf("ea-supervisor --gateway off not ready within 30s: %s", errOut.String())
+		t.Fatalf("ea-supervisor not ready within 30s: %s", errOut.String())
 	}
 	c, err := supervisor.NewClient(conn)
 	if err != nil {

@@ -266,7 +266,7 @@ func (g *Gateway) nodes(ctx context.Context) (NodesResult, error) {
 		} else if countsErr != nil {
 			p.Error = countsErr.Error()
 		} else {
-			p.Error = "no consumer for this partition in " + g.names.MailboxStream()
+			p.Error = "no consumer for this partition in " + g.names.PartitionStream(p.Partition)
 		}
 		nd.Partitions = append(nd.Partitions, p)
 		nd.Done += p.Done
@@ -293,20 +293,23 @@ func (g *Gateway) nodes(ctx context.Context) (NodesResult, error) {
 }
 
 // partitionCounts reads the counts of every consumer of the mailbox
-// stream (the partition consumers), by name, through the paged consumer
-// list: a few requests, whatever the number of partitions.
+// streams (the partition consumers; with stream groups each on its group's
+// stream), by name, through the paged consumer lists: a few requests per
+// stream, whatever the number of partitions.
 func (g *Gateway) partitionCounts(ctx context.Context) (map[string]PartitionInfo, error) {
-	st, err := g.conn.JetStream().Stream(ctx, g.names.MailboxStream())
-	if err != nil {
-		return nil, fmt.Errorf("mailbox stream %s: %w", g.names.MailboxStream(), err)
-	}
 	out := map[string]PartitionInfo{}
-	list := st.ListConsumers(ctx)
-	for info := range list.Info() {
-		out[info.Name] = PartitionInfo{Done: info.AckFloor.Consumer, Pending: info.NumPending + uint64(info.NumAckPending)}
-	}
-	if err := list.Err(); err != nil {
-		return out, fmt.Errorf("consumers of %s: %w", g.names.MailboxStream(), err)
+	for _, name := range g.names.MailboxStreams() {
+		st, err := g.conn.JetStream().Stream(ctx, name)
+		if err != nil {
+			return out, fmt.Errorf("mailbox stream %s: %w", name, err)
+		}
+		list := st.ListConsumers(ctx)
+		for info := range list.Info() {
+			out[info.Name] = PartitionInfo{Done: info.AckFloor.Consumer, Pending: info.NumPending + uint64(info.NumAckPending)}
+		}
+		if err := list.Err(); err != nil {
+			return out, fmt.Errorf("consumers of %s: %w", name, err)
+		}
 	}
 	return out, nil
 }

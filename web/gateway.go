@@ -55,8 +55,12 @@ func New(ctx context.Context, conn *bus.Conn, cfg Config) (*Gateway, error) {
 		return nil, err
 	}
 	cfg = cfg.withDefaults()
-	if err := conn.OneStream(ctx, "the web gateway"); err != nil {
-		return nil, err
+	if conn.Names().Groups() == 1 {
+		// A connection not told the layout must not serve one stream's
+		// names on a deployment with stream groups.
+		if err := conn.OneStream(ctx, "the web gateway on a connection not told the stream group count"); err != nil {
+			return nil, err
+		}
 	}
 	actors, err := actor.NewClient(ctx, conn)
 	if err != nil {

@@ -55,6 +55,9 @@ type envOpts struct {
 	// noIndexer leaves the record store's server (and its indexer) out:
 	// the id index stays empty, an index that lags forever.
 	noIndexer bool
+	// groups, when above 1, provisions that many stream groups over 8
+	// partitions (docs/layout.md).
+	groups int
 }
 
 // background runs run(ctx) until the test ends, waiting for ready.
@@ -82,7 +85,14 @@ func background(t testing.TB, what string, run func(context.Context) error, read
 func newEnv(t testing.TB, o envOpts) *env {
 	t.Helper()
 	srv := bustest.NewServer(t)
-	conn := srv.Connect(t, bus.Config{DuplicateWindow: o.dupWindow})
+	cfg := bus.Config{DuplicateWindow: o.dupWindow}
+	if o.groups > 1 {
+		names, _ := bus.NewNames("ea")
+		names, _ = names.WithPartitions(8)
+		srv.MapMailboxes(t, names)
+		cfg.Partitions, cfg.Groups = 8, o.groups
+	}
+	conn := srv.Connect(t, cfg)
 	actortest.StartNode(t, conn, actor.Options{Logger: quiet}, kinds.Counter(), kinds.TaskA(), kinds.TaskB())
 	ctx := context.Background()
 	if !o.noIndexer {

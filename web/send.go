@@ -66,13 +66,14 @@ func (s *session) handleSend(h head, f SendFrame) {
 	if rec.Type == "" {
 		rec.Type = records.DefaultType
 	}
+	stream := s.g.names.MailboxStreamFor(ref) // with stream groups, ref's group's
 	ack := func(seq uint64, duplicate bool) {
 		outcome := "stored"
 		if duplicate {
 			outcome = "duplicate"
 		}
 		s.g.metrics.sends.WithLabelValues(outcome).Inc()
-		_ = s.send(TypeAck, AckFrame{Type: TypeAck, Req: h.Req, ID: rec.ID, Stream: s.g.names.MailboxStream(), Seq: seq, Duplicate: duplicate})
+		_ = s.send(TypeAck, AckFrame{Type: TypeAck, Req: h.Req, ID: rec.ID, Stream: stream, Seq: seq, Duplicate: duplicate})
 	}
 	if err := rec.Validate(); err != nil {
 		refuse(CodeBadRequest, fmt.Sprintf("record: %v", err))
@@ -97,7 +98,7 @@ func (s *session) handleSend(h head, f SendFrame) {
 		prev, err := s.g.store.Get(ctx, rec.ID)
 		switch {
 		case err == nil:
-			if prev.Stream != s.g.names.MailboxStream() || prev.Box != store.BoxMailbox || prev.Invalid != "" || prev.Effector != ref || !sameRecord(prev.Record, rec) {
+			if prev.Stream != stream || prev.Box != store.BoxMailbox || prev.Invalid != "" || prev.Effector != ref || !sameRecord(prev.Record, rec) {
 				refuse(CodeConflict, conflictText(rec.ID, ref, prev.Effector, string(prev.Box)))
 				return
 			}
@@ -129,10 +130,10 @@ func (s *session) handleSend(h head, f SendFrame) {
 	}
 	// JetStream dropped the publish: it holds a message with this id at
 	// pa.Sequence, maybe another effector's. Read it to know whose.
-	orig, err := s.g.storedAt(ctx, pa.Sequence)
+	orig, err := s.g.storedAt(ctx, stream, pa.Sequence)
 	switch {
 	case errors.Is(err, bus.ErrNoMessage):
-		refuse(CodeConflict, fmt.Sprintf("record id %q is already used by the record at seq %d of %s, which the stream no longer holds (so whose it was cannot be told): choose another id", rec.ID, pa.Sequence, s.g.names.MailboxStream()))
+		refuse(CodeConflict, fmt.Sprintf("record id %q is already used by the record at seq %d of %s, which the stream no longer holds (so whose it was cannot be told): choose another id", rec.ID, pa.Sequence, stream))
 		return
 	case err != nil:
 		s.g.metrics.sends.WithLabelValues("failed").Inc()
@@ -209,10 +210,10 @@ func decodeJSONValue(data []byte) (any, error) {
 	return v, nil
 }
 
-// storedAt reads message seq of the mailbox stream from the stream's
+// storedAt reads message seq of mailbox stream stream from the stream's
 // leader: what JetStream stored, not what an index says (see
 // [bus.Conn.StoredAt]); an error wrapping bus.ErrNoMessage when there is
 // none.
-func (g *Gateway) storedAt(ctx context.Context, seq uint64) (bus.StoredMsg, error) {
-	return g.conn.StoredAt(ctx, g.names.MailboxStream(), seq, "")
+func (g *Gateway) storedAt(ctx context.Context, stream string, seq uint64) (bus.StoredMsg, error) {
+	return g.conn.StoredAt(ctx, stream, seq, "")
 }

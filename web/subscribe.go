@@ -181,19 +181,24 @@ func (s *session) topic(f SubscribeFrame) (topicRun, topicCheck, error) {
 			if ref.IsZero() {
 				return nil, nil, errors.New("topic mailbox needs \"effector\": \"<kind>/<id>\"")
 			}
-			from := s.startAt(n.MailboxStream(), f.From)
-			return s.follow(sub, n.MailboxStream(), n.StoredMailbox(ref), &from.seq, store.BoxMailbox), chain(ownEffector, from.resolve), nil
+			stream := n.MailboxStreamFor(ref)
+			from := s.startAt(stream, f.From)
+			return s.follow(sub, stream, n.StoredMailbox(ref), &from.seq, store.BoxMailbox), chain(ownEffector, from.resolve), nil
 		}
 		if err := only("effector", "kind", "from"); err != nil {
 			return nil, nil, err
 		}
-		from := s.startAt(n.OutboxStream(), f.From)
 		switch {
 		case !ref.IsZero() && f.Kind != "":
 			return nil, nil, errors.New("topic outbox: give \"effector\" or \"kind\", not both")
 		case !ref.IsZero():
-			return s.follow(sub, n.OutboxStream(), n.Outbox(ref), &from.seq, store.BoxOutbox), chain(ownEffector, from.resolve), nil
+			stream := n.OutboxStreamFor(ref)
+			from := s.startAt(stream, f.From)
+			return s.follow(sub, stream, n.Outbox(ref), &from.seq, store.BoxOutbox), chain(ownEffector, from.resolve), nil
+		case f.Kind != "" && n.Groups() > 1:
+			return nil, nil, fmt.Errorf("topic outbox with \"kind\" follows one stream, and this deployment has %d stream groups, each with an outbox stream: subscribe to each effector (\"effector\"), or to the kind's records through the store", n.Groups())
 		case f.Kind != "":
+			from := s.startAt(n.OutboxStream(), f.From)
 			return s.follow(sub, n.OutboxStream(), n.KindOutboxes(f.Kind), &from.seq, store.BoxOutbox), from.resolve, nil
 		}
 		return nil, nil, errors.New("topic outbox needs \"effector\": \"<kind>/<id>\" or \"kind\"")
@@ -219,6 +224,8 @@ func (s *session) topic(f SubscribeFrame) (topicRun, topicCheck, error) {
 			o.Kind, o.ID = ref.Kind, ref.ID
 		case f.Kind == "":
 			return nil, nil, errors.New("topic state needs \"effector\": \"<kind>/<id>\" or \"kind\"")
+		case n.Groups() > 1:
+			return nil, nil, fmt.Errorf("topic state with \"kind\" follows one state bucket, and this deployment has %d stream groups, each with a state bucket: subscribe to each effector (\"effector\")", n.Groups())
 		}
 		return s.watchState(sub, o), ownEffector, nil
 	case TopicRecords:

@@ -1,0 +1,99 @@
+package web_test
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/effectors/effectors/actor/actortest"
+	"github.com/effectors/effectors/records"
+)
+
+// TestGatewayStreamGroups: a gateway on a deployment with 3 stream groups
+// sends to and follows effectors of several groups (the ack names the
+// effector's group's mailbox stream, the outbox and mailbox topics read the
+// effector's group's streams), finds records in the record store, counts
+// every partition in the node view, and refuses the kind-wide outbox topic,
+// which follows one stream, saying what to do instead.
+func TestGatewayStreamGroups(t *testing.T) {
+	e := newEnv(t, envOpts{groups: 3})
+	n := e.conn.Names()
+	groups := map[int]bool{}
+	var refs []records.Ref
+	for i := 0; len(refs) < 3 || len(groups) < 2; i++ {
+		if i == 24 {
+			t.Fatalf("24 counters all in group(s) %v", groups)
+		}
+		ref := e.create(t, fmt.Sprint("g", i))
+		refs = append(refs, ref)
+		groups[n.GroupOf(ref)] = true
+	}
+	c := e.dial(t, nil)
+	c.next("welcome", isType("welcome"))
+	for i, ref := range refs {
+		sub := fmt.Sprint("out", i)
+		c.write(map[string]any{"type": "subscribe", "sub": sub, "topic": "outbox", "effector": ref.String()})
+		c.next("subscribed", func(f map[string]any) bool { return f["type"] == "subscribed" && f["sub"] == sub })
+		req, id := fmt.Sprint("s", i), fmt.Sprint("rec-", i)
+		c.write(map[string]any{"type": "send", "req": req, "to": ref.String(),
+			"record": map[string]any{"id": id, "type": "inc", "payload": map[string]any{"by": 2}}})
+		ack := c.reply(req)
+		if ack["type"] != "ack" || ack["stream"] != n.MailboxStreamFor(ref) || num(ack["seq"]) == 0 {
+			t.Fatalf("ack of a send to %s (group %d): %v, want stream %s", ref, n.GroupOf(ref), ack, n.MailboxStreamFor(ref))
+		}
+		out := c.next("outbox record of "+ref.String(), func(f map[string]any) bool { return f["type"] == "record" && f["sub"] == sub })
+		if rec := out["record"].(map[string]any); rec["type"] != "count" || rec["cause"] != id {
+			t.Fatalf("outbox record of %s: %v", ref, out)
+		}
+		// The mailbox topic from its first record, and the record by id.
+		msub := fmt.Sprint("mbox", i)
+		c.write(map[string]any{"type": "subscribe", "sub": msub, "topic": "mailbox", "effector": ref.String(), "from": 1})
+		in := c.next("mailbox record of "+ref.String(), func(f map[string]any) bool { return f["type"] == "record" && f["sub"] == msub })
+		if rec := in["record"].(map[string]any); rec["id"] != id {
+			t.Fatalf("mailbox record of %s: %v", ref, in)
+		}
+		actortest.Eventually(t, 15*time.Second, id+" in the record store", func() bool {
+			greq := "g" + id
+			c.write(map[string]any{"type": "get", "req": greq, "id": id})
+			return c.reply(greq)["type"] == "result"
+		})
+	}
+	for _, topic := range []string{"outbox", "state"} {
+		c.write(map[string]any{"type": "subscribe", "sub": "kind-" + topic, "topic": topic, "kind": "counter"})
+		if f := c.next("refusal of the kind-wide "+topic, func(f map[string]any) bool { return f["type"] == "error" && f["sub"] == "kind-"+topic }); f["code"] != "bad_request" || !strings.Contains(fmt.Sprint(f["error"]), "stream groups") {
+			t.Fatalf("kind-wide %s topic with groups: %v", topic, f)
+		}
+	}
+	// One effector's state topic reads its group's bucket.
+	c.write(map[string]any{"type": "subscribe", "sub": "st", "topic": "state", "effector": refs[0].String()})
+	if f := c.next("state of "+refs[0].String(), func(f map[string]any) bool { return f["type"] == "state" && f["sub"] == "st" }); f["effector"] != refs[0].String() {
+		t.Fatalf("state frame: %v", f)
+	}
+	// The node view counts every partition, each in its group's stream.
+	parts := n.Partitions()
+	actortest.Eventually(t, 30*time.Second, "the node view with every counter partition counted", func() bool {
+		c.write(map[string]any{"type": "nodes", "req": "n"})
+		f := c.reply("n")
+		if f["type"] != "result" {
+			t.Fatalf("nodes: %v", f)
+		}
+		nodes := f["result"].(map[string]any)["nodes"].([]any)
+		if len(nodes) != 1 {
+			return false
+		}
+		counter, done := 0, uint64(0)
+		for _, p := range nodes[0].(map[string]any)["partitions"].([]any) {
+			p := p.(map[string]any)
+			if p["kind"] != "counter" {
+				continue
+			}
+			if p["error"] != nil {
+				t.Fatalf("partition %v", p)
+			}
+			counter++
+			done += num(p["done"])
+		}
+		return counter == parts && done >= uint64(len(refs))
+	})
+}
