@@ -74,6 +74,9 @@ func TestGroupNames(t *testing.T) {
 			t.Fatalf("Stored(%s) = %s %s %v", subject, stream, filter, ok)
 		}
 	}
+	if _, ok := n.RefOf(g.Outbox(r)); ok {
+		t.Fatalf("with one group RefOf(%s) is an outbox: the runtime never writes that form there", g.Outbox(r))
+	}
 	wrongOut := fmt.Sprintf("ea.out.%d.counter.c1", (p+1)%10)
 	if _, ok := g.RefOf(wrongOut); ok {
 		t.Fatalf("RefOf(%s) names the wrong partition and is an outbox", wrongOut)

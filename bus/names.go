@@ -167,8 +167,8 @@ func (n Names) KindOutboxes(kind string) string {
 func (n Names) Dead(r records.Ref) string { return n.prefix + ".dead." + r.Kind + "." + r.ID }
 
 // RefOf returns the effector a mailbox, outbox or dead-letter subject belongs
-// to, and false when subject is none of those. Stored mailbox subjects and
-// grouped outbox subjects (with the partition token, see
+// to, and false when subject is none of those. Stored mailbox subjects and,
+// with stream groups, grouped outbox subjects (with the partition token, see
 // [Names.StoredMailbox] and [Names.Outbox]) are mailbox and outbox subjects
 // too when the token is the effector's partition.
 func (n Names) RefOf(subject string) (records.Ref, bool) {
@@ -182,8 +182,9 @@ func (n Names) RefOf(subject string) (records.Ref, bool) {
 		return r, ok && r.Validate() == nil && n.Partition(r) == p
 	}
 	if len(parts) == 4 && parts[0] == "out" {
+		// Only with stream groups does the runtime write this form.
 		r, p, ok := n.GroupedOutboxOf(subject)
-		return r, ok && r.Validate() == nil && n.Partition(r) == p
+		return r, ok && n.Groups() > 1 && r.Validate() == nil && n.Partition(r) == p
 	}
 	if len(parts) != 3 || (parts[0] != "mbox" && parts[0] != "out" && parts[0] != "dead") {
 		return records.Ref{}, false

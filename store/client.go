@@ -32,7 +32,7 @@ func NewClient(ctx context.Context, conn *bus.Conn) (*Client, error) {
 	if conn == nil {
 		return nil, invalidf("NewClient: conn is nil")
 	}
-	n := names{conn.Names()}
+	n := newNames(conn.Names())
 	batched, err := ensureIndex(ctx, conn, n)
 	if err != nil {
 		return nil, err

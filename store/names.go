@@ -14,6 +14,13 @@ import (
 // names are the store's own subjects and streams, derived from [bus.Names].
 type names struct {
 	bus.Names
+	// The record log's streams (one of each, or one per stream group),
+	// listed once: queries ask per record which one a record is in.
+	mboxStreams, outStreams []string
+}
+
+func newNames(n bus.Names) names {
+	return names{Names: n, mboxStreams: n.MailboxStreams(), outStreams: n.OutboxStreams()}
 }
 
 // Index kinds: each has its own stream, so that reading one process's
@@ -94,16 +101,16 @@ func (n names) mailboxes() string { return n.Mailboxes() }
 // logStreams are the streams of the record log, the mailbox streams then
 // the outbox streams: one of each with one stream group, one per group of
 // each with several (docs/layout.md).
-func (n names) logStreams() []string { return append(n.MailboxStreams(), n.OutboxStreams()...) }
+func (n names) logStreams() []string {
+	return append(slices.Clone(n.mboxStreams), n.outStreams...)
+}
 
 // isMailboxStream reports whether stream is one of the mailbox streams.
-func (n names) isMailboxStream(stream string) bool {
-	return slices.Contains(n.MailboxStreams(), stream)
-}
+func (n names) isMailboxStream(stream string) bool { return slices.Contains(n.mboxStreams, stream) }
 
 // isLogStream reports whether stream is one of the record log's streams.
 func (n names) isLogStream(stream string) bool {
-	return n.isMailboxStream(stream) || slices.Contains(n.OutboxStreams(), stream)
+	return n.isMailboxStream(stream) || slices.Contains(n.outStreams, stream)
 }
 
 // subject is the service endpoint subject <prefix>.store.<op>.

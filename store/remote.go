@@ -46,7 +46,7 @@ func NewRemote(conn *bus.Conn) (*Remote, error) {
 	if conn == nil {
 		return nil, invalidf("NewRemote: conn is nil")
 	}
-	return &Remote{nc: conn.NATS(), n: names{conn.Names()}}, nil
+	return &Remote{nc: conn.NATS(), n: newNames(conn.Names())}, nil
 }
 
 func (r *Remote) call(ctx context.Context, op string, req, reply any) error {
