@@ -207,8 +207,8 @@ func (c *Client) knownKind(ctx context.Context, kind string) error {
 // StateEvent is a change of one effector's state document.
 type StateEvent struct {
 	Effector records.Ref
-	// Revision is the document's revision in the state bucket: pass it + 1
-	// as From to resume after this event.
+	// Revision is the document's revision in the state bucket (with stream
+	// groups, its group's): pass it + 1 as From to resume after this event.
 	Revision uint64
 	// Document is the new document; zero when Deleted.
 	Document actor.Document
@@ -221,7 +221,9 @@ type WatchOptions struct {
 	Kind, ID string
 	// From resumes at this revision of the state bucket (every change at or
 	// after it is delivered, as long as the bucket keeps it). 0 starts with
-	// the current documents, then follows changes.
+	// the current documents, then follows changes. With stream groups a
+	// watch of every effector of a kind follows every group's bucket and
+	// takes From 0 only (a revision is one bucket's).
 	From uint64
 }
 
@@ -237,17 +239,21 @@ func (c *Client) Watch(ctx context.Context, o WatchOptions) (*Watcher, error) {
 	if err := records.ValidateKind(o.Kind); err != nil {
 		return nil, invalidf("kind: %v", err)
 	}
-	key, bucket := o.Kind+".*", c.n.StateBucket()
+	key, buckets := o.Kind+".*", c.n.StateBuckets()
 	if o.ID != "" {
 		if err := records.ValidateID(o.ID); err != nil {
 			return nil, invalidf("id: %v", err)
 		}
 		key = o.Kind + "." + o.ID
-		bucket = c.n.StateBucketFor(records.Ref{Kind: o.Kind, ID: o.ID})
-	} else if err := c.conn.OneStream(ctx, "watching every effector of a kind"); err != nil {
-		return nil, err
+		buckets = []string{c.n.StateBucketFor(records.Ref{Kind: o.Kind, ID: o.ID})}
+	} else if c.n.Groups() == 1 {
+		// A connection not told the layout: refuse rather than watch a
+		// bucket that is not the deployment's.
+		if err := c.conn.OneStream(ctx, "watching every effector of a kind on a connection not told the stream group count"); err != nil {
+			return nil, err
+		}
 	}
-	f, err := watchBucket(ctx, c, bucket, key, o.From, func(e jetstream.KeyValueEntry) (StateEvent, error) {
+	f, err := watchBuckets(ctx, c, buckets, key, o.From, func(e jetstream.KeyValueEntry) (StateEvent, error) {
 		kind, id, _ := strings.Cut(e.Key(), ".")
 		ev := StateEvent{Effector: records.Ref{Kind: kind, ID: id}, Revision: e.Revision()}
 		if e.Operation() != jetstream.KeyValuePut {

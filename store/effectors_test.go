@@ -225,3 +225,70 @@ func TestWatch(t *testing.T) {
 	_, err = e.client.Watch(ctx, store.WatchOptions{Kind: ""})
 	isErr(t, err, store.ErrInvalid)
 }
+
+// TestWatchStreamGroups: with 3 stream groups a watch of every effector of
+// a kind follows every group's state bucket: the current documents of
+// effectors in several groups, then their changes, in order per effector;
+// it takes no resume revision (a revision is one bucket's), and Stop ends
+// it.
+func TestWatchStreamGroups(t *testing.T) {
+	t.Parallel()
+	e := newGroupsEnv(t, 3)
+	n := e.conn.Names()
+	ctx := context.Background()
+	groups := map[int]bool{}
+	var ids []string
+	for i := 0; len(ids) < 4 || len(groups) < 2; i++ {
+		if i == 32 {
+			t.Fatalf("32 effectors all in group(s) %v", groups)
+		}
+		id := fmt.Sprint("e", i)
+		putDoc(t, e, actor.Document{ID: id, Kind: "k", Status: actor.StatusIdle, Seq: 1})
+		groups[n.GroupOf(records.Ref{Kind: "k", ID: id})] = true
+		ids = append(ids, id)
+	}
+	if _, err := e.client.Watch(ctx, store.WatchOptions{Kind: "k", From: 2}); !errors.Is(err, store.ErrInvalid) {
+		t.Fatalf("a kind-wide watch from a revision with groups: %v, want ErrInvalid", err)
+	}
+	w, err := e.client.Watch(ctx, store.WatchOptions{Kind: "k"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	next := func() store.StateEvent {
+		t.Helper()
+		select {
+		case ev, ok := <-w.Events():
+			if !ok {
+				t.Fatalf("watcher closed: %v", w.Err())
+			}
+			return ev
+		case <-time.After(10 * time.Second):
+			t.Fatal("no event")
+		}
+		return store.StateEvent{}
+	}
+	seen := map[string]uint64{}
+	for range ids {
+		ev := next()
+		seen[ev.Effector.ID] = ev.Document.Seq
+	}
+	for _, id := range ids {
+		if seen[id] != 1 {
+			t.Fatalf("initial documents %v: want each of %v at seq 1", seen, ids)
+		}
+	}
+	for _, id := range ids {
+		putDoc(t, e, actor.Document{ID: id, Kind: "k", Status: actor.StatusIdle, Seq: 2})
+	}
+	for range ids {
+		ev := next()
+		if ev.Document.Seq != 2 {
+			t.Fatalf("change %+v, want seq 2", ev)
+		}
+		seen[ev.Effector.ID] = ev.Document.Seq
+	}
+	w.Stop()
+	if _, ok := <-w.Events(); ok {
+		t.Fatal("events open after Stop")
+	}
+}

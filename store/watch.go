@@ -90,6 +90,65 @@ func watchBucket[E any](ctx context.Context, c *Client, bucket, key string, from
 	return f, nil
 }
 
+// watchBuckets is watchBucket over several buckets at once (a kind's state
+// documents in every stream group's bucket): one feed whose events are each
+// bucket's in their order, the buckets' interleaved as they arrive. A
+// resume revision is one bucket's, so from must be 0 with several. The feed
+// ends when ctx ends, Stop is called, or one bucket's watch ends (with its
+// error).
+func watchBuckets[E any](ctx context.Context, c *Client, buckets []string, key string, from uint64, event func(jetstream.KeyValueEntry) (E, error)) (*feed[E], error) {
+	if len(buckets) == 1 {
+		return watchBucket(ctx, c, buckets[0], key, from, event)
+	}
+	if from > 0 {
+		return nil, invalidf("from %d: a revision of one state bucket, and this deployment has %d stream groups, each with its own: watch from 0, or watch one effector", from, len(buckets))
+	}
+	wctx, cancel := context.WithCancel(ctx)
+	var each []*feed[E]
+	for _, b := range buckets {
+		f, err := watchBucket(wctx, c, b, key, 0, event)
+		if err != nil {
+			cancel()
+			for _, f := range each {
+				f.Stop()
+			}
+			return nil, err
+		}
+		each = append(each, f)
+	}
+	merged := &feed[E]{events: make(chan E, 64), stop: cancel, done: make(chan struct{})}
+	var wg sync.WaitGroup
+	for _, f := range each {
+		wg.Go(func() {
+			defer cancel() // one bucket's watch ended: end them all
+			for ev := range f.events {
+				select {
+				case merged.events <- ev:
+				case <-wctx.Done():
+					f.Stop()
+					return
+				}
+			}
+			if err := f.Err(); err != nil {
+				merged.mu.Lock()
+				if merged.err == nil {
+					merged.err = err
+				}
+				merged.mu.Unlock()
+			}
+		})
+	}
+	go func() {
+		wg.Wait()
+		for _, f := range each {
+			f.Stop()
+		}
+		close(merged.events)
+		close(merged.done)
+	}()
+	return merged, nil
+}
+
 // pageLatest reads a page of a KV bucket's current values in the order they
 // were last written: the messages of stream matching filter after sequence
 // from, keeping those that are the latest revision of their key (not a

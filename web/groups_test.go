@@ -59,10 +59,26 @@ func TestGatewayStreamGroups(t *testing.T) {
 			return c.reply(greq)["type"] == "result"
 		})
 	}
-	for _, topic := range []string{"outbox", "state"} {
-		c.write(map[string]any{"type": "subscribe", "sub": "kind-" + topic, "topic": topic, "kind": "counter"})
-		if f := c.next("refusal of the kind-wide "+topic, func(f map[string]any) bool { return f["type"] == "error" && f["sub"] == "kind-"+topic }); f["code"] != "bad_request" || !strings.Contains(fmt.Sprint(f["error"]), "stream groups") {
-			t.Fatalf("kind-wide %s topic with groups: %v", topic, f)
+	for _, sub := range []map[string]any{
+		{"type": "subscribe", "sub": "kind-outbox", "topic": "outbox", "kind": "counter"},
+		{"type": "subscribe", "sub": "kind-state-from", "topic": "state", "kind": "counter", "from": 3},
+	} {
+		c.write(sub)
+		if f := c.next("refusal of "+sub["sub"].(string), func(f map[string]any) bool { return f["type"] == "error" && f["sub"] == sub["sub"] }); f["code"] != "bad_request" || !strings.Contains(fmt.Sprint(f["error"]), "stream groups") {
+			t.Fatalf("%v with groups: %v", sub, f)
+		}
+	}
+	// The kind-wide state topic from now: the current document of every
+	// counter, whatever its group.
+	c.write(map[string]any{"type": "subscribe", "sub": "kind-state", "topic": "state", "kind": "counter"})
+	seen := map[string]bool{}
+	for len(seen) < len(refs) {
+		f := c.next("state of every counter", func(f map[string]any) bool { return f["type"] == "state" && f["sub"] == "kind-state" })
+		seen[fmt.Sprint(f["effector"])] = true
+	}
+	for _, ref := range refs {
+		if !seen[ref.String()] {
+			t.Fatalf("kind-wide state topic: no state of %s (saw %v)", ref, seen)
 		}
 	}
 	// One effector's state topic reads its group's bucket.

@@ -224,8 +224,8 @@ func (s *session) topic(f SubscribeFrame) (topicRun, topicCheck, error) {
 			o.Kind, o.ID = ref.Kind, ref.ID
 		case f.Kind == "":
 			return nil, nil, errors.New("topic state needs \"effector\": \"<kind>/<id>\" or \"kind\"")
-		case n.Groups() > 1:
-			return nil, nil, fmt.Errorf("topic state with \"kind\" follows one state bucket, and this deployment has %d stream groups, each with a state bucket: subscribe to each effector (\"effector\")", n.Groups())
+		case n.Groups() > 1 && f.From != 0:
+			return nil, nil, fmt.Errorf("topic state with \"kind\" and \"from\": a revision of one state bucket, and this deployment has %d stream groups, each with a state bucket: subscribe without \"from\" (the current documents, then changes), or to each effector", n.Groups())
 		}
 		return s.watchState(sub, o), ownEffector, nil
 	case TopicRecords:
