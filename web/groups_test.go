@@ -60,12 +60,29 @@ func TestGatewayStreamGroups(t *testing.T) {
 		})
 	}
 	for _, sub := range []map[string]any{
-		{"type": "subscribe", "sub": "kind-outbox", "topic": "outbox", "kind": "counter"},
+		{"type": "subscribe", "sub": "kind-outbox-from", "topic": "outbox", "kind": "counter", "from": 3},
 		{"type": "subscribe", "sub": "kind-state-from", "topic": "state", "kind": "counter", "from": 3},
 	} {
 		c.write(sub)
 		if f := c.next("refusal of "+sub["sub"].(string), func(f map[string]any) bool { return f["type"] == "error" && f["sub"] == sub["sub"] }); f["code"] != "bad_request" || !strings.Contains(fmt.Sprint(f["error"]), "stream groups") {
 			t.Fatalf("%v with groups: %v", sub, f)
+		}
+	}
+	// The kind-wide outbox topic from now: the outputs of every counter,
+	// whatever its group.
+	c.write(map[string]any{"type": "subscribe", "sub": "kind-outbox", "topic": "outbox", "kind": "counter"})
+	c.next("subscribed", func(f map[string]any) bool { return f["type"] == "subscribed" && f["sub"] == "kind-outbox" })
+	for _, ref := range refs {
+		e.sendInc(t, ref, "inc", "", 1)
+	}
+	outs := map[string]bool{}
+	for len(outs) < len(refs) {
+		f := c.next("an output of every counter", func(f map[string]any) bool { return f["type"] == "record" && f["sub"] == "kind-outbox" })
+		outs[fmt.Sprint(f["record"].(map[string]any)["from"])] = true
+	}
+	for _, ref := range refs {
+		if !outs[ref.String()] {
+			t.Fatalf("kind-wide outbox topic: no output of %s (saw %v)", ref, outs)
 		}
 	}
 	// The kind-wide state topic from now: the current document of every

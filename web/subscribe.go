@@ -196,7 +196,18 @@ func (s *session) topic(f SubscribeFrame) (topicRun, topicCheck, error) {
 			from := s.startAt(stream, f.From)
 			return s.follow(sub, stream, n.Outbox(ref), &from.seq, store.BoxOutbox), chain(ownEffector, from.resolve), nil
 		case f.Kind != "" && n.Groups() > 1:
-			return nil, nil, fmt.Errorf("topic outbox with \"kind\" follows one stream, and this deployment has %d stream groups, each with an outbox stream: subscribe to each effector (\"effector\"), or to the kind's records through the store", n.Groups())
+			// Every group's outbox stream at once, each from now.
+			if f.From != 0 {
+				return nil, nil, fmt.Errorf("topic outbox with \"kind\" and \"from\": a sequence of one stream, and this deployment has %d stream groups, each with an outbox stream: subscribe without \"from\", or to each effector (\"effector\")", n.Groups())
+			}
+			var runs []topicRun
+			var checks []topicCheck
+			for _, stream := range n.OutboxStreams() {
+				from := s.startAt(stream, 0)
+				runs = append(runs, s.follow(sub, stream, n.KindOutboxes(f.Kind), &from.seq, store.BoxOutbox))
+				checks = append(checks, from.resolve)
+			}
+			return together(runs), chain(checks...), nil
 		case f.Kind != "":
 			from := s.startAt(n.OutboxStream(), f.From)
 			return s.follow(sub, n.OutboxStream(), n.KindOutboxes(f.Kind), &from.seq, store.BoxOutbox), from.resolve, nil
@@ -270,6 +281,27 @@ func (s *session) topic(f SubscribeFrame) (topicRun, topicCheck, error) {
 
 // chain runs checks in order, the first failure winning (nil ones are
 // skipped).
+// together runs runs at once as one subscription (one topic over several
+// streams): it ends when any of them ends, returning the first error.
+func together(runs []topicRun) topicRun {
+	return func(ctx context.Context, out emit) error {
+		ctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		errs := make(chan error, len(runs))
+		for _, run := range runs {
+			go func() { errs <- run(ctx, out) }()
+		}
+		var first error
+		for range runs {
+			if err := <-errs; err != nil && first == nil {
+				first = err
+			}
+			cancel() // one ended (the connection, or its stream failed): end the others
+		}
+		return first
+	}
+}
+
 func chain(checks ...topicCheck) topicCheck {
 	return func(ctx context.Context) (string, error) {
 		for _, c := range checks {
