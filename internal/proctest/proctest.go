@@ -128,18 +128,39 @@ func prebuilt(goBin, dir, pkg string) (string, bool) {
 	return bin, race == raceEnabled
 }
 
-// FreeAddr returns a 127.0.0.1 address with a port free right now.
+// handedOut are the addresses FreeAddr returned in this test binary: the
+// kernel may give a port it just gave again once its listener is closed,
+// and a process started with two of them (--metrics and --gateway) then
+// fails to bind the second (seen in CI). The one piece of shared state of
+// this package, guarded by handedMu.
+var (
+	handedMu  sync.Mutex
+	handedOut = map[string]bool{}
+)
+
+// FreeAddr returns a 127.0.0.1 address with a port free right now, and
+// never one it returned before in this test binary.
 func FreeAddr(t testing.TB) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	for range 100 {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		addr := ln.Addr().String()
+		if err := ln.Close(); err != nil {
+			t.Fatal(err)
+		}
+		handedMu.Lock()
+		seen := handedOut[addr]
+		handedOut[addr] = true
+		handedMu.Unlock()
+		if !seen {
+			return addr
+		}
 	}
-	addr := ln.Addr().String()
-	if err := ln.Close(); err != nil {
-		t.Fatal(err)
-	}
-	return addr
+	t.Fatal("proctest: no port free that was not handed out before in 100 tries")
+	return ""
 }
 
 // Environ is this process's environment without the variables whose name

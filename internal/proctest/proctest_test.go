@@ -219,3 +219,17 @@ func TestBuildPrebuilt(t *testing.T) {
 		t.Fatalf("prebuilt hello with -race=%v: linked %v; want a fresh build", !race, linked(mismatch))
 	}
 }
+
+// TestFreeAddrNeverTwice: FreeAddr does not hand out an address twice in one
+// test binary, though the kernel may offer a closed port again at once (two
+// ports for one process, --metrics and --gateway, once came out the same).
+func TestFreeAddrNeverTwice(t *testing.T) {
+	seen := map[string]bool{}
+	for range 300 {
+		addr := proctest.FreeAddr(t)
+		if seen[addr] {
+			t.Fatalf("FreeAddr returned %s twice", addr)
+		}
+		seen[addr] = true
+	}
+}
