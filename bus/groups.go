@@ -82,11 +82,38 @@ func (n Names) groupSuffix(g int) string {
 
 // MailboxStreamOf is the mailbox stream of group g: [Names.MailboxStream]
 // (EA_MBOX) with one group, EA_MBOX_<g>_OF_<G> with several.
-func (n Names) MailboxStreamOf(g int) string {
+func (n Names) MailboxStreamOf(g int) string { return n.groupStream(n.MailboxStream(), g) }
+
+// groupStream is the stream of group g of the family whose one-stream
+// layout is stream: stream itself with one group, <stream>_<g>_OF_<G> with
+// several.
+func (n Names) groupStream(stream string, g int) string {
 	if n.Groups() == 1 {
-		return n.MailboxStream()
+		return stream
 	}
-	return n.MailboxStream() + strings.ToUpper(n.groupSuffix(g))
+	return stream + strings.ToUpper(n.groupSuffix(g))
+}
+
+// groupStreams lists the streams (or buckets) of a family (of, by group),
+// group 0 first.
+func (n Names) groupStreams(of func(g int) string) []string {
+	out := make([]string, n.Groups())
+	for g := range out {
+		out[g] = of(g)
+	}
+	return out
+}
+
+// groupSubjects are the subjects group g's stream of area (mbox, out)
+// listens on with several groups: <prefix>.<area>.<p>.*.* for each
+// partition p of the group.
+func (n Names) groupSubjects(area string, g int) []string {
+	ps := n.GroupPartitions(g)
+	out := make([]string, len(ps))
+	for i, p := range ps {
+		out[i] = n.prefix + "." + area + "." + strconv.Itoa(p) + ".*.*"
+	}
+	return out
 }
 
 // PartitionStream is the mailbox stream that holds partition p.
@@ -96,78 +123,35 @@ func (n Names) PartitionStream(p int) string { return n.MailboxStreamOf(n.Group(
 func (n Names) MailboxStreamFor(r records.Ref) string { return n.MailboxStreamOf(n.GroupOf(r)) }
 
 // MailboxStreams lists the mailbox streams, group 0 first.
-func (n Names) MailboxStreams() []string {
-	out := make([]string, n.Groups())
-	for g := range out {
-		out[g] = n.MailboxStreamOf(g)
-	}
-	return out
-}
+func (n Names) MailboxStreams() []string { return n.groupStreams(n.MailboxStreamOf) }
 
 // GroupSubjects are the subjects group g's mailbox stream listens on with
 // several groups: <prefix>.mbox.<p>.*.* for each partition p of the group —
 // the stored mailbox subjects (see [Names.StoredMailbox]) the account
 // mapping publishes to.
-func (n Names) GroupSubjects(g int) []string {
-	ps := n.GroupPartitions(g)
-	out := make([]string, len(ps))
-	for i, p := range ps {
-		out[i] = n.prefix + ".mbox." + strconv.Itoa(p) + ".*.*"
-	}
-	return out
-}
+func (n Names) GroupSubjects(g int) []string { return n.groupSubjects("mbox", g) }
 
 // OutboxStreamOf is the outbox stream of group g: [Names.OutboxStream]
 // (EA_OUT) with one group, EA_OUT_<g>_OF_<G> with several.
-func (n Names) OutboxStreamOf(g int) string {
-	if n.Groups() == 1 {
-		return n.OutboxStream()
-	}
-	return n.OutboxStream() + strings.ToUpper(n.groupSuffix(g))
-}
+func (n Names) OutboxStreamOf(g int) string { return n.groupStream(n.OutboxStream(), g) }
 
 // OutboxStreamFor is the outbox stream that holds r's outbox.
 func (n Names) OutboxStreamFor(r records.Ref) string { return n.OutboxStreamOf(n.GroupOf(r)) }
 
 // OutboxStreams lists the outbox streams, group 0 first.
-func (n Names) OutboxStreams() []string {
-	out := make([]string, n.Groups())
-	for g := range out {
-		out[g] = n.OutboxStreamOf(g)
-	}
-	return out
-}
+func (n Names) OutboxStreams() []string { return n.groupStreams(n.OutboxStreamOf) }
 
 // OutboxGroupSubjects are the subjects group g's outbox stream listens on
 // with several groups: <prefix>.out.<p>.*.* for each partition p of the
 // group (see [Names.Outbox]).
-func (n Names) OutboxGroupSubjects(g int) []string {
-	ps := n.GroupPartitions(g)
-	out := make([]string, len(ps))
-	for i, p := range ps {
-		out[i] = n.prefix + ".out." + strconv.Itoa(p) + ".*.*"
-	}
-	return out
-}
+func (n Names) OutboxGroupSubjects(g int) []string { return n.groupSubjects("out", g) }
 
 // GroupedOutboxOf parses a grouped outbox subject
 // (<prefix>.out.<partition>.<kind>.<id>) into the effector and partition.
 // ok is false when subject is not one; the ref may still be invalid and the
 // partition not the ref's (see [Names.StoredMailboxOf]).
 func (n Names) GroupedOutboxOf(subject string) (r records.Ref, partition int, ok bool) {
-	rest, ok := strings.CutPrefix(subject, n.prefix+".out.")
-	if !ok {
-		return r, 0, false
-	}
-	parts := strings.Split(rest, ".")
-	if len(parts) != 3 {
-		return r, 0, false
-	}
-	p, err := strconv.Atoi(parts[0])
-	if err != nil || p < 0 || strconv.Itoa(p) != parts[0] {
-		return r, 0, false
-	}
-	return records.Ref{Kind: parts[1], ID: parts[2]}, p, true
+	return n.partitionedOf("out", subject)
 }
 
 // storedOutbox is [Names.Stored] of an outbox subject (tail: what follows
@@ -216,13 +200,7 @@ func (n Names) StateBucketOf(g int) string {
 func (n Names) StateBucketFor(r records.Ref) string { return n.StateBucketOf(n.GroupOf(r)) }
 
 // StateBuckets lists the state buckets, group 0 first.
-func (n Names) StateBuckets() []string {
-	out := make([]string, n.Groups())
-	for g := range out {
-		out[g] = n.StateBucketOf(g)
-	}
-	return out
-}
+func (n Names) StateBuckets() []string { return n.groupStreams(n.StateBucketOf) }
 
 // StateStreamFor is the stream behind the state bucket of r:
 // KV_<bucket>.
@@ -249,28 +227,23 @@ func groupsOfStream(sc jetstream.StreamConfig) (groups, partitions int, ok bool)
 
 // groupMailboxConfigs are the configurations of the G mailbox streams.
 func (c *Conn) groupMailboxConfigs() []jetstream.StreamConfig {
-	n := c.names
-	out := make([]jetstream.StreamConfig, n.Groups())
-	for g := range out {
-		sc := c.logStream(n.MailboxStreamOf(g), fmt.Sprintf("effector mailboxes, stream group %d of %d: the record log of what effectors received", g, n.Groups()), "")
-		sc.Subjects = n.GroupSubjects(g)
-		sc.Metadata = map[string]string{
-			metaGroups:     strconv.Itoa(n.Groups()),
-			metaGroup:      strconv.Itoa(g),
-			metaPartitions: strconv.Itoa(n.Partitions()),
-		}
-		out[g] = sc
-	}
-	return out
+	return c.groupConfigs(c.names.MailboxStreamOf, c.names.GroupSubjects, "effector mailboxes, stream group %d of %d: the record log of what effectors received")
 }
 
 // groupOutboxConfigs are the configurations of the G outbox streams.
 func (c *Conn) groupOutboxConfigs() []jetstream.StreamConfig {
+	return c.groupConfigs(c.names.OutboxStreamOf, c.names.OutboxGroupSubjects, "effector outboxes, stream group %d of %d: the record log of what effectors emitted")
+}
+
+// groupConfigs are the configurations of one family's G streams: group g's
+// named name(g), listening on subjects(g), described by description (with
+// the group and the count), its layout in its metadata.
+func (c *Conn) groupConfigs(name func(int) string, subjects func(int) []string, description string) []jetstream.StreamConfig {
 	n := c.names
 	out := make([]jetstream.StreamConfig, n.Groups())
 	for g := range out {
-		sc := c.logStream(n.OutboxStreamOf(g), fmt.Sprintf("effector outboxes, stream group %d of %d: the record log of what effectors emitted", g, n.Groups()), "")
-		sc.Subjects = n.OutboxGroupSubjects(g)
+		sc := c.logStream(name(g), fmt.Sprintf(description, g, n.Groups()), "")
+		sc.Subjects = subjects(g)
 		sc.Metadata = map[string]string{
 			metaGroups:     strconv.Itoa(n.Groups()),
 			metaGroup:      strconv.Itoa(g),

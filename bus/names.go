@@ -119,7 +119,14 @@ func (n Names) PartitionsOfTransform(dest string) (int, bool) {
 // it with Validate), and the partition may not be the ref's (compare it with
 // [Names.Partition]): the stream stores what publishers sent.
 func (n Names) StoredMailboxOf(subject string) (r records.Ref, partition int, ok bool) {
-	rest, ok := strings.CutPrefix(subject, n.prefix+".mbox.")
+	return n.partitionedOf("mbox", subject)
+}
+
+// partitionedOf parses <prefix>.<area>.<partition>.<kind>.<id> (a stored
+// mailbox subject, or a grouped outbox subject) into the effector and the
+// partition token, which must be a plain non-negative number.
+func (n Names) partitionedOf(area, subject string) (r records.Ref, partition int, ok bool) {
+	rest, ok := strings.CutPrefix(subject, n.prefix+"."+area+".")
 	if !ok {
 		return r, 0, false
 	}
