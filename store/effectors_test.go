@@ -184,19 +184,7 @@ func TestWatch(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer w.Stop()
-	next := func(w *store.Watcher) store.StateEvent {
-		t.Helper()
-		select {
-		case ev, ok := <-w.Events():
-			if !ok {
-				t.Fatalf("watcher closed: %v", w.Err())
-			}
-			return ev
-		case <-time.After(10 * time.Second):
-			t.Fatal("no event")
-		}
-		return store.StateEvent{}
-	}
+	next := func(w *store.Watcher) store.StateEvent { t.Helper(); return nextEvent(t, w) }
 	for _, id := range []string{"a", "b"} {
 		if ev := next(w); ev.Effector.ID != id {
 			t.Fatalf("initial %+v", ev)
@@ -254,19 +242,7 @@ func TestWatchStreamGroups(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	next := func() store.StateEvent {
-		t.Helper()
-		select {
-		case ev, ok := <-w.Events():
-			if !ok {
-				t.Fatalf("watcher closed: %v", w.Err())
-			}
-			return ev
-		case <-time.After(10 * time.Second):
-			t.Fatal("no event")
-		}
-		return store.StateEvent{}
-	}
+	next := func() store.StateEvent { t.Helper(); return nextEvent(t, w) }
 	seen := map[string]uint64{}
 	for range ids {
 		ev := next()
@@ -291,4 +267,20 @@ func TestWatchStreamGroups(t *testing.T) {
 	if _, ok := <-w.Events(); ok {
 		t.Fatal("events open after Stop")
 	}
+}
+
+// nextEvent is w's next event, failing t when none comes within 10s or
+// the watcher closed.
+func nextEvent(t *testing.T, w *store.Watcher) store.StateEvent {
+	t.Helper()
+	select {
+	case ev, ok := <-w.Events():
+		if !ok {
+			t.Fatalf("watcher closed: %v", w.Err())
+		}
+		return ev
+	case <-time.After(10 * time.Second):
+		t.Fatal("no event")
+	}
+	return store.StateEvent{}
 }
