@@ -16,6 +16,7 @@ import (
 
 	"github.com/effectors/effectors/actor"
 	"github.com/effectors/effectors/actor/actortest"
+	"github.com/effectors/effectors/bus"
 	"github.com/effectors/effectors/bus/bustest"
 	"github.com/effectors/effectors/examples/demo"
 	"github.com/effectors/effectors/examples/kinds"
@@ -45,15 +46,7 @@ func startWorld(t *testing.T) *world {
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	t.Cleanup(func() { cancel(); wg.Wait() })
-	st, err := store.NewServer(ctx, conn, store.ServerOptions{Logger: log})
-	if err != nil {
-		t.Fatal(err)
-	}
-	wg.Go(func() {
-		if err := st.Run(ctx); err != nil && ctx.Err() == nil {
-			t.Errorf("store server: %v", err)
-		}
-	})
+	runStore(t, ctx, &wg, conn, log)
 	sup, err := supervisor.New(conn, supervisor.Options{Logger: log})
 	if err != nil {
 		t.Fatal(err)
@@ -72,6 +65,21 @@ func startWorld(t *testing.T) *world {
 	})
 	actortest.Eventually(t, 30*time.Second, "supervisor ready", sup.Ready)
 	return &world{url: srv.URL}
+}
+
+// runStore runs a record store server on conn until ctx ends, counted in
+// wg.
+func runStore(t *testing.T, ctx context.Context, wg *sync.WaitGroup, conn *bus.Conn, log *slog.Logger) {
+	t.Helper()
+	st, err := store.NewServer(ctx, conn, store.ServerOptions{Logger: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wg.Go(func() {
+		if err := st.Run(ctx); err != nil && ctx.Err() == nil {
+			t.Errorf("store server: %v", err)
+		}
+	})
 }
 
 // result is what one ea run printed and returned.

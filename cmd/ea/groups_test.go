@@ -15,7 +15,6 @@ import (
 	"github.com/effectors/effectors/bus/bustest"
 	"github.com/effectors/effectors/examples/kinds"
 	"github.com/effectors/effectors/records"
-	"github.com/effectors/effectors/store"
 )
 
 // TestTopStreamGroups: on a deployment with stream groups ea top counts a
@@ -33,15 +32,7 @@ func TestTopStreamGroups(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	t.Cleanup(func() { cancel(); wg.Wait() })
-	st, err := store.NewServer(ctx, conn, store.ServerOptions{Logger: log})
-	if err != nil {
-		t.Fatal(err)
-	}
-	wg.Go(func() {
-		if err := st.Run(ctx); err != nil && ctx.Err() == nil {
-			t.Errorf("store server: %v", err)
-		}
-	})
+	runStore(t, ctx, &wg, conn, log)
 	c, err := actor.NewClient(ctx, conn)
 	if err != nil {
 		t.Fatal(err)
