@@ -44,7 +44,7 @@ type Context struct {
 type call struct {
 	self  records.Ref
 	rec   records.Record
-	base  *slog.Logger
+	base  *slog.Logger // the node's: Logger adds the effector and the record, when asked
 	log   *slog.Logger
 	names bus.Names
 	// routes decides where outputs may go; maxMsg is the largest message
@@ -55,6 +55,7 @@ type call struct {
 	// it even if the logic ignores the error.
 	refused error
 	now     time.Time // the time of the outputs, taken once
+	outbox  string    // the effector's own outbox subject, made once (ownOutbox)
 	outs    []output
 	// now publishes a streamed record at once (EmitNow); nil outside a node,
 	// where streamed records join the outputs.
@@ -128,7 +129,7 @@ func (c *Context) Record() records.Record { return c.rec }
 // Logger returns a logger carrying the effector and record id.
 func (c *Context) Logger() *slog.Logger {
 	if c.log == nil {
-		c.log = c.base.With("record", c.rec.ID)
+		c.log = c.base.With("effector", c.self.String(), "record", c.rec.ID)
 	}
 	return c.log
 }
@@ -195,7 +196,15 @@ func (c *Context) Send(to records.Ref, typ string, payload any, opts ...SendOpti
 
 // Emit publishes a record on the effector's outbox, where subscribers see it.
 func (c *Context) Emit(typ string, payload any, opts ...SendOption) error {
-	return c.add(c.names.Outbox(c.self), typ, payload, opts)
+	return c.add(c.ownOutbox(), typ, payload, opts)
+}
+
+// ownOutbox is the effector's outbox subject, made on first use.
+func (c *Context) ownOutbox() string {
+	if c.outbox == "" {
+		c.outbox = c.names.Outbox(c.self)
+	}
+	return c.outbox
 }
 
 // EmitNow publishes a record on the effector's outbox at once, without
@@ -212,7 +221,7 @@ func (c *Context) EmitNow(typ string, payload any, opts ...SendOption) error {
 	}
 	rec.ID = c.outputID("s" + strconv.Itoa(c.streamed))
 	c.streamed++
-	o := output{subject: c.names.Outbox(c.self), rec: rec}
+	o := output{subject: c.ownOutbox(), rec: rec}
 	if err := c.check(&o); err != nil {
 		return err
 	}
@@ -369,7 +378,7 @@ func outputID(in string, n string) string {
 // attempt.
 func (e *effector) newContext(ctx context.Context, d delivery) *Context {
 	return newCallContext(ctx, &call{
-		self: e.ref, rec: d.rec, base: e.logger(), names: e.node.names,
+		self: e.ref, rec: d.rec, base: e.node.log, names: e.node.names,
 		routes: e.node.routes, maxMsg: e.node.conn.MaxPayload(),
 		publishNow: e.publishNow, ids: e.node.ids, timerList: e.node.timerNames,
 	})

@@ -59,13 +59,19 @@ func (c *Context) check(o *output) error {
 }
 
 func (c *Context) refusal(o *output) error {
-	stream, err := c.routes.Check(c.self, o.subject)
-	if err != nil {
-		return Permanent(fmt.Errorf("record %q: %w", o.rec.Type, err))
-	}
-	o.stream = stream
-	if err := reservedType(c.self, o.subject, o.rec.Type, c.names.Outbox(c.self)); err != nil {
-		return err
+	if o.subject == c.ownOutbox() {
+		// The effector's own outbox (the routes allow it, a stream subject)
+		// without parsing the subject again: every Emit takes this path.
+		o.stream = true
+		if err := reservedType(c.self, o.subject, o.rec.Type, c.ownOutbox()); err != nil {
+			return err
+		}
+	} else {
+		stream, err := c.routes.Check(c.self, o.subject)
+		if err != nil {
+			return Permanent(fmt.Errorf("record %q: %w", o.rec.Type, err))
+		}
+		o.stream = stream
 	}
 	if c.maxMsg <= 0 {
 		return nil

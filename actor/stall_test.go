@@ -10,6 +10,7 @@ import (
 	"github.com/effectors/effectors/actor/actortest"
 	"github.com/effectors/effectors/examples/kinds"
 	"github.com/effectors/effectors/internal/proctest"
+	"github.com/effectors/effectors/records"
 )
 
 // TestStallIsVisible: an effector whose logic does not finish while
@@ -71,4 +72,45 @@ func grepLine(s, sub string) string {
 		}
 	}
 	return ""
+}
+
+// TestLogicLoggerNamesEffectorAndRecord: Context.Logger (built only when
+// logic asks for it) carries the node's logger's attributes, the effector
+// and the record in hand.
+func TestLogicLoggerNamesEffectorAndRecord(t *testing.T) {
+	t.Parallel()
+	_, conn := server(t)
+	talker := actor.Kind[kinds.CounterState]{
+		Name: "talker",
+		Logic: func(ctx *actor.Context, s kinds.CounterState) (kinds.CounterState, error) {
+			ctx.Logger().Info("logic speaks")
+			s.Count++
+			return s, nil
+		},
+	}
+	var logs proctest.Buffer
+	logger := slog.New(slog.NewTextHandler(&logs, nil)).With("node_attr", "kept")
+	startNodeWith(t, conn, actor.Options{Logger: logger}, nil, talker)
+	c := newClient(t, conn)
+	r := ref("talker", "t1")
+	if _, err := c.Create(ctxT(t), r, nil); err != nil {
+		t.Fatal(err)
+	}
+	in, err := records.New("inc", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec, err := c.Send(ctxT(t), r, in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	actortest.Eventually(t, 15*time.Second, "the logic's log line", func() bool {
+		return grepLine(logs.String(), "logic speaks") != ""
+	})
+	line := grepLine(logs.String(), "logic speaks")
+	for _, want := range []string{"node_attr=kept", "effector=talker/t1", "record=" + rec.ID} {
+		if !strings.Contains(line, want) {
+			t.Errorf("logic's log line %q lacks %q", line, want)
+		}
+	}
 }

@@ -150,14 +150,20 @@ func (r Record) Decode(v any) error {
 // Header does not validate r; call [Record.Validate] first for records
 // built from untrusted input.
 func (r Record) Header() nats.Header {
-	size := 9
+	size := 10
 	if r.TraceParent != "" {
 		size += 2 // traceparent, tracestate
 	}
 	h := make(nats.Header, size)
+	// One backing array for every header's value, not one per header.
+	vals := make([]string, 0, size)
+	put := func(k, v string) {
+		vals = append(vals, v)
+		h[k] = vals[len(vals)-1 : len(vals) : len(vals)]
+	}
 	set := func(k, v string) {
 		if v != "" {
-			h[k] = []string{v}
+			put(k, v)
 		}
 	}
 	set(HeaderID, r.ID)
@@ -173,13 +179,13 @@ func (r Record) Header() nats.Header {
 		set(HeaderTraceState, r.TraceState)
 	}
 	if !r.Time.IsZero() {
-		h[HeaderTime] = []string{r.Time.UTC().Format(time.RFC3339Nano)}
+		put(HeaderTime, r.Time.UTC().Format(time.RFC3339Nano))
 	}
 	ct := r.ContentType
 	if ct == "" {
 		ct = ContentMsgpack
 	}
-	h[HeaderContentType] = []string{ct}
+	put(HeaderContentType, ct)
 	return h
 }
 
