@@ -26,7 +26,12 @@ import (
 // published before the clock starts; the clock stops when every output has
 // been observed. records/s is the steady state (the last nine tenths of the
 // outputs); records/s-with-start includes starting the consumers.
+//
+// ceiling is not the runtime: it measures, in the same run, what the server
+// does with the hop's JetStream operations alone (see ceiling).
 func BenchmarkThroughput(b *testing.B) {
+	b.Run("ceiling", func(b *testing.B) { ceiling(b, false) })
+	b.Run("ceiling-bare", func(b *testing.B) { ceiling(b, true) })
 	for _, n := range []int{1, 100} {
 		b.Run(fmt.Sprintf("rawmin/effectors=%d", n), func(b *testing.B) { throughput(b, n, startRawMin) })
 		b.Run(fmt.Sprintf("raw/effectors=%d", n), func(b *testing.B) { throughput(b, n, startRaw) })
@@ -96,6 +101,69 @@ func throughput(b *testing.B, n int, st starter) {
 	b.ReportMetric(float64(cpu.Microseconds())/float64(total), "cpu-µs/record")
 }
 
+// ceiling measures the most a hop can reach on this machine in this run:
+// the rate at which the server stores records published asynchronously
+// (the workload's records, window 4,096) and the rate at which it serves
+// them to one pull consumer that acknowledges each (Consume, 500 at a time).
+// A hop writes twice (its output and its state document) and reads once
+// (its record; the records are published before a throughput run's clock
+// starts), so it can reach at most 1 / (2/publish + 1/consume) records/s,
+// reported as records/s beside publish-msg/s and consume-msg/s. (A state
+// write is a KV put: a publish to the bucket's stream.) With bare, the
+// messages are 128 bytes of payload without headers, as JETSTREAM.md's
+// figures were measured; without, they are the workload's records.
+func ceiling(b *testing.B, bare bool) {
+	srv := bustest.NewServer(b)
+	conn := srv.Connect(b)
+	ctx := context.Background()
+	total := max(b.N, 1000)
+	b.ResetTimer()
+	t0 := time.Now()
+	if bare {
+		publishBare(b, conn, counters(100), total)
+	} else {
+		publish(b, conn, counters(100), total)
+	}
+	pub := float64(total) / time.Since(t0).Seconds()
+	stream, err := conn.MailboxStream(ctx)
+	if err != nil {
+		b.Fatal(err)
+	}
+	cons, err := stream.CreateConsumer(ctx, jetstream.ConsumerConfig{
+		Durable:       "ceiling",
+		AckPolicy:     jetstream.AckExplicitPolicy,
+		MaxAckPending: 1000,
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	var acked atomic.Int64
+	done := make(chan struct{})
+	t1 := time.Now()
+	cc, err := cons.Consume(func(msg jetstream.Msg) {
+		if err := msg.Ack(); err != nil {
+			b.Error(err)
+		}
+		if acked.Add(1) == int64(total) {
+			close(done)
+		}
+	}, jetstream.PullMaxMessages(500))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer cc.Stop()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Minute):
+		b.Fatalf("consumed %d of %d", acked.Load(), total)
+	}
+	consume := float64(total) / time.Since(t1).Seconds()
+	b.StopTimer()
+	b.ReportMetric(1/(2/pub+1/consume), "records/s")
+	b.ReportMetric(pub, "publish-msg/s")
+	b.ReportMetric(consume, "consume-msg/s")
+}
+
 func latency(b *testing.B, st starter) {
 	srv := bustest.NewServer(b)
 	conn := srv.Connect(b)
@@ -149,6 +217,31 @@ func publish(b *testing.B, conn *bus.Conn, refs []records.Ref, total int) {
 			b.Fatal(err)
 		}
 		f, err := conn.JetStream().PublishMsgAsync(rec.Msg(conn.Names().Mailbox(refs[i%len(refs)])))
+		if err != nil {
+			b.Fatal(err)
+		}
+		futures = append(futures, f)
+	}
+	for _, f := range futures {
+		select {
+		case <-f.Ok():
+		case err := <-f.Err():
+			b.Fatal(err)
+		}
+	}
+}
+
+// publishBare puts total messages of 128 bytes without headers round-robin
+// into the counters' mailboxes.
+func publishBare(b *testing.B, conn *bus.Conn, refs []records.Ref, total int) {
+	payload := make([]byte, 128)
+	subjects := make([]string, len(refs))
+	for i, r := range refs {
+		subjects[i] = conn.Names().Mailbox(r)
+	}
+	futures := make([]jetstream.PubAckFuture, 0, total)
+	for i := range total {
+		f, err := conn.JetStream().PublishAsync(subjects[i%len(subjects)], payload)
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -26,6 +26,9 @@ one() {
 }
 echo "# $(date -u +%FT%TZ) $(nproc) cores, $(go version | cut -d' ' -f3), $rounds rounds, $records records per throughput run, $latency per latency run" | tee "$out"
 for ((r = 1; r <= rounds; r++)); do
+	for impl in ceiling ceiling-bare; do
+		one "^BenchmarkThroughput\$/^$impl\$" "${records}x"
+	done
 	for n in 1 100; do
 		for impl in rawmin raw actor actor1; do
 			one "^BenchmarkThroughput\$/^$impl\$/^effectors=$n\$" "${records}x"
@@ -45,6 +48,15 @@ function median(list,   n, a, i, j, t) {
 	n = split(list, a, " ")
 	for (i = 1; i <= n; i++) for (j = i + 1; j <= n; j++) if (a[j] + 0 < a[i] + 0) { t = a[i]; a[i] = a[j]; a[j] = t }
 	return (n % 2) ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2
+}
+/^BenchmarkThroughput\/ceiling/ {
+	split($1, p, "/"); key = p[2]; sub(/-[0-9]+$/, "", key)
+	for (i = 2; i <= NF; i++) {
+		if ($(i + 1) == "records/s") ceil[key] = ceil[key] " " $i
+		if ($(i + 1) == "publish-msg/s") cpub[key] = cpub[key] " " $i
+		if ($(i + 1) == "consume-msg/s") ccon[key] = ccon[key] " " $i
+	}
+	next
 }
 /^BenchmarkThroughput/ {
 	split($1, p, "/"); key = p[2] "/" p[3]; sub(/-[0-9]+$/, "", key)
@@ -72,6 +84,12 @@ END {
 		printf "cpu per record, %3d effectors (server and client): raw %.1f µs  actor %.1f µs  actor/raw %.2f   (rawmin %.1f µs)\n", n, rc, ac, ac / rc, mc
 		o = median(tput["actor1/effectors=" n])
 		printf "batching, %3d effectors with a backlog: actor %7.0f rec/s  one record per state write %7.0f rec/s  ratio %.2f\n", n, a, o, a / o
+	}
+	cw = median(ceil["ceiling"]); cb = median(ceil["ceiling-bare"])
+	printf "ceiling of a hop (two writes, one read): workload records %.0f rec/s (publish %.0f, consume %.0f msg/s); bare 128-byte messages %.0f rec/s (publish %.0f, consume %.0f msg/s)\n", cw, median(cpub["ceiling"]), median(ccon["ceiling"]), cb, median(cpub["ceiling-bare"]), median(ccon["ceiling-bare"])
+	for (n = 1; n <= 100; n += 99) {
+		a = median(tput["actor/effectors=" n])
+		printf "actor at the ceiling, %3d effectors: %.2f of the workload records ceiling, %.2f of the bare one\n", n, a / cw, a / cb
 	}
 	al = median(hol["alone"]); bs = median(hol["beside-slow"]); bn = median(hol["beside-slow-no-overflow"])
 	printf "50 neighbours of a slow effector with 5,000 waiting: alone %.0f rec/s  beside it %.0f rec/s  ratio %.2f  (without overflow %.0f rec/s, ratio %.2f)\n", al, bs, bs / al, bn, bn / al
