@@ -9,7 +9,7 @@
 //	ea top
 //
 // Commands: send, state, create, terminate, replay, ls, kinds, tail, dead (replay),
-// orch (start, status, input, cancel, ls), top, completion, version, help.
+// orch (start, status, input, cancel, ls), top, roles, completion, version, help.
 // Flags may follow the arguments; every command takes --nats (EA_NATS),
 // --prefix (EA_PREFIX), --timeout (EA_TIMEOUT) and --json (EA_JSON=1).
 // Tables by default, one JSON value per line with --json.

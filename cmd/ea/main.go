@@ -18,6 +18,6 @@ func main() {
 func commands() []*command {
 	return []*command{
 		cmdSend(), cmdState(), cmdCreate(), cmdTerminate(), cmdReplay(), cmdLs(), cmdKinds(),
-		cmdTail(), cmdDead(), cmdOrch(), cmdTimer(), cmdTop(), cmdCompletion(), cmdVersion(),
+		cmdTail(), cmdDead(), cmdOrch(), cmdTimer(), cmdTop(), cmdRoles(), cmdCompletion(), cmdVersion(),
 	}
 }

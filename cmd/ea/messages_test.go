@@ -27,7 +27,7 @@ func TestMessages(t *testing.T) {
 		{"", []string{"orch", "frob"}, exitUsage, `ea orch: unknown subcommand "frob" (subcommands: start, status, input, cancel, ls)`},
 		{"", []string{"tail", "outbox"}, exitUsage, "ea tail: outbox needs exactly one argument"},
 		{"", []string{"tail", "dead", "a", "b"}, exitUsage, `ea tail: unexpected argument "b" (tail dead takes at most <kind> or <kind>/<id>)`},
-		{"", []string{"frob"}, exitUsage, `ea: unknown command "frob" (commands: send, state, create, terminate, replay, ls, kinds, tail, dead, orch, timer, top, completion, version)`},
+		{"", []string{"frob"}, exitUsage, `ea: unknown command "frob" (commands: send, state, create, terminate, replay, ls, kinds, tail, dead, orch, timer, top, roles, completion, version)`},
 		{"", []string{"state", "counter/zz"}, exitNotFound, "ea: state of counter/zz: effector not found (create it with ea create counter/zz)"},
 		{"", []string{"send", "counter/zz", "{}"}, exitNotFound, "ea: send to counter/zz: effector not found (create it with ea create counter/zz)"},
 		{"", []string{"create", "nokind/x"}, exitUnavailable, "ea: create nokind/x: " + nohost},

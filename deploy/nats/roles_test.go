@@ -20,6 +20,7 @@ import (
 	"github.com/effectors/effectors/examples/demo"
 	"github.com/effectors/effectors/examples/kinds"
 	"github.com/effectors/effectors/internal/cli"
+	"github.com/effectors/effectors/internal/roles"
 	"github.com/effectors/effectors/internal/testcert"
 	"github.com/effectors/effectors/records"
 	"github.com/effectors/effectors/store"
@@ -56,6 +57,63 @@ func rolesServer(t *testing.T, config string) *bus.Server {
 	return srv
 }
 
+// deployment is a server running the roles of a layout: where to reach it,
+// the layout's names and the options every connection takes (TLS).
+type deployment struct {
+	url    string
+	layout roles.Layout // with its defaults
+	names  bus.Names
+	extra  []nats.Option
+}
+
+// deploy starts a server with the roles of layout, written by the
+// generator (roles.conf itself for the default layout: it is the
+// generator's output, see TestShippedRolesAreGenerated).
+func deploy(t *testing.T, layout roles.Layout) deployment {
+	t.Helper()
+	r, err := roles.For(layout)
+	if err != nil {
+		t.Fatal(err)
+	}
+	config := "roles.conf"
+	if r.Layout.Groups > 1 {
+		config = filepath.Join(t.TempDir(), "roles.conf")
+		writeConfig(t, config, r)
+	}
+	return deployment{url: rolesServer(t, config).ClientURL(), layout: r.Layout, names: layoutNames(t, r.Layout)}
+}
+
+// writeConfig writes r's server configuration to path.
+func writeConfig(t *testing.T, path string, r roles.Roles) {
+	t.Helper()
+	var b strings.Builder
+	if err := r.WriteServerConfig(&b); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, []byte(b.String()), 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// layoutNames are the bus names of l.
+func layoutNames(t *testing.T, l roles.Layout) bus.Names {
+	t.Helper()
+	n, err := bus.NewNames(l.Prefix)
+	if err == nil {
+		n, err = n.WithPartitions(l.Partitions)
+	}
+	if err == nil {
+		n, err = n.WithGroups(l.Groups)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// grouped reports whether d has stream groups.
+func (d deployment) grouped() bool { return d.layout.Groups > 1 }
+
 // logBuffer is a log safe for concurrent writes.
 type logBuffer struct {
 	mu sync.Mutex
@@ -77,7 +135,7 @@ func (l *logBuffer) String() string {
 // connect connects to url as user, with extra options (TLS). At the end of
 // the test, the connection must not have been refused anything: a role
 // that lacks a permission its binary needs fails the test.
-func connect(t *testing.T, url, user string, extra ...nats.Option) *bus.Conn {
+func connect(t *testing.T, d deployment, user string) *bus.Conn {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
@@ -87,8 +145,12 @@ func connect(t *testing.T, url, user string, extra ...nats.Option) *bus.Conn {
 			t.Errorf("the %s connection was refused something it needs:\n%s", user, logs.String())
 		}
 	})
-	conn, err := bus.Connect(ctx, bus.Config{URL: url, Name: user, Logger: slog.New(slog.NewTextHandler(logs, nil)), ConnectTimeout: 10 * time.Second,
-		Options: append([]nats.Option{nats.UserInfo(user, passwords[user])}, extra...)})
+	// Clients do not read the layout from the server (the client role may
+	// not): every connection is told it, as ea-node's --stream-groups and
+	// --partitions do.
+	conn, err := bus.Connect(ctx, bus.Config{URL: d.url, Name: user, Logger: slog.New(slog.NewTextHandler(logs, nil)), ConnectTimeout: 10 * time.Second,
+		Groups: d.layout.Groups, Partitions: d.layout.Partitions,
+		Options: append([]nats.Option{nats.UserInfo(user, passwords[user])}, d.extra...)})
 	if err != nil {
 		t.Fatalf("connect as %s: %v", user, err)
 	}
@@ -124,10 +186,10 @@ func (v *violations) has(op, subject string) bool {
 }
 
 // rawClient is a plain NATS connection as user that records violations.
-func rawClient(t *testing.T, url, user string, extra ...nats.Option) (*nats.Conn, *violations) {
+func rawClient(t *testing.T, d deployment, user string) (*nats.Conn, *violations) {
 	t.Helper()
 	v := &violations{}
-	nc, err := nats.Connect(url, append([]nats.Option{nats.UserInfo(user, passwords[user]), nats.ErrorHandler(v.handler)}, extra...)...)
+	nc, err := nats.Connect(d.url, append([]nats.Option{nats.UserInfo(user, passwords[user]), nats.ErrorHandler(v.handler)}, d.extra...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -139,13 +201,21 @@ func rawClient(t *testing.T, url, user string, extra ...nats.Option) (*nats.Conn
 // a permissions violation (and delivers nothing).
 func refused(t *testing.T, nc *nats.Conn, v *violations, subject string, hdr nats.Header, body []byte) {
 	t.Helper()
+	refusedAs(t, nc, v, subject, subject, hdr, body)
+}
+
+// refusedAs is refused for a subject the server checks (and reports) as
+// checked: what the account mapping makes of a mailbox subject with stream
+// groups.
+func refusedAs(t *testing.T, nc *nats.Conn, v *violations, subject, checked string, hdr nats.Header, body []byte) {
+	t.Helper()
 	if err := nc.PublishMsg(&nats.Msg{Subject: subject, Reply: nc.NewRespInbox(), Header: hdr, Data: body}); err != nil {
 		t.Fatal(err)
 	}
 	if err := nc.Flush(); err != nil {
 		t.Fatal(err)
 	}
-	actortest.Eventually(t, 5*time.Second, "a permissions violation for publish to "+subject, func() bool { return v.has("publish", subject) })
+	actortest.Eventually(t, 5*time.Second, "a permissions violation for publish to "+checked, func() bool { return v.has("publish", checked) })
 }
 
 // refusedSub checks that subscribing to subject is refused.
@@ -164,13 +234,13 @@ func refusedSub(t *testing.T, nc *nats.Conn, v *violations, subject string) {
 
 // stack is a node (as user node, with the record store) and a supervisor
 // (as user supervisor, with the demo) on srv.
-func stack(t *testing.T, url string, extra ...nats.Option) {
+func stack(t *testing.T, d deployment) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	t.Cleanup(func() { cancel(); wg.Wait() })
 
-	nodeConn := connect(t, url, "node", extra...)
+	nodeConn := connect(t, d, "node")
 	if err := nodeConn.Provision(ctx); err != nil {
 		t.Fatalf("provision as node: %v", err)
 	}
@@ -192,7 +262,7 @@ func stack(t *testing.T, url string, extra ...nats.Option) {
 	}
 	actortest.Run(t, node)
 
-	supConn := connect(t, url, "supervisor", extra...)
+	supConn := connect(t, d, "supervisor")
 	if err := supConn.Provision(ctx); err != nil {
 		t.Fatalf("provision as supervisor: %v", err)
 	}
@@ -223,13 +293,35 @@ func stack(t *testing.T, url string, extra ...nats.Option) {
 // allowed action working and each denied one refused, including every
 // attack the roles guard against.
 func TestRoles(t *testing.T) {
-	srv := rolesServer(t, "roles.conf")
-	url := srv.ClientURL()
-	stack(t, url)
-	allowedClient(t, url)
-	deniedClient(t, url)
-	deniedNodeAndSupervisor(t, url)
-	admin(t, url)
+	d := deploy(t, roles.Layout{})
+	stack(t, d)
+	allowedClient(t, d)
+	deniedClient(t, d)
+	deniedNodeAndSupervisor(t, d)
+	admin(t, d)
+}
+
+// TestRolesStreamGroups is TestRoles on a deployment with stream groups,
+// under the roles "ea roles --stream-groups 3" prints (64 partitions): the
+// mapping in the configuration, every group's streams and buckets named in
+// the permissions, mailbox and outbox subjects with their partition token.
+func TestRolesStreamGroups(t *testing.T) {
+	d := deploy(t, roles.Layout{Groups: 3, Partitions: 64})
+	// The effectors the test reads and attacks are in more than one group,
+	// and the one the client reads is not in group 0, so that permissions
+	// naming one group's streams and buckets only fail it.
+	groups := map[int]bool{}
+	for _, r := range []records.Ref{{Kind: "counter", ID: "c1"}, {Kind: "counter", ID: "victim"}, {Kind: "controller", ID: "ctl"}} {
+		groups[d.names.GroupOf(r)] = true
+	}
+	if len(groups) < 2 || d.names.GroupOf(records.Ref{Kind: "counter", ID: "c1"}) == 0 {
+		t.Fatalf("counter/c1 in group 0, or counter/c1, counter/victim and controller/ctl all in one group of %d: choose other ids", d.layout.Groups)
+	}
+	stack(t, d)
+	allowedClient(t, d)
+	deniedClient(t, d)
+	deniedNodeAndSupervisor(t, d)
+	admin(t, d)
 }
 
 // TestRolesBcrypt gives the server bcrypt hashes of the passwords instead
@@ -264,11 +356,11 @@ func TestRolesBcrypt(t *testing.T) {
 
 // allowedClient: as client, create an effector, send it records, read its
 // state, follow its outbox, run an orchestration, query the record store.
-func allowedClient(t *testing.T, url string, extra ...nats.Option) {
+func allowedClient(t *testing.T, d deployment) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	conn := connect(t, url, "client", extra...)
+	conn := connect(t, d, "client")
 	c, err := actor.NewClient(ctx, conn)
 	if err != nil {
 		t.Fatalf("client as client: %v", err)
@@ -359,12 +451,13 @@ func allowedClient(t *testing.T, url string, extra ...nats.Option) {
 
 // deniedClient: every attack the roles guard against, as client, refused by the server
 // or, for what the roles cannot refuse, harmless.
-func deniedClient(t *testing.T, url string, extra ...nats.Option) {
+func deniedClient(t *testing.T, d deployment) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	nc, v := rawClient(t, url, "client", extra...)
-	admin := connect(t, url, "admin", extra...)
+	n := d.names
+	nc, v := rawClient(t, d, "client")
+	admin := connect(t, d, "admin")
 	ac, err := actor.NewClient(ctx, admin)
 	if err != nil {
 		t.Fatal(err)
@@ -377,28 +470,56 @@ func deniedClient(t *testing.T, url string, extra ...nats.Option) {
 	inc, _ := records.New("inc", nil)
 
 	// Writes to state, outboxes, dead letters, the index, other streams.
-	for _, subject := range []string{
-		"$KV.ea_state.counter.victim", "$KV.ea_place.node.x", "$KV.ea_orch.x", "$KV.ea_keys.output-id",
-		"ea.out.counter.victim", "ea.dead.counter.victim", "ea.idx.id.x",
-		"ea.mbox.3.counter.victim", "ea.mbox.counter.victim.extra", // not mailboxes (finding 5)
-		"ea.mbox.supervisor.x", "ea.mbox.supervisor-timer.x", // the runtime's own mailboxes
-	} {
+	writes := []string{
+		n.StateSubject(victim), "$KV.ea_place.node.x", "$KV.ea_orch.x", "$KV.ea_keys.output-id",
+		n.Outbox(victim), "ea.out.counter.victim", "ea.dead.counter.victim", "ea.idx.id.x",
+	}
+	if d.grouped() {
+		// Every group's state bucket, not only the victim's; and subjects
+		// that are not mailboxes (finding 5): with stream groups a stored
+		// mailbox subject (ea.mbox.<p>.<kind>.<id>) looks like the mapped
+		// subjects a client may publish (docs/layout.md says what becomes
+		// of it), one more token does not.
+		for g := range n.Groups() {
+			writes = append(writes, "$KV."+n.StateBucketOf(g)+".counter.victim")
+		}
+		writes = append(writes, "ea.mbox.3.counter.victim.extra", "ea.mbox.3.supervisor.x", "ea.mbox.3.supervisor-timer.x")
+	} else {
+		writes = append(writes, "ea.mbox.3.counter.victim", "ea.mbox.counter.victim.extra") // not mailboxes (finding 5)
+	}
+	for _, subject := range writes {
 		refused(t, nc, v, subject, inc.Msg(subject).Header, doc())
 	}
+	// The runtime's own mailboxes, refused as the server checks them: after
+	// the account mapping with stream groups.
+	for _, r := range []records.Ref{{Kind: "supervisor", ID: "x"}, {Kind: "supervisor-timer", ID: "x"}} {
+		checked := n.Mailbox(r)
+		if d.grouped() {
+			checked = n.StoredMailbox(r)
+		}
+		refusedAs(t, nc, v, n.Mailbox(r), checked, inc.Msg(n.Mailbox(r)).Header, doc())
+	}
 	// The JetStream API beyond reading.
-	for _, subject := range []string{
-		"$JS.API.STREAM.PURGE.KV_ea_state", "$JS.API.STREAM.PURGE.EA_MBOX", "$JS.API.STREAM.PURGE.EA_OUT",
-		"$JS.API.STREAM.PURGE.EA_DEAD", "$JS.API.STREAM.DELETE.EA_MBOX", "$JS.API.STREAM.UPDATE.EA_MBOX",
-		"$JS.API.STREAM.CREATE.EVIL", "$JS.API.STREAM.MSG.DELETE.EA_MBOX",
-		"$JS.API.CONSUMER.DELETE.EA_MBOX.counter~p0", "$JS.API.CONSUMER.CREATE.EA_MBOX.x.ea.mbox.>",
-		"$JS.API.CONSUMER.CREATE.EA_OUT.ea_store_index.ea.out.>", "$JS.API.CONSUMER.DELETE.EA_OUT.ea_store_index",
+	var api []string
+	for g := range n.Groups() {
+		mbox, out, state := n.MailboxStreamOf(g), n.OutboxStreamOf(g), "KV_"+n.StateBucketOf(g)
+		api = append(api,
+			"$JS.API.STREAM.PURGE."+state, "$JS.API.STREAM.PURGE."+mbox, "$JS.API.STREAM.PURGE."+out,
+			"$JS.API.STREAM.DELETE."+mbox, "$JS.API.STREAM.UPDATE."+mbox, "$JS.API.STREAM.MSG.DELETE."+mbox,
+			"$JS.API.CONSUMER.DELETE."+mbox+"."+n.PartitionConsumer("counter", g), "$JS.API.CONSUMER.CREATE."+mbox+".x.ea.mbox.>",
+			"$JS.API.CONSUMER.CREATE."+out+"."+store.IndexerName+".ea.out.>", "$JS.API.CONSUMER.DELETE."+out+"."+store.IndexerName,
+		)
+	}
+	api = append(api,
+		"$JS.API.STREAM.PURGE.EA_DEAD", "$JS.API.STREAM.CREATE.EVIL",
 		// The output id key: reading it would let a client forge output ids.
 		"$JS.API.DIRECT.GET.KV_ea_keys.$KV.ea_keys.output-id", "$JS.API.STREAM.MSG.GET.KV_ea_keys",
 		"$JS.API.STREAM.INFO.KV_ea_keys", "$JS.API.CONSUMER.CREATE.KV_ea_keys.x.$KV.ea_keys.>",
 		// Orchestration state and dead letters are not the client's to read.
 		"$JS.API.DIRECT.GET.KV_ea_orch.$KV.ea_orch.x", "$JS.API.CONSUMER.CREATE.EA_DEAD.x.ea.dead.>",
 		"$SYS.REQ.SERVER.PING",
-	} {
+	)
+	for _, subject := range api {
 		refused(t, nc, v, subject, nil, []byte(`{}`))
 	}
 	// Reading mailboxes and dead letters with core subscriptions.
@@ -412,22 +533,23 @@ func deniedClient(t *testing.T, url string, extra ...nats.Option) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, reply := range []string{"$KV.ea_state.counter.c1", "$JS.API.STREAM.PURGE.KV_ea_state", "ea.out.counter.c1"} {
+	c1 := records.Ref{Kind: "counter", ID: "c1"}
+	for _, reply := range []string{n.StateSubject(c1), "$JS.API.STREAM.PURGE." + n.StateStreamFor(c1), n.Outbox(c1)} {
 		rec, _ := records.New("inc", nil)
 		rec.Reply = reply
 		if err := nc.PublishMsg(rec.Msg("ea.mbox.counter.victim")); err != nil {
 			t.Fatal(err)
 		}
 	}
-	n := 0
-	for d, err := range dead {
+	deadLetters := 0
+	for dl, err := range dead {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if d.Reason != "reply_forbidden" {
-			t.Fatalf("dead letter %s of the victim: %s, want reply_forbidden", d.Record.ID, d.Reason)
+		if dl.Reason != "reply_forbidden" {
+			t.Fatalf("dead letter %s of the victim: %s, want reply_forbidden", dl.Record.ID, dl.Reason)
 		}
-		if n++; n == 3 {
+		if deadLetters++; deadLetters == 3 {
 			break
 		}
 	}
@@ -480,7 +602,7 @@ func deniedClient(t *testing.T, url string, extra ...nats.Option) {
 	})
 	// Nothing the client tried touched the state bucket or the streams.
 	js := admin.JetStream()
-	for _, stream := range []string{"KV_ea_state", "EA_MBOX", "EA_OUT", "EA_DEAD"} {
+	for _, stream := range []string{n.StateStreamFor(victim), n.MailboxStreamFor(victim), n.OutboxStreamFor(victim), n.DeadStream()} {
 		st, err := js.Stream(ctx, stream)
 		if err != nil {
 			t.Fatalf("stream %s after the attacks: %v", stream, err)
@@ -495,27 +617,39 @@ func deniedClient(t *testing.T, url string, extra ...nats.Option) {
 }
 
 // deniedNodeAndSupervisor: what nodes and supervisors may not do.
-func deniedNodeAndSupervisor(t *testing.T, url string, extra ...nats.Option) {
+func deniedNodeAndSupervisor(t *testing.T, d deployment) {
 	t.Helper()
-	nc, v := rawClient(t, url, "node", extra...)
-	for _, subject := range []string{"$KV.ea_orch.x", "$JS.API.STREAM.DELETE.EA_MBOX", "$JS.API.STREAM.PURGE.EA_OUT", "$SYS.REQ.SERVER.PING"} {
+	n := d.names
+	victim := records.Ref{Kind: "counter", ID: "victim"}
+	nc, v := rawClient(t, d, "node")
+	denied := []string{"$KV.ea_orch.x", "$SYS.REQ.SERVER.PING"}
+	for g := range n.Groups() {
+		denied = append(denied, "$JS.API.STREAM.DELETE."+n.MailboxStreamOf(g), "$JS.API.STREAM.PURGE."+n.OutboxStreamOf(g),
+			"$JS.API.STREAM.PURGE."+n.MailboxStreamOf(g), "$JS.API.STREAM.PURGE.KV_"+n.StateBucketOf(g))
+	}
+	for _, subject := range denied {
 		refused(t, nc, v, subject, nil, []byte(`{}`))
 	}
-	nc, v = rawClient(t, url, "supervisor", extra...)
-	for _, subject := range []string{
-		"$KV.ea_state.counter.victim", "ea.out.counter.victim", "ea.dead.counter.victim", "ea.idx.id.x",
-		"$JS.API.STREAM.PURGE.EA_MBOX", "$JS.API.STREAM.DELETE.KV_ea_state", "$JS.API.STREAM.MSG.DELETE.EA_OUT",
-	} {
+	nc, v = rawClient(t, d, "supervisor")
+	denied = []string{
+		n.StateSubject(victim), n.Outbox(victim), "ea.out.counter.victim", "ea.dead.counter.victim", "ea.idx.id.x",
+		"$JS.API.STREAM.PURGE." + n.MailboxStreamFor(victim), "$JS.API.STREAM.DELETE." + n.StateStreamFor(victim),
+		"$JS.API.STREAM.MSG.DELETE." + n.OutboxStreamFor(victim),
+	}
+	for _, subject := range denied {
 		refused(t, nc, v, subject, nil, []byte(`{}`))
 	}
+	// Of the mailboxes, a supervisor may follow the provisioning probe's
+	// only (with stream groups), not the effectors'.
+	refusedSub(t, nc, v, "ea.mbox.>")
 }
 
 // admin may do what operators do: read the key bucket, purge a stream.
-func admin(t *testing.T, url string, extra ...nats.Option) {
+func admin(t *testing.T, d deployment) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	conn := connect(t, url, "admin", extra...)
+	conn := connect(t, d, "admin")
 	kv, err := conn.JetStream().KeyValue(ctx, "ea_keys")
 	if err != nil {
 		t.Fatal(err)
@@ -538,11 +672,11 @@ func admin(t *testing.T, url string, extra ...nats.Option) {
 func TestRolesTLS(t *testing.T) {
 	dir := t.TempDir()
 	certs := testcert.New(t, dir)
-	roles, err := os.ReadFile("roles.conf")
+	shipped, err := os.ReadFile("roles.conf")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(filepath.Join(dir, "roles.conf"), roles, 0o600); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, "roles.conf"), shipped, 0o600); err != nil {
 		t.Fatal(err)
 	}
 	conf := filepath.Join(dir, "tls.conf")
@@ -552,16 +686,18 @@ func TestRolesTLS(t *testing.T) {
 	}
 	srv := rolesServer(t, conf)
 	url := "tls://" + srv.Addr()
+	layout := roles.Layout{Prefix: bus.DefaultPrefix, Groups: 1, Partitions: bus.DefaultPartitions}
+	d := deployment{url: url, layout: layout, names: layoutNames(t, layout)}
 
 	// The binaries' --tls-ca, --tls-cert, --tls-key.
 	auth := cli.Auth{TLSCA: certs.CA, TLSCert: certs.ClientCert, TLSKey: certs.ClientKey}
 	if err := auth.Load(func(string) string { return "" }); err != nil {
 		t.Fatal(err)
 	}
-	tls := auth.Options()
-	stack(t, url, tls...)
-	allowedClient(t, url, tls...)
-	deniedClient(t, url, tls...)
+	d.extra = auth.Options()
+	stack(t, d)
+	allowedClient(t, d)
+	deniedClient(t, d)
 
 	for name, opts := range map[string][]nats.Option{
 		"no CA":                 nil,
