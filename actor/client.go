@@ -274,15 +274,18 @@ func (c *Client) Send(ctx context.Context, ref records.Ref, rec records.Record) 
 	return rec, nil
 }
 
-// SubscribeOption chooses where a subscription starts: [FromStart] or
-// [FromSeq]; without one, a subscription starts with the next record.
+// SubscribeOption chooses where a subscription starts: [FromStart],
+// [FromSeq] or [FromPositions]; without one, a subscription starts with the
+// next record.
 type SubscribeOption func(*subscribeFrom)
 
 // subscribeFrom is where a subscription starts: at seq (1 or more), at the
-// first record (all), or else at the next one.
+// first record (all), at each stream's position (positions, non-nil), or
+// else at the next record.
 type subscribeFrom struct {
-	all bool
-	seq uint64
+	all       bool
+	seq       uint64
+	positions Positions
 }
 
 // FromStart replays everything the effector emitted, then follows.
@@ -293,9 +296,80 @@ func FromStart() SubscribeOption {
 // FromSeq starts at stream sequence seq; 0 is the same as [FromStart]. A
 // sequence past the last record starts with the next record stored there.
 // With stream groups a kind's outboxes are in several streams, each with
-// sequences of its own: [Client.SubscribeKind] refuses FromSeq then.
+// sequences of its own: [Client.SubscribeKind] refuses FromSeq then; use
+// [FromPositions].
 func FromSeq(seq uint64) SubscribeOption {
 	return func(f *subscribeFrom) { *f = subscribeFrom{all: seq == 0, seq: seq} }
+}
+
+// FromPositions starts each stream the subscription reads at its position
+// in p (the next sequence to read: [Positions]), and a stream p does not
+// name at its first record. An empty (or nil) p is the same as
+// [FromStart]. With one stream (no stream groups) a vector of one entry
+// is [FromSeq] of it, so one way of resuming serves every layout.
+//
+// The subscription fails with [ErrInvalid] when p names a stream that is
+// not one of the deployment's for what it reads (say, a vector read with
+// another stream group count) or holds a position 0. p names the outbox
+// streams ([bus.Names.OutboxStreams]) for [Client.Subscribe] and
+// [Client.SubscribeKind] (Subscribe reads the entry of its effector's
+// stream only, so a kind's vector serves it too), the dead-letter stream
+// for [Client.DeadLetters]. p is copied.
+func FromPositions(p Positions) SubscribeOption {
+	p = p.clone()
+	return func(f *subscribeFrom) { *f = subscribeFrom{positions: p} }
+}
+
+// subscribeStarts applies opts and returns where each of read (streams of
+// the family family) starts. FromSeq with more than one stream to read is
+// refused (what names what is read, for the message), as are positions
+// naming a stream not of family.
+func subscribeStarts(opts []SubscribeOption, family, read []string, what string) ([]subscribeFrom, error) {
+	var from subscribeFrom
+	for _, opt := range opts {
+		if opt != nil {
+			opt(&from)
+		}
+	}
+	starts := make([]subscribeFrom, len(read))
+	switch {
+	case from.positions != nil:
+		if err := from.positions.Check(family); err != nil {
+			return nil, fmt.Errorf("FromPositions(%s): %w: build the vector from records of this deployment (Positions.Seen with Record.Stream and Record.Seq), or use FromStart", from.positions, err)
+		}
+		for i, s := range read {
+			starts[i] = subscribeFrom{seq: from.positions.At(s)}
+		}
+	case from.seq > 0 && len(read) > 1:
+		return nil, invalidf("FromSeq(%d): the deployment has %d stream groups, so %s is read from %d streams, each with sequences of its own: use FromPositions (a position per stream: Record.Stream and Record.Seq + 1 of the last record read from each), FromStart, or subscribe to one effector", from.seq, len(read), what, len(read))
+	default:
+		for i := range starts {
+			starts[i] = from
+		}
+	}
+	return starts, nil
+}
+
+// OutboxPositions returns the position of every outbox stream's next
+// record (its last sequence + 1): [FromPositions] of it starts a
+// subscription with the next record, like no option, but with a vector
+// that names every stream, so that a subscriber that keeps it up to date
+// with [Positions.Seen] resumes every stream exactly, even those it has
+// read nothing from.
+func (c *Client) OutboxPositions(ctx context.Context) (Positions, error) {
+	p := Positions{}
+	for g, name := range c.names.OutboxStreams() {
+		s, err := c.conn.OutboxStreamOf(ctx, g)
+		if err != nil {
+			return nil, fmt.Errorf("outbox positions: %w", err)
+		}
+		info, err := s.Info(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("outbox positions: stream %s: %w", name, err)
+		}
+		p[name] = info.State.LastSeq + 1
+	}
+	return p, nil
 }
 
 // Subscribe follows the records effector ref emits (its outbox), from now on
@@ -308,11 +382,107 @@ func (c *Client) Subscribe(ctx context.Context, ref records.Ref, opts ...Subscri
 	if err := ref.Validate(); err != nil {
 		return nil, fmt.Errorf("subscribe to %s: %w: %w", ref, ErrInvalid, err)
 	}
-	msgs, err := c.follow(ctx, c.names.OutboxStreamFor(ref), c.names.Outbox(ref), opts)
+	stream := c.names.OutboxStreamFor(ref)
+	starts, err := subscribeStarts(opts, c.names.OutboxStreams(), []string{stream}, "an outbox")
+	if err != nil {
+		return nil, fmt.Errorf("subscribe to %s: %w", ref, err)
+	}
+	msgs, err := c.follow(ctx, stream, c.names.Outbox(ref), starts[0])
 	if err != nil {
 		return nil, fmt.Errorf("subscribe to %s: %w", ref, err)
 	}
 	return untilEnd(ref, recordsOf(msgs)), nil
+}
+
+// SubscribeKind follows the records every effector of kind emits (their
+// outboxes), from now on unless an option says otherwise; see
+// [Client.Subscribe]. Each effector's records come in the order it emitted
+// them. With stream groups (docs/layout.md) the kind's outboxes are in every
+// group's outbox stream, followed together: records of effectors in
+// different groups interleave as they arrive. A sequence is one stream's,
+// so [FromSeq] is refused then: resume with [FromPositions], a position
+// per stream, kept up to date from each record's Stream and Seq (it works
+// with one stream too):
+//
+//	pos := actor.Positions{}                 // or c.OutboxPositions(ctx)
+//	recs, err := c.SubscribeKind(ctx, "counter", actor.FromPositions(pos))
+//	for rec, err := range recs {
+//		// handle rec, then
+//		pos.Seen(rec.Stream, rec.Seq)
+//	}
+//	// later, in this process or another (pos.String, ParsePositions):
+//	recs, err = c.SubscribeKind(ctx, "counter", actor.FromPositions(pos))
+func (c *Client) SubscribeKind(ctx context.Context, kind string, opts ...SubscribeOption) (iter.Seq2[records.Record, error], error) {
+	if err := records.ValidateKind(kind); err != nil {
+		return nil, fmt.Errorf("subscribe to kind %q: %w: %w", kind, ErrInvalid, err)
+	}
+	streams, subject := c.names.OutboxStreams(), c.names.KindOutboxes(kind)
+	starts, err := subscribeStarts(opts, streams, streams, subject)
+	if err != nil {
+		return nil, fmt.Errorf("subscribe to kind %s: %w", kind, err)
+	}
+	msgs, err := c.followAll(ctx, streams, subject, starts)
+	if err != nil {
+		return nil, fmt.Errorf("subscribe to kind %s: %w", kind, err)
+	}
+	return recordsOf(msgs), nil
+}
+
+// followAll is [Client.follow] of subject in each of streams at once (a
+// kind's outboxes in every stream group's outbox stream), each from its
+// start in starts: the consumers exist when it returns; ranging over the
+// result merges their messages as they arrive, each stream's in its order,
+// until ctx ends, the loop breaks or a stream fails (its error is yielded
+// once and ends it).
+func (c *Client) followAll(ctx context.Context, streams []string, subject string, starts []subscribeFrom) (iter.Seq2[jetstream.Msg, error], error) {
+	if len(streams) == 1 {
+		return c.follow(ctx, streams[0], subject, starts[0])
+	}
+	// The followers stop when ctx ends or when the merged loop ends,
+	// whichever is first (stop).
+	fctx, stop := context.WithCancel(ctx)
+	each := make([]iter.Seq2[jetstream.Msg, error], len(streams))
+	for i, stream := range streams {
+		msgs, err := c.follow(fctx, stream, subject, starts[i])
+		if err != nil {
+			stop()
+			return nil, fmt.Errorf("stream %s: %w", stream, err)
+		}
+		each[i] = msgs
+	}
+	type item struct {
+		msg jetstream.Msg
+		err error
+	}
+	return func(yield func(jetstream.Msg, error) bool) {
+		ch := make(chan item)
+		var wg sync.WaitGroup
+		defer func() {
+			stop()
+			wg.Wait()
+		}()
+		for _, msgs := range each {
+			wg.Go(func() {
+				for msg, err := range msgs {
+					select {
+					case ch <- item{msg, err}:
+					case <-fctx.Done():
+						return
+					}
+				}
+			})
+		}
+		for {
+			select {
+			case it := <-ch:
+				if !yield(it.msg, it.err) || it.err != nil {
+					return
+				}
+			case <-fctx.Done():
+				return
+			}
+		}
+	}, nil
 }
 
 // recordsOf turns followed messages into records: a message that does not
@@ -364,7 +534,12 @@ func (c *Client) DeadLetters(ctx context.Context, ref records.Ref, opts ...Subsc
 	if err := ref.Validate(); err != nil {
 		return nil, fmt.Errorf("dead letters of %s: %w: %w", ref, ErrInvalid, err)
 	}
-	msgs, err := c.follow(ctx, c.names.DeadStream(), c.names.Dead(ref), append([]SubscribeOption{FromStart()}, opts...))
+	dead := []string{c.names.DeadStream()}
+	starts, err := subscribeStarts(append([]SubscribeOption{FromStart()}, opts...), dead, dead, "the dead letters")
+	if err != nil {
+		return nil, fmt.Errorf("dead letters of %s: %w", ref, err)
+	}
+	msgs, err := c.follow(ctx, dead[0], c.names.Dead(ref), starts[0])
 	if err != nil {
 		return nil, fmt.Errorf("dead letters of %s: %w", ref, err)
 	}
@@ -399,20 +574,15 @@ func recordOf(msg jetstream.Msg) (records.Record, error) {
 	rec, err := records.FromMsg(msg.Subject(), msg.Headers(), msg.Data())
 	rec.Subject = msg.Subject()
 	if meta, merr := msg.Metadata(); merr == nil {
-		rec.Seq = meta.Sequence.Stream
+		rec.Stream, rec.Seq = meta.Stream, meta.Sequence.Stream
 	}
 	return rec, err
 }
 
-// follow starts an ordered consumer on subject and returns its messages until
-// ctx ends or the caller stops.
-func (c *Client) follow(ctx context.Context, stream, subject string, opts []SubscribeOption) (iter.Seq2[jetstream.Msg, error], error) {
-	var from subscribeFrom
-	for _, opt := range opts {
-		if opt != nil {
-			opt(&from)
-		}
-	}
+// follow starts an ordered consumer on subject of stream from where from
+// says (see subscribeStarts) and returns its messages until ctx ends or the
+// caller stops.
+func (c *Client) follow(ctx context.Context, stream, subject string, from subscribeFrom) (iter.Seq2[jetstream.Msg, error], error) {
 	cfg := jetstream.OrderedConsumerConfig{FilterSubjects: []string{subject}, DeliverPolicy: jetstream.DeliverNewPolicy}
 	switch {
 	case from.seq > 0:

@@ -112,6 +112,18 @@
 // [ErrTerminated]), and the end record is written once it stopped (see
 // interrupt.go).
 //
+// # Following outboxes
+//
+// [Client.Subscribe] follows one effector's outbox, [Client.SubscribeKind]
+// every effector of a kind; each record carries its position, its stream
+// and sequence (Record.Stream, Record.Seq). With stream groups a kind's
+// outboxes are in several streams, so a kind's subscription resumes from a
+// position per stream, a [Positions] vector ([FromPositions];
+// [Positions.Seen] keeps it, [Positions.String] and [ParsePositions] carry
+// it across processes, [Client.OutboxPositions] starts one at the end of
+// every stream). It works with one stream too (docs/layout.md, "Resuming
+// across groups").
+//
 // # Timers
 //
 // [Context.After], [Context.At], [Context.Every] and [Context.Cron] ask for a

@@ -4,12 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"iter"
-	"sync"
 
 	"github.com/effectors/effectors/kv"
 	"github.com/effectors/effectors/records"
-	"github.com/nats-io/nats.go/jetstream"
 )
 
 // WaitReady blocks until the node serves its kinds (what [Node.Ready]
@@ -65,87 +62,4 @@ func (c *Client) StateAt(ctx context.Context, ref records.Ref, seq uint64) (Docu
 		return Document{}, fmt.Errorf("state of %s at %d: %w", ref, seq, err)
 	}
 	return Document{}, fmt.Errorf("state of %s at %d: the watch ended", ref, seq)
-}
-
-// SubscribeKind follows the records every effector of kind emits (their
-// outboxes), from now on unless an option says otherwise; see
-// [Client.Subscribe]. Each effector's records come in the order it emitted
-// them. With stream groups (docs/layout.md) the kind's outboxes are in every
-// group's outbox stream, followed together: records of effectors in
-// different groups interleave as they arrive, and [FromSeq] is refused (a
-// sequence is one stream's).
-func (c *Client) SubscribeKind(ctx context.Context, kind string, opts ...SubscribeOption) (iter.Seq2[records.Record, error], error) {
-	if err := records.ValidateKind(kind); err != nil {
-		return nil, fmt.Errorf("subscribe to kind %q: %w: %w", kind, ErrInvalid, err)
-	}
-	msgs, err := c.followAll(ctx, c.names.OutboxStreams(), c.names.KindOutboxes(kind), opts)
-	if err != nil {
-		return nil, fmt.Errorf("subscribe to kind %s: %w", kind, err)
-	}
-	return recordsOf(msgs), nil
-}
-
-// followAll is [Client.follow] of subject in each of streams at once (a
-// kind's outboxes in every stream group's outbox stream): the consumers
-// exist when it returns; ranging over the result merges their messages as
-// they arrive, each stream's in its order, until ctx ends, the loop breaks
-// or a stream fails (its error is yielded once and ends it).
-func (c *Client) followAll(ctx context.Context, streams []string, subject string, opts []SubscribeOption) (iter.Seq2[jetstream.Msg, error], error) {
-	if len(streams) == 1 {
-		return c.follow(ctx, streams[0], subject, opts)
-	}
-	var from subscribeFrom
-	for _, opt := range opts {
-		if opt != nil {
-			opt(&from)
-		}
-	}
-	if from.seq > 0 {
-		return nil, invalidf("FromSeq(%d): the deployment has %d stream groups, so %s is read from %d streams, each with sequences of its own: use FromStart, or subscribe to one effector", from.seq, len(streams), subject, len(streams))
-	}
-	// The followers stop when ctx ends or when the merged loop ends,
-	// whichever is first (stop).
-	fctx, stop := context.WithCancel(ctx)
-	each := make([]iter.Seq2[jetstream.Msg, error], len(streams))
-	for i, stream := range streams {
-		msgs, err := c.follow(fctx, stream, subject, opts)
-		if err != nil {
-			stop()
-			return nil, fmt.Errorf("stream %s: %w", stream, err)
-		}
-		each[i] = msgs
-	}
-	type item struct {
-		msg jetstream.Msg
-		err error
-	}
-	return func(yield func(jetstream.Msg, error) bool) {
-		ch := make(chan item)
-		var wg sync.WaitGroup
-		defer func() {
-			stop()
-			wg.Wait()
-		}()
-		for _, msgs := range each {
-			wg.Go(func() {
-				for msg, err := range msgs {
-					select {
-					case ch <- item{msg, err}:
-					case <-fctx.Done():
-						return
-					}
-				}
-			})
-		}
-		for {
-			select {
-			case it := <-ch:
-				if !yield(it.msg, it.err) || it.err != nil {
-					return
-				}
-			case <-fctx.Done():
-				return
-			}
-		}
-	}, nil
 }

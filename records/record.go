@@ -75,8 +75,11 @@ type Record struct {
 	TraceParent string    // traceparent: W3C trace context, e.g. 00-<trace id>-<span id>-01
 	TraceState  string    // tracestate: W3C vendor trace data (only with TraceParent)
 
-	// Set only on records read from a stream.
+	// Set only on records read from a stream; never headers. Stream and Seq
+	// are the record's position: a sequence means something in its own
+	// stream only (with stream groups a kind's records are in several).
 	Subject string // the subject the record was published to
+	Stream  string // the stream it was read from, e.g. EA_OUT or EA_OUT_1_OF_3; FromMsg leaves it empty for the caller to fill
 	Seq     uint64 // its stream sequence; FromMsg leaves it 0 for the caller to fill
 }
 

@@ -310,7 +310,7 @@ func (c *Client) record(m stored) Record {
 	if rec.ID == "" {
 		rec.ID = recordID(m.header, m.seq)
 	}
-	rec.Seq = m.seq
+	rec.Stream, rec.Seq = m.stream, m.seq
 	r.Record = rec
 	return r
 }

@@ -79,7 +79,10 @@
 // effector updated while a caller pages is listed again later, never
 // missed). [Client.Watch] follows one effector or a whole kind from a
 // revision of the state bucket, so a watcher that reconnects resumes where
-// it stopped. [Client.Orchestrations] and [Client.WatchOrchestrations] do
+// it stopped; with stream groups a kind's documents are in several buckets,
+// each with revisions of its own, and a kind-wide watch resumes from a
+// revision per bucket ([WatchOptions].Positions, built from each event's
+// [StateEvent].Bucket and Revision). [Client.Orchestrations] and [Client.WatchOrchestrations] do
 // the same for the orchestration bucket (by status, name and owner).
 //
 // # The log tells the whole story

@@ -207,8 +207,12 @@ func (c *Client) knownKind(ctx context.Context, kind string) error {
 // StateEvent is a change of one effector's state document.
 type StateEvent struct {
 	Effector records.Ref
-	// Revision is the document's revision in the state bucket (with stream
-	// groups, its group's): pass it + 1 as From to resume after this event.
+	// Bucket is the state bucket holding the document (ea_state, or with
+	// stream groups its group's, ea_state_<g>_of_<G>), and Revision the
+	// document's revision in it: a revision means something in its own
+	// bucket only. To resume after this event, pass Revision + 1 as From
+	// (one bucket), or keep a vector: Positions.Seen(Bucket, Revision).
+	Bucket   string
 	Revision uint64
 	// Document is the new document; zero when Deleted.
 	Document actor.Document
@@ -222,9 +226,21 @@ type WatchOptions struct {
 	// From resumes at this revision of the state bucket (every change at or
 	// after it is delivered, as long as the bucket keeps it). 0 starts with
 	// the current documents, then follows changes. With stream groups a
-	// watch of every effector of a kind follows every group's bucket and
-	// takes From 0 only (a revision is one bucket's).
+	// watch of every effector of a kind follows every group's bucket, each
+	// with revisions of its own, and takes From 0 only: resume it with
+	// Positions.
 	From uint64
+	// Positions resumes at a revision per bucket, keyed by bucket name
+	// (StateEvent.Bucket), each the next revision to read (the last one
+	// read + 1; [actor.Positions.Seen] keeps it so): every change at or
+	// after it is delivered, as long as the bucket keeps it. A bucket it
+	// does not name starts with its current documents, then changes (as
+	// From 0), so nothing is lost of what it holds. It works with one
+	// bucket too (one entry, as From) and with one effector (the entry of
+	// its bucket), so one way of resuming serves every layout. Non-nil (even
+	// empty) means it is used; not with From. A bucket that is not one of
+	// the deployment's, or a position 0, is ErrInvalid.
+	Positions actor.Positions
 }
 
 // Watcher follows state documents; see [Client.Watch]. Events delivers the
@@ -234,7 +250,9 @@ type Watcher struct{ *feed[StateEvent] }
 
 // Watch follows the state documents of one effector (Kind and ID) or of
 // every effector of a kind (Kind), from a resume point. It ends when ctx
-// ends or Stop is called.
+// ends or Stop is called. Each effector's changes come in order; with
+// stream groups a kind's buckets are followed at once, their events
+// interleaved.
 func (c *Client) Watch(ctx context.Context, o WatchOptions) (*Watcher, error) {
 	if err := records.ValidateKind(o.Kind); err != nil {
 		return nil, invalidf("kind: %v", err)
@@ -253,13 +271,17 @@ func (c *Client) Watch(ctx context.Context, o WatchOptions) (*Watcher, error) {
 			return nil, err
 		}
 	}
-	f, err := watchBuckets(ctx, c, buckets, key, o.From, func(e jetstream.KeyValueEntry) (StateEvent, error) {
+	froms, err := c.watchFroms(o, buckets)
+	if err != nil {
+		return nil, err
+	}
+	f, err := watchBuckets(ctx, c, buckets, key, froms, func(e jetstream.KeyValueEntry) (StateEvent, error) {
 		kind, id, _ := strings.Cut(e.Key(), ".")
-		ev := StateEvent{Effector: records.Ref{Kind: kind, ID: id}, Revision: e.Revision()}
+		ev := StateEvent{Effector: records.Ref{Kind: kind, ID: id}, Bucket: e.Bucket(), Revision: e.Revision()}
 		if e.Operation() != jetstream.KeyValuePut {
 			ev.Deleted = true
 		} else if err := codec.Unmarshal(e.Value(), &ev.Document); err != nil {
-			return ev, fmt.Errorf("state document %s at revision %d: %w", e.Key(), e.Revision(), err)
+			return ev, fmt.Errorf("state document %s of %s at revision %d: %w", e.Key(), e.Bucket(), e.Revision(), err)
 		}
 		return ev, nil
 	})
@@ -267,6 +289,31 @@ func (c *Client) Watch(ctx context.Context, o WatchOptions) (*Watcher, error) {
 		return nil, err
 	}
 	return &Watcher{f}, nil
+}
+
+// watchFroms is the revision each of buckets starts at by o (0: the
+// current documents): o.From for one bucket, or each bucket's entry in
+// o.Positions.
+func (c *Client) watchFroms(o WatchOptions, buckets []string) ([]uint64, error) {
+	froms := make([]uint64, len(buckets))
+	switch {
+	case o.Positions != nil && o.From != 0:
+		return nil, invalidf("from %d and positions %s: give one (positions: a revision per state bucket)", o.From, o.Positions)
+	case o.Positions != nil:
+		if err := o.Positions.Check(c.n.StateBuckets()); err != nil {
+			return nil, fmt.Errorf("%w: positions %s: %w: build them from events of this deployment (Positions.Seen with StateEvent.Bucket and Revision)", ErrInvalid, o.Positions, err)
+		}
+		for i, b := range buckets {
+			froms[i] = o.Positions[b]
+		}
+	case o.From != 0 && len(buckets) > 1:
+		return nil, invalidf("from %d: a revision of one state bucket, and this deployment has %d stream groups, each with its own: resume with Positions (a revision per bucket: StateEvent.Bucket and Revision + 1 of the last event of each), watch from 0, or watch one effector", o.From, len(buckets))
+	default:
+		for i := range froms {
+			froms[i] = o.From
+		}
+	}
+	return froms, nil
 }
 
 func actorStatus(s string) actor.Status { return actor.Status(s) }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -283,4 +284,184 @@ func nextEvent(t *testing.T, w *store.Watcher) store.StateEvent {
 		t.Fatal("no event")
 	}
 	return store.StateEvent{}
+}
+
+// TestWatchResumePositions: a watch of every effector of a kind resumes
+// from a revision per state bucket, with stream groups (effectors spread
+// over several of the 3 buckets) and with one bucket (one entry): watch,
+// read some changes, stop, more changes are written, resume from the
+// vector (kept as a string) — exactly the changes at or after each
+// bucket's position come, each bucket's in order, none twice, none
+// missing. A bucket the vector does not name starts with its current
+// documents; bad vectors are refused.
+func TestWatchResumePositions(t *testing.T) {
+	t.Parallel()
+	for _, groups := range []int{3, 1} {
+		t.Run(fmt.Sprint("groups=", groups), func(t *testing.T) {
+			t.Parallel()
+			var e *env
+			if groups > 1 {
+				e = newGroupsEnv(t, groups)
+			} else {
+				e = newEnv(t)
+			}
+			testWatchResume(t, e)
+		})
+	}
+}
+
+// change is one write of a state document: where, and what.
+type change struct {
+	bucket string
+	rev    uint64
+	id     string
+	seq    uint64
+}
+
+func testWatchResume(t *testing.T, e *env) {
+	const effectors = 8
+	n := e.conn.Names()
+	ctx := context.Background()
+	var all []change
+	put := func(seq uint64) {
+		for i := range effectors {
+			id := fmt.Sprint("e", i)
+			rev := putDoc(t, e, actor.Document{ID: id, Kind: "k", Status: actor.StatusIdle, Seq: seq})
+			all = append(all, change{n.StateBucketFor(records.Ref{Kind: "k", ID: id}), rev, id, seq})
+		}
+	}
+	put(1)
+	buckets := map[string]bool{}
+	for _, c := range all {
+		buckets[c.bucket] = true
+	}
+	if n.Groups() > 1 && len(buckets) < 2 {
+		t.Fatalf("the effectors are all in bucket(s) %v: the test proves nothing", buckets)
+	}
+
+	// The current documents, then half of the next changes; then stop.
+	pos := actor.Positions{}
+	w, err := e.client.Watch(ctx, store.WatchOptions{Kind: "k", Positions: actor.Positions{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range effectors {
+		ev := nextEvent(t, w)
+		if ev.Bucket != n.StateBucketFor(ev.Effector) || ev.Document.Seq != 1 {
+			t.Fatalf("initial %+v: want seq 1 from bucket %s", ev, n.StateBucketFor(ev.Effector))
+		}
+		pos.Seen(ev.Bucket, ev.Revision)
+	}
+	put(2)
+	for range effectors / 2 {
+		ev := nextEvent(t, w)
+		pos.Seen(ev.Bucket, ev.Revision)
+	}
+	w.Stop()
+	kept := pos.String()
+	put(3)
+
+	resumeAt, err := actor.ParsePositions(kept)
+	if err != nil {
+		t.Fatal(err)
+	}
+	expect := map[change]bool{}
+	for _, c := range all {
+		if _, ok := resumeAt[c.bucket]; !ok {
+			t.Fatalf("vector %s lacks bucket %s, though the watch delivered its documents", kept, c.bucket)
+		}
+		if c.rev >= resumeAt[c.bucket] {
+			expect[c] = true
+		}
+	}
+	if want := effectors/2 + effectors; len(expect) != want {
+		t.Fatalf("%d changes at or after %s, want %d", len(expect), kept, want)
+	}
+	watchExactly(t, e, store.WatchOptions{Kind: "k", Positions: resumeAt}, expect)
+
+	// A bucket the vector does not name: its current documents (seq 3),
+	// the others from their positions.
+	dropped := n.StateBucketOf(0)
+	partial := actor.Positions{}
+	for b, rev := range resumeAt {
+		if b != dropped {
+			partial[b] = rev
+		}
+	}
+	expect = map[change]bool{}
+	for _, c := range all {
+		if c.bucket == dropped && c.seq == 3 || c.bucket != dropped && c.rev >= partial[c.bucket] {
+			expect[c] = true
+		}
+	}
+	watchExactly(t, e, store.WatchOptions{Kind: "k", Positions: partial}, expect)
+
+	// One effector's watch takes a kind's vector: its bucket's entry.
+	one := records.Ref{Kind: "k", ID: "e0"}
+	expect = map[change]bool{}
+	for _, c := range all {
+		if c.id == one.ID && c.rev >= resumeAt.At(c.bucket) {
+			expect[c] = true
+		}
+	}
+	watchExactly(t, e, store.WatchOptions{Kind: "k", ID: one.ID, Positions: resumeAt}, expect)
+
+	// Bad vectors, and From with them, are refused, naming what is wrong.
+	other := "ea_state_0_of_3"
+	if n.Groups() > 1 {
+		other = "ea_state"
+	}
+	for _, tc := range []struct {
+		o    store.WatchOptions
+		want string
+	}{
+		{store.WatchOptions{Kind: "k", Positions: actor.Positions{"ea_state_7_of_3": 1}}, "ea_state_7_of_3"},
+		{store.WatchOptions{Kind: "k", Positions: actor.Positions{other: 1}}, `"` + other + `"`},
+		{store.WatchOptions{Kind: "k", Positions: actor.Positions{"KV_" + n.StateBucketOf(0): 1}}, "KV_"},
+		{store.WatchOptions{Kind: "k", Positions: actor.Positions{n.StateBucketOf(0): 0}}, "is 0"},
+		{store.WatchOptions{Kind: "k", From: 2, Positions: actor.Positions{n.StateBucketOf(0): 2}}, "give one"},
+	} {
+		_, err := e.client.Watch(ctx, tc.o)
+		if !errors.Is(err, store.ErrInvalid) || !strings.Contains(err.Error(), tc.want) {
+			t.Fatalf("Watch(%+v): %v, want ErrInvalid saying %q", tc.o, err, tc.want)
+		}
+	}
+	if n.Groups() > 1 {
+		if _, err := e.client.Watch(ctx, store.WatchOptions{Kind: "k", From: 2}); !errors.Is(err, store.ErrInvalid) || !strings.Contains(err.Error(), "Positions") {
+			t.Fatalf("a kind-wide watch from a revision with groups: %v, want ErrInvalid pointing to Positions", err)
+		}
+	}
+}
+
+// watchExactly watches with o and fails t unless exactly the changes of
+// expect come, each once, each bucket's in revision order.
+func watchExactly(t *testing.T, e *env, o store.WatchOptions, expect map[change]bool) {
+	t.Helper()
+	w, err := e.client.Watch(context.Background(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	last := map[string]uint64{}
+	got := map[change]bool{}
+	for range expect {
+		ev := nextEvent(t, w)
+		c := change{ev.Bucket, ev.Revision, ev.Effector.ID, ev.Document.Seq}
+		switch {
+		case got[c]:
+			t.Fatalf("from %s: %+v twice", o.Positions, c)
+		case !expect[c]:
+			t.Fatalf("from %s: %+v, not one of the changes expected %v", o.Positions, c, expect)
+		case c.rev <= last[c.bucket]:
+			t.Fatalf("from %s: %+v after revision %d of its bucket", o.Positions, c, last[c.bucket])
+		}
+		got[c], last[c.bucket] = true, c.rev
+	}
+	select {
+	case ev, ok := <-w.Events():
+		if ok {
+			t.Fatalf("from %s: %+v beyond the %d changes expected", o.Positions, ev, len(expect))
+		}
+	case <-time.After(200 * time.Millisecond):
+	}
 }

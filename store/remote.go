@@ -157,7 +157,7 @@ func (j RecordJSON) Record() Record {
 	r.Record = records.Record{
 		ID: j.ID, Type: j.Type, From: from, Process: j.Process, Owner: j.Owner, Cause: j.Cause, Reply: j.Reply,
 		Priority: records.Priority(j.Priority), ContentType: j.ContentType, Payload: j.Payload,
-		Subject: j.Subject, Seq: j.Seq,
+		Subject: j.Subject, Stream: j.Stream, Seq: j.Seq,
 	}
 	if j.Time != nil {
 		r.Time = *j.Time

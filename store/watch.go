@@ -92,21 +92,18 @@ func watchBucket[E any](ctx context.Context, c *Client, bucket, key string, from
 
 // watchBuckets is watchBucket over several buckets at once (a kind's state
 // documents in every stream group's bucket): one feed whose events are each
-// bucket's in their order, the buckets' interleaved as they arrive. A
-// resume revision is one bucket's, so from must be 0 with several. The feed
-// ends when ctx ends, Stop is called, or one bucket's watch ends (with its
-// error).
-func watchBuckets[E any](ctx context.Context, c *Client, buckets []string, key string, from uint64, event func(jetstream.KeyValueEntry) (E, error)) (*feed[E], error) {
+// bucket's in their order, the buckets' interleaved as they arrive. Bucket
+// i starts at revision froms[i] (0: its current values, then changes; a
+// revision is one bucket's). The feed ends when ctx ends, Stop is called,
+// or one bucket's watch ends (with its error).
+func watchBuckets[E any](ctx context.Context, c *Client, buckets []string, key string, froms []uint64, event func(jetstream.KeyValueEntry) (E, error)) (*feed[E], error) {
 	if len(buckets) == 1 {
-		return watchBucket(ctx, c, buckets[0], key, from, event)
-	}
-	if from > 0 {
-		return nil, invalidf("from %d: a revision of one state bucket, and this deployment has %d stream groups, each with its own: watch from 0, or watch one effector", from, len(buckets))
+		return watchBucket(ctx, c, buckets[0], key, froms[0], event)
 	}
 	wctx, cancel := context.WithCancel(ctx)
 	var each []*feed[E]
-	for _, b := range buckets {
-		f, err := watchBucket(wctx, c, b, key, 0, event)
+	for i, b := range buckets {
+		f, err := watchBucket(wctx, c, b, key, froms[i], event)
 		if err != nil {
 			cancel()
 			for _, f := range each {

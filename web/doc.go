@@ -33,6 +33,11 @@
 // dead-letter frames their stream sequence (resume with from: seq+1), state
 // and orchestration frames their KV revision (from: revision+1), records
 // frames (a page of a process's or an effector's log) a store cursor.
+// Record frames also name their stream and state frames their bucket: the
+// kind-wide outbox and state topics read several with stream groups, and
+// resume from a position per stream or bucket ("positions":
+// {"<stream>": seq+1}; [SubscribeFrame].Positions), a vector the
+// subscribed frame of a kind-wide outbox starts for the client.
 //
 // # Console requests
 //

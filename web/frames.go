@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"time"
 
+	"github.com/effectors/effectors/actor"
 	"github.com/effectors/effectors/store"
 	"github.com/effectors/effectors/supervisor"
 )
@@ -116,6 +117,16 @@ type SubscribeFrame struct {
 	// dead), or the current values then changes (state, orchestration).
 	// Sequences and revisions start at 1: from 1 is the whole history.
 	From uint64 `json:"from,omitempty"`
+	// Positions resumes a kind-wide outbox or state subscription at a
+	// position per stream (outbox: {"<outbox stream>": sequence}) or per
+	// bucket (state: {"<state bucket>": revision}), each the next one to
+	// read: the last "seq" (or "revision") received from that "stream"
+	// (or "bucket") + 1. A stream it does not name is read from its first
+	// record; a bucket it does not name starts with its current documents.
+	// {} reads every stream from its start. Not with From; with stream
+	// groups it is the only way to resume a kind (From is one stream's),
+	// and with one stream it works too (one entry).
+	Positions actor.Positions `json:"positions,omitempty"`
 	// Cursor resumes a records subscription (the cursor of the last
 	// records frame received); empty: from the beginning of the log.
 	Cursor string `json:"cursor,omitempty"`
@@ -141,10 +152,25 @@ type AckFrame struct {
 	Duplicate bool `json:"duplicate,omitempty"`
 }
 
+// SubscribedFrame is {"type":"subscribed"}: the subscription is in place.
+type SubscribedFrame struct {
+	Type string `json:"type"`
+	Req  string `json:"req,omitempty"`
+	Sub  string `json:"sub"`
+	// Positions is where each stream of a kind-wide outbox subscription
+	// starts (the next sequence it delivers): a vector naming every stream,
+	// to keep up to date from the record frames and resume with. Absent
+	// for other topics.
+	Positions actor.Positions `json:"positions,omitempty"`
+}
+
 // RecordFrame is {"type":"record"} of outbox and mailbox subscriptions.
+// Stream and Seq are the record's position: resume after it with from
+// Seq+1 (one stream), or with positions holding Stream: Seq+1.
 type RecordFrame struct {
 	Type   string           `json:"type"`
 	Sub    string           `json:"sub"`
+	Stream string           `json:"stream"`
 	Seq    uint64           `json:"seq"`
 	Record store.RecordJSON `json:"record"`
 }
@@ -187,10 +213,13 @@ type DeadLetter struct {
 	Record        store.RecordJSON `json:"record"`
 }
 
-// StateFrame is {"type":"state"} of state subscriptions.
+// StateFrame is {"type":"state"} of state subscriptions. Bucket and
+// Revision are the change's position: resume after it with from
+// Revision+1 (one bucket), or with positions holding Bucket: Revision+1.
 type StateFrame struct {
 	Type     string          `json:"type"`
 	Sub      string          `json:"sub"`
+	Bucket   string          `json:"bucket"`
 	Revision uint64          `json:"revision"`
 	Effector string          `json:"effector"`
 	Deleted  bool            `json:"deleted,omitempty"`

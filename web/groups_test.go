@@ -14,8 +14,9 @@ import (
 // sends to and follows effectors of several groups (the ack names the
 // effector's group's mailbox stream, the outbox and mailbox topics read the
 // effector's group's streams), finds records in the record store, counts
-// every partition in the node view, and refuses the kind-wide outbox topic,
-// which follows one stream, saying what to do instead.
+// every partition in the node view, and refuses the kind-wide outbox and
+// state topics with "from" (one stream's sequence), saying what to do
+// instead (resuming with positions: TestGatewayResumePositions).
 func TestGatewayStreamGroups(t *testing.T) {
 	e := newEnv(t, envOpts{groups: 3})
 	n := e.conn.Names()

@@ -10,6 +10,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/effectors/effectors/actor"
 	"github.com/effectors/effectors/records"
 	"github.com/effectors/effectors/store"
 	"github.com/effectors/effectors/supervisor"
@@ -38,7 +39,7 @@ func (s *session) subscribe(h head, f SubscribeFrame) {
 		s.errorFrame(h, CodeBadRequest, "subscribe frame: missing \"sub\": name the subscription (unsubscribe and its frames use the name)")
 		return
 	}
-	run, check, err := s.topic(f)
+	plan, err := s.topic(f)
 	if err != nil {
 		s.errorFrame(h, CodeBadRequest, err.Error())
 		return
@@ -55,9 +56,9 @@ func (s *session) subscribe(h head, f SubscribeFrame) {
 		s.errorFrame(h, CodeTooManySubs, fmt.Sprintf("at most %d subscriptions per connection: unsubscribe one first", s.g.cfg.MaxSubscriptions))
 		return
 	}
-	if check != nil {
+	if plan.check != nil {
 		cctx, cancel := context.WithTimeout(s.ctx, s.g.cfg.RequestTimeout)
-		code, err := check(cctx)
+		code, err := plan.check(cctx)
 		cancel()
 		if err != nil {
 			s.errorFrame(h, code, err.Error())
@@ -78,7 +79,11 @@ func (s *session) subscribe(h head, f SubscribeFrame) {
 	s.wg.Add(1)
 	s.mu.Unlock()
 	// "subscribed" goes out before the subscription's first frame.
-	if s.send(TypeSubscribed, head{Type: TypeSubscribed, Req: h.Req, Sub: f.Sub}) != nil {
+	subscribed := SubscribedFrame{Type: TypeSubscribed, Req: h.Req, Sub: f.Sub}
+	if plan.positions != nil {
+		subscribed.Positions = plan.positions()
+	}
+	if s.send(TypeSubscribed, subscribed) != nil {
 		cancel()
 		s.wg.Done()
 		return
@@ -86,7 +91,7 @@ func (s *session) subscribe(h head, f SubscribeFrame) {
 	go func() {
 		defer s.wg.Done()
 		out := func(typ string, v any) error { return s.send(typ, v) }
-		err := run(ctx, out)
+		err := plan.run(ctx, out)
 		ended := ctx.Err() != nil
 		cancel()
 		s.mu.Lock()
@@ -132,20 +137,20 @@ func (s *session) unsubscribe(h head) {
 
 // topic validates f and returns what runs it, and what checks it needing
 // a look-up (nil: none).
-func (s *session) topic(f SubscribeFrame) (topicRun, topicCheck, error) {
+func (s *session) topic(f SubscribeFrame) (topicPlan, error) {
 	g := s.g
 	n := g.names
 	var ref records.Ref
 	if f.Effector != "" {
 		r, err := records.ParseRef(f.Effector)
 		if err != nil {
-			return nil, nil, fmt.Errorf("effector: %w (want \"<kind>/<id>\")", err)
+			return topicPlan{}, fmt.Errorf("effector: %w (want \"<kind>/<id>\")", err)
 		}
 		ref = r
 	}
 	if f.Kind != "" {
 		if err := records.ValidateKind(f.Kind); err != nil {
-			return nil, nil, fmt.Errorf("kind: %w", err)
+			return topicPlan{}, fmt.Errorf("kind: %w", err)
 		}
 	}
 	// A user's subscriptions show only what carries its name; one of an
@@ -160,7 +165,7 @@ func (s *session) topic(f SubscribeFrame) (topicRun, topicCheck, error) {
 	}
 	only := func(allowed ...string) error {
 		set := map[string]bool{"effector": f.Effector != "", "kind": f.Kind != "", "process": f.Process != "",
-			"id": f.ID != "", "from": f.From != 0, "cursor": f.Cursor != ""}
+			"id": f.ID != "", "from": f.From != 0, "cursor": f.Cursor != "", "positions": f.Positions != nil}
 		for _, a := range allowed {
 			delete(set, a)
 		}
@@ -176,76 +181,72 @@ func (s *session) topic(f SubscribeFrame) (topicRun, topicCheck, error) {
 	case TopicOutbox, TopicMailbox:
 		if f.Topic == TopicMailbox {
 			if err := only("effector", "from"); err != nil {
-				return nil, nil, err
+				return topicPlan{}, err
 			}
 			if ref.IsZero() {
-				return nil, nil, errors.New("topic mailbox needs \"effector\": \"<kind>/<id>\"")
+				return topicPlan{}, errors.New("topic mailbox needs \"effector\": \"<kind>/<id>\"")
 			}
 			stream := n.MailboxStreamFor(ref)
 			from := s.startAt(stream, f.From)
-			return s.follow(sub, stream, n.StoredMailbox(ref), &from.seq, store.BoxMailbox), chain(ownEffector, from.resolve), nil
+			return topicPlan{run: s.follow(sub, stream, n.StoredMailbox(ref), &from.seq, store.BoxMailbox), check: chain(ownEffector, from.resolve)}, nil
 		}
-		if err := only("effector", "kind", "from"); err != nil {
-			return nil, nil, err
+		if err := only("effector", "kind", "from", "positions"); err != nil {
+			return topicPlan{}, err
 		}
 		switch {
 		case !ref.IsZero() && f.Kind != "":
-			return nil, nil, errors.New("topic outbox: give \"effector\" or \"kind\", not both")
+			return topicPlan{}, errors.New("topic outbox: give \"effector\" or \"kind\", not both")
+		case !ref.IsZero() && f.Positions != nil:
+			return topicPlan{}, errors.New("topic outbox takes \"positions\" with \"kind\" only: one effector's outbox is one stream, resume it with \"from\"")
 		case !ref.IsZero():
 			stream := n.OutboxStreamFor(ref)
 			from := s.startAt(stream, f.From)
-			return s.follow(sub, stream, n.Outbox(ref), &from.seq, store.BoxOutbox), chain(ownEffector, from.resolve), nil
-		case f.Kind != "" && n.Groups() > 1:
-			// Every group's outbox stream at once, each from now.
-			if f.From != 0 {
-				return nil, nil, fmt.Errorf("topic outbox with \"kind\" and \"from\": a sequence of one stream, and this deployment has %d stream groups, each with an outbox stream: subscribe without \"from\", or to each effector (\"effector\")", n.Groups())
-			}
-			var runs []topicRun
-			var checks []topicCheck
-			for _, stream := range n.OutboxStreams() {
-				from := s.startAt(stream, 0)
-				runs = append(runs, s.follow(sub, stream, n.KindOutboxes(f.Kind), &from.seq, store.BoxOutbox))
-				checks = append(checks, from.resolve)
-			}
-			return together(runs), chain(checks...), nil
+			return topicPlan{run: s.follow(sub, stream, n.Outbox(ref), &from.seq, store.BoxOutbox), check: chain(ownEffector, from.resolve)}, nil
 		case f.Kind != "":
-			from := s.startAt(n.OutboxStream(), f.From)
-			return s.follow(sub, n.OutboxStream(), n.KindOutboxes(f.Kind), &from.seq, store.BoxOutbox), from.resolve, nil
+			return s.kindOutbox(f)
 		}
-		return nil, nil, errors.New("topic outbox needs \"effector\": \"<kind>/<id>\" or \"kind\"")
+		return topicPlan{}, errors.New("topic outbox needs \"effector\": \"<kind>/<id>\" or \"kind\"")
 	case TopicDead:
 		if err := only("effector", "from"); err != nil {
-			return nil, nil, err
+			return topicPlan{}, err
 		}
 		filter := ""
 		if !ref.IsZero() {
 			filter = n.Dead(ref)
 		}
 		from := s.startAt(n.DeadStream(), f.From)
-		return s.followDead(sub, filter, &from.seq), chain(ownEffector, from.resolve), nil
+		return topicPlan{run: s.followDead(sub, filter, &from.seq), check: chain(ownEffector, from.resolve)}, nil
 	case TopicState:
-		if err := only("effector", "kind", "from"); err != nil {
-			return nil, nil, err
+		if err := only("effector", "kind", "from", "positions"); err != nil {
+			return topicPlan{}, err
 		}
-		o := store.WatchOptions{Kind: f.Kind, From: f.From}
+		o := store.WatchOptions{Kind: f.Kind, From: f.From, Positions: f.Positions}
 		switch {
 		case !ref.IsZero() && f.Kind != "":
-			return nil, nil, errors.New("topic state: give \"effector\" or \"kind\", not both")
+			return topicPlan{}, errors.New("topic state: give \"effector\" or \"kind\", not both")
+		case !ref.IsZero() && f.Positions != nil:
+			return topicPlan{}, errors.New("topic state takes \"positions\" with \"kind\" only: one effector's state is in one bucket, resume it with \"from\"")
 		case !ref.IsZero():
 			o.Kind, o.ID = ref.Kind, ref.ID
 		case f.Kind == "":
-			return nil, nil, errors.New("topic state needs \"effector\": \"<kind>/<id>\" or \"kind\"")
+			return topicPlan{}, errors.New("topic state needs \"effector\": \"<kind>/<id>\" or \"kind\"")
+		case f.Positions != nil && f.From != 0:
+			return topicPlan{}, errors.New("topic state: give \"from\" or \"positions\", not both")
 		case n.Groups() > 1 && f.From != 0:
-			return nil, nil, fmt.Errorf("topic state with \"kind\" and \"from\": a revision of one state bucket, and this deployment has %d stream groups, each with a state bucket: subscribe without \"from\" (the current documents, then changes), or to each effector", n.Groups())
+			return topicPlan{}, fmt.Errorf("topic state with \"kind\" and \"from\": a revision of one state bucket, and this deployment has %d stream groups, each with a state bucket: resume with \"positions\" ({\"<bucket>\": revision}: the last \"revision\" received from each \"bucket\" + 1), subscribe without \"from\" (the current documents, then changes), or to each effector", n.Groups())
+		case f.Positions != nil:
+			if err := f.Positions.Check(n.StateBuckets()); err != nil {
+				return topicPlan{}, fmt.Errorf("positions: %w: give the \"bucket\" and \"revision\" + 1 of state frames of this deployment", err)
+			}
 		}
-		return s.watchState(sub, o), ownEffector, nil
+		return topicPlan{run: s.watchState(sub, o), check: ownEffector}, nil
 	case TopicRecords:
 		if err := only("effector", "process", "cursor"); err != nil {
-			return nil, nil, err
+			return topicPlan{}, err
 		}
 		q := store.Query{Effector: ref, Process: f.Process, Cursor: f.Cursor, Limit: 100}
 		if ref.IsZero() == (f.Process == "") {
-			return nil, nil, errors.New("topic records needs \"effector\": \"<kind>/<id>\" or \"process\" (one of them)")
+			return topicPlan{}, errors.New("topic records needs \"effector\": \"<kind>/<id>\" or \"process\" (one of them)")
 		}
 		if !id.Admin() {
 			q.Owner = id.Name // the owner index
@@ -258,32 +259,98 @@ func (s *session) topic(f SubscribeFrame) (topicRun, topicCheck, error) {
 			}
 			return s.checkCursor(ctx, q)
 		}
-		return s.pollRecords(sub, q), check, nil
+		return topicPlan{run: s.pollRecords(sub, q), check: check}, nil
 	case TopicOrchestration:
 		if err := only("id", "from"); err != nil {
-			return nil, nil, err
+			return topicPlan{}, err
 		}
 		key := "*"
 		var check topicCheck
 		if f.ID != "" {
 			if err := records.ValidateID(f.ID); err != nil {
-				return nil, nil, fmt.Errorf("id: %w", err)
+				return topicPlan{}, fmt.Errorf("id: %w", err)
 			}
 			key = f.ID
 			check = func(ctx context.Context) (string, error) { return s.ownOrchestration(ctx, f.ID) }
 		}
-		return s.watchOrch(sub, key, f.From), check, nil
+		return topicPlan{run: s.watchOrch(sub, key, f.From), check: check}, nil
 	case "":
-		return nil, nil, errors.New("subscribe frame: missing \"topic\": outbox, mailbox, state, records, dead or orchestration")
+		return topicPlan{}, errors.New("subscribe frame: missing \"topic\": outbox, mailbox, state, records, dead or orchestration")
 	}
-	return nil, nil, fmt.Errorf("unknown topic %q: outbox, mailbox, state, records, dead or orchestration", truncate(f.Topic, 64))
+	return topicPlan{}, fmt.Errorf("unknown topic %q: outbox, mailbox, state, records, dead or orchestration", truncate(f.Topic, 64))
+}
+
+// topicPlan is a validated subscription: what runs it, what checks it
+// needing a look-up (nil: none), and the positions its subscribed frame
+// announces (nil: none; called after check).
+type topicPlan struct {
+	run       topicRun
+	check     topicCheck
+	positions func() actor.Positions
+}
+
+// kindOutbox plans an outbox subscription of every effector of f.Kind:
+// every outbox stream at once (one with one stream group), each from its
+// start: its entry of f.Positions (a stream it does not name from its
+// first record), f.From (one stream only), or now. The subscribed frame
+// names where each stream starts.
+func (s *session) kindOutbox(f SubscribeFrame) (topicPlan, error) {
+	n := s.g.names
+	streams := n.OutboxStreams()
+	switch {
+	case f.Positions != nil && f.From != 0:
+		return topicPlan{}, errors.New("topic outbox: give \"from\" or \"positions\", not both")
+	case f.From != 0 && len(streams) > 1:
+		return topicPlan{}, fmt.Errorf("topic outbox with \"kind\" and \"from\": a sequence of one stream, and this deployment has %d stream groups, each with an outbox stream: resume with \"positions\" ({\"<stream>\": seq}: the last \"seq\" received from each \"stream\" + 1), subscribe without \"from\", or to each effector (\"effector\")", len(streams))
+	case f.Positions != nil:
+		if err := f.Positions.Check(streams); err != nil {
+			return topicPlan{}, fmt.Errorf("positions: %w: give the \"stream\" and \"seq\" + 1 of record frames of this deployment, or the positions of its subscribed frame", err)
+		}
+	}
+	starts := make([]*start, len(streams))
+	runs := make([]topicRun, len(streams))
+	checks := make([]topicCheck, len(streams))
+	for i, stream := range streams {
+		from := f.From
+		if f.Positions != nil {
+			from = f.Positions.At(stream)
+		}
+		starts[i] = s.startAt(stream, from)
+		runs[i] = s.follow(f.Sub, stream, n.KindOutboxes(f.Kind), &starts[i].seq, store.BoxOutbox)
+		checks[i] = starts[i].resolve
+	}
+	positions := func() actor.Positions {
+		p := actor.Positions{}
+		for _, st := range starts {
+			p[st.stream] = st.seq
+		}
+		return p
+	}
+	return topicPlan{run: together(runs), check: chain(checks...), positions: positions}, nil
 }
 
 // chain runs checks in order, the first failure winning (nil ones are
 // skipped).
+func chain(checks ...topicCheck) topicCheck {
+	return func(ctx context.Context) (string, error) {
+		for _, c := range checks {
+			if c == nil {
+				continue
+			}
+			if code, err := c(ctx); err != nil {
+				return code, err
+			}
+		}
+		return "", nil
+	}
+}
+
 // together runs runs at once as one subscription (one topic over several
 // streams): it ends when any of them ends, returning the first error.
 func together(runs []topicRun) topicRun {
+	if len(runs) == 1 {
+		return runs[0]
+	}
 	return func(ctx context.Context, out emit) error {
 		ctx, cancel := context.WithCancel(ctx)
 		defer cancel()
@@ -299,20 +366,6 @@ func together(runs []topicRun) topicRun {
 			cancel() // one ended (the connection, or its stream failed): end the others
 		}
 		return first
-	}
-}
-
-func chain(checks ...topicCheck) topicCheck {
-	return func(ctx context.Context) (string, error) {
-		for _, c := range checks {
-			if c == nil {
-				continue
-			}
-			if code, err := c(ctx); err != nil {
-				return code, err
-			}
-		}
-		return "", nil
 	}
 }
 
@@ -412,7 +465,7 @@ func (g *Gateway) recordJSON(msg jetstream.Msg, box store.Box) (store.RecordJSON
 		rec = records.Record{ID: msg.Headers().Get(records.HeaderID), Payload: msg.Data()}
 		r.Invalid = err.Error()
 	}
-	rec.Subject, rec.Seq = subject, seq
+	rec.Subject, rec.Stream, rec.Seq = subject, r.Stream, seq
 	r.Record, r.Effector = rec, ref
 	return r.JSON(), seq
 }
@@ -424,7 +477,7 @@ func (s *session) follow(sub, stream, filter string, from *uint64, box store.Box
 				return nil
 			}
 			rec, seq := s.g.recordJSON(msg, box)
-			return out(TypeRecord, RecordFrame{Type: TypeRecord, Sub: sub, Seq: seq, Record: rec})
+			return out(TypeRecord, RecordFrame{Type: TypeRecord, Sub: sub, Stream: stream, Seq: seq, Record: rec})
 		})
 	}
 }
@@ -458,7 +511,7 @@ func (s *session) watchState(sub string, o store.WatchOptions) topicRun {
 			if !s.sees(ev.Document.Owner) && (o.ID == "" || !ev.Deleted) {
 				continue // another user's effector (of a kind watch)
 			}
-			f := StateFrame{Type: TypeState, Sub: sub, Revision: ev.Revision, Effector: ev.Effector.String(), Deleted: ev.Deleted}
+			f := StateFrame{Type: TypeState, Sub: sub, Bucket: ev.Bucket, Revision: ev.Revision, Effector: ev.Effector.String(), Deleted: ev.Deleted}
 			if !ev.Deleted {
 				doc, err := json.Marshal(ev.Document)
 				if err != nil {
