@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -51,6 +52,10 @@ type global struct {
 	prefix  string
 	timeout time.Duration
 	json    bool
+	// groups and partitions are the deployment's stream group and
+	// partition counts when given (0: read from the deployment, which a
+	// least-privilege client may not do).
+	groups, partitions int
 }
 
 // command is one ea command.
@@ -124,8 +129,7 @@ func run(ctx context.Context, args []string, e env) int {
 	if cause := context.Cause(ctx); err != nil && errors.Is(cause, errPermission) {
 		// The server refused a request for the user's permissions (and
 		// the command ended at once, see denials): say so, not "canceled".
-		err = withCode(exitError, fmt.Errorf("%w (the client role of deploy/nats does not open %s, %s or %s, which tail dead, dead replay, top and orch ls read: use a user that may, such as admin)",
-			cause, a.names().DeadStream(), a.names().MailboxStream(), a.names().OrchBucket()))
+		err = withCode(exitError, a.explainDenied(cause))
 	}
 	if a.conn != nil {
 		_ = a.conn.Close()
@@ -225,6 +229,33 @@ func (a *app) globalFlags(fs *flag.FlagSet) {
 		})
 	}
 	fs.BoolVar(&a.g.json, "json", a.getenv("EA_JSON") == "1" || a.getenv("EA_JSON") == "true", "print JSON (one value per line) instead of tables (env EA_JSON=1)")
+	// The layout: read from the deployment unless given, and given it must
+	// be where the user may not read the mailbox streams (the client role
+	// of deploy/nats on a deployment with stream groups).
+	for _, l := range a.layoutSettings() {
+		fs.Func(l.name, l.usage, func(v string) error {
+			n, err := strconv.Atoi(v)
+			if err != nil || n < 1 {
+				return errors.New("want a whole number, at least 1")
+			}
+			*l.to = n
+			return nil
+		})
+	}
+}
+
+// layoutSetting is a count of the deployment's layout every command takes:
+// its flag, its environment variable and where it goes.
+type layoutSetting struct {
+	name, env, usage string
+	to               *int
+}
+
+func (a *app) layoutSettings() []layoutSetting {
+	return []layoutSetting{
+		{"stream-groups", "EA_STREAM_GROUPS", "stream group count of the deployment (env EA_STREAM_GROUPS; default: read from the deployment)", &a.g.groups},
+		{"partitions", "EA_PARTITIONS", "mailbox partition count of the deployment (env EA_PARTITIONS; default: read from the deployment)", &a.g.partitions},
+	}
 }
 
 // authSettings are the NATS authentication and TLS settings every effectors
@@ -314,6 +345,15 @@ func (a *app) dispatch(ctx context.Context, args []string) error {
 		}
 		a.g.timeout = d
 	}
+	for _, l := range a.layoutSettings() {
+		if v := a.getenv(l.env); v != "" && *l.to == 0 {
+			n, err := strconv.Atoi(v)
+			if err != nil || n < 1 {
+				return usagef(path, "%s %q: want a whole number, at least 1", l.env, v)
+			}
+			*l.to = n
+		}
+	}
 	pos, err := parseInterspersed(fs, args)
 	if errors.Is(err, flag.ErrHelp) {
 		a.cmdUsage(a.stdout, path, cmd)
@@ -337,6 +377,25 @@ func (a *app) dispatch(ctx context.Context, args []string) error {
 	return cmd.run(ctx, a, pos)
 }
 
+// explainDenied says why a request the server refused for the user's
+// permissions may have been made, and what to do.
+func (a *app) explainDenied(cause error) error {
+	n := a.names()
+	var d *deniedErr
+	if errors.As(cause, &d) && a.g.groups == 0 && a.conn != nil && a.conn.Names().Groups() == 1 {
+		// The one-stream layout's outbox stream and state bucket, which
+		// the client role opens there: ea could not read the layout and
+		// took the one-stream names.
+		for _, s := range []string{n.OutboxStream(), "KV_" + n.StateBucketOf(0)} {
+			if strings.HasSuffix(d.subject, "."+s) {
+				return fmt.Errorf("%w (%s belongs to the one-stream layout: if the deployment has stream groups, ea cannot read them as this user, so give them: --stream-groups G --partitions P, or EA_STREAM_GROUPS and EA_PARTITIONS, as ea-node has them)", cause, s)
+			}
+		}
+	}
+	return fmt.Errorf("%w (the client role of deploy/nats does not open %s, %s or %s, which tail dead, dead replay, top and orch ls read: use a user that may, such as admin)",
+		cause, n.DeadStream(), n.MailboxStream(), n.OrchBucket())
+}
+
 // leadingGlobals splits the global flags before the command from the rest.
 func leadingGlobals(args []string) (flags, rest []string, err error) {
 	for i := 0; i < len(args); i++ {
@@ -351,7 +410,7 @@ func leadingGlobals(args []string) (flags, rest []string, err error) {
 		switch name {
 		case "json":
 			flags = append(flags, a)
-		case "nats", "prefix", "timeout", "creds", "nkey", "user", "password-file", "token-file", "tls-ca", "tls-cert", "tls-key":
+		case "nats", "prefix", "timeout", "stream-groups", "partitions", "creds", "nkey", "user", "password-file", "token-file", "tls-ca", "tls-cert", "tls-key":
 			flags = append(flags, a)
 			if !hasValue {
 				if i+1 >= len(args) {
@@ -420,6 +479,7 @@ func (a *app) connect(ctx context.Context) (*bus.Conn, error) {
 	defer cancel()
 	conn, err := bus.Connect(ctx, bus.Config{
 		URL: a.g.nats, Prefix: a.g.prefix, Name: "ea-cli", ConnectTimeout: wait,
+		Groups: a.g.groups, Partitions: a.g.partitions,
 		Options: append(a.auth.Options(), nats.ErrorHandler(a.denials.handler)),
 		Logger:  slog.New(slog.DiscardHandler),
 	})
@@ -560,6 +620,10 @@ Flags every command takes:
   --prefix NAME    subject prefix of the deployment (env EA_PREFIX; default ea)
   --timeout D      how long to wait for NATS and each answer (env EA_TIMEOUT; default 10s)
   --json           JSON output, one value per line (env EA_JSON=1)
+  --stream-groups N, --partitions N
+                   the deployment's layout (env EA_STREAM_GROUPS, EA_PARTITIONS;
+                   default: read from the deployment, which a least-privilege
+                   client user may not: give them with stream groups)
   --creds FILE, --nkey FILE, --user NAME (password from EA_PASSWORD or
   --password-file FILE), --token-file FILE (or EA_TOKEN), --tls-ca FILE,
   --tls-cert FILE, --tls-key FILE: NATS authentication and TLS, as for
@@ -614,5 +678,5 @@ func (a *app) cmdUsage(w io.Writer, path string, cmd *command) {
 			fmt.Fprintln(w)
 		}
 	}
-	fmt.Fprint(w, "\nand --nats, --prefix, --timeout, --json and the NATS authentication flags (ea help)\n")
+	fmt.Fprint(w, "\nand --nats, --prefix, --timeout, --json, --stream-groups, --partitions and the NATS authentication flags (ea help)\n")
 }

@@ -3,12 +3,14 @@ package main
 import (
 	"bytes"
 	"context"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/effectors/effectors/bus"
+	"github.com/effectors/effectors/internal/roles"
 	"github.com/nats-io/nats.go"
 )
 
@@ -71,5 +73,93 @@ func TestAuth(t *testing.T) {
 	}
 	if out, code := ea("", "state", "counter/x", "--password", "c-pw"); code != exitUsage || !strings.Contains(out, "-password") {
 		t.Errorf("--password on the command line: exit %d, %q", code, out)
+	}
+}
+
+// TestAuthStreamGroups runs ea as the least-privilege client on a
+// deployment with stream groups, under the roles ea roles prints for it:
+// the client may not read the mailbox streams, so ea cannot read the
+// layout and must be given it (--stream-groups and --partitions, or
+// EA_STREAM_GROUPS and EA_PARTITIONS); without them it is refused, saying
+// what to give.
+func TestAuthStreamGroups(t *testing.T) {
+	for user, pw := range map[string]string{"CLIENT": "c-pw", "NODE": "n", "SUPERVISOR": "s", "ADMIN": "a-pw"} {
+		t.Setenv("EA_"+user+"_PASSWORD", pw)
+	}
+	layout := roles.Layout{Groups: 2, Partitions: 8}
+	r, err := roles.For(layout)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var conf bytes.Buffer
+	if err := r.WriteServerConfig(&conf); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "roles.conf")
+	if err := os.WriteFile(path, conf.Bytes(), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	srv, err := bus.StartServer(bus.ServerConfig{Listen: "127.0.0.1:0", StoreDir: t.TempDir(), ConfigFile: path})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Shutdown()
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	admin, err := bus.Connect(ctx, bus.Config{URL: srv.ClientURL(), Groups: 2, Partitions: 8, Options: []nats.Option{nats.UserInfo("admin", "a-pw")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close()
+	if err := admin.Provision(ctx); err != nil {
+		t.Fatal(err)
+	}
+	ea := func(environ map[string]string, args ...string) (string, int) {
+		var out, errb bytes.Buffer
+		getenv := func(k string) string {
+			switch k {
+			case "EA_PASSWORD":
+				return "c-pw"
+			case "EA_TIMEOUT":
+				return "2s"
+			}
+			return environ[k]
+		}
+		code := run(t.Context(), append(args, "--nats", srv.ClientURL(), "--user", "client"), env{stdout: &out, stderr: &errb, getenv: getenv})
+		return out.String() + errb.String(), code
+	}
+	// Told the layout, by flags or the environment: it reads the state
+	// buckets (no such effector).
+	for _, tc := range []struct {
+		environ map[string]string
+		args    []string
+	}{
+		{nil, []string{"state", "counter/x", "--stream-groups", "2", "--partitions", "8"}},
+		{nil, []string{"--stream-groups=2", "--partitions", "8", "state", "counter/x"}},
+		{map[string]string{"EA_STREAM_GROUPS": "2", "EA_PARTITIONS": "8"}, []string{"state", "counter/x"}},
+	} {
+		if out, code := ea(tc.environ, tc.args...); code != exitNotFound || !strings.Contains(out, "not found") {
+			t.Errorf("as client, %v %v: exit %d, %q (want 3: read the group's state bucket, no such effector)", tc.environ, tc.args, code, out)
+		}
+	}
+	// Not told: refused, saying what to give.
+	out, code := ea(nil, "state", "counter/x")
+	if code == exitNotFound || code == 0 || !strings.Contains(out, "--stream-groups") {
+		t.Errorf("as client, not told the layout: exit %d, %q (want a refusal naming --stream-groups)", code, out)
+	}
+	// Bad counts are usage errors naming what was wrong.
+	for _, tc := range []struct {
+		environ map[string]string
+		args    []string
+		want    string
+	}{
+		{nil, []string{"state", "counter/x", "--stream-groups", "0"}, "stream-groups"},
+		{nil, []string{"state", "counter/x", "--partitions", "x"}, "partitions"},
+		{map[string]string{"EA_STREAM_GROUPS": "two"}, []string{"state", "counter/x"}, "EA_STREAM_GROUPS"},
+		{nil, []string{"state", "counter/x", "--stream-groups", "9", "--partitions", "8"}, "9"},
+	} {
+		if out, code := ea(tc.environ, tc.args...); code != exitUsage || !strings.Contains(out, tc.want) {
+			t.Errorf("%v %v: exit %d, %q (want 2 naming %q)", tc.environ, tc.args, code, out, tc.want)
+		}
 	}
 }

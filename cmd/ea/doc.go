@@ -11,7 +11,11 @@
 // Commands: send, state, create, terminate, replay, ls, kinds, tail, dead (replay),
 // orch (start, status, input, cancel, ls), top, roles, completion, version, help.
 // Flags may follow the arguments; every command takes --nats (EA_NATS),
-// --prefix (EA_PREFIX), --timeout (EA_TIMEOUT) and --json (EA_JSON=1).
+// --prefix (EA_PREFIX), --timeout (EA_TIMEOUT), --json (EA_JSON=1), and
+// --stream-groups (EA_STREAM_GROUPS) and --partitions (EA_PARTITIONS), the
+// deployment's layout, which ea reads from the deployment unless given: a
+// user that may not read the mailbox streams (the least-privilege client
+// role of deploy/nats) gives them on a deployment with stream groups.
 // Tables by default, one JSON value per line with --json.
 //
 // # Exit status
