@@ -135,7 +135,7 @@ const errText = (e) => (e.code ? `${e.code}: ${e.message}` : e.message);
 
 // subscribe registers a subscription, replacing one of the same name; the
 // client resumes it from its last seq, revision or cursor after a
-// reconnect.
+// reconnect (a kind's state from the last revision of each bucket).
 const named = new Map();
 function subscribe(name, spec, onFrame, onError) {
   unsubscribe(name);

@@ -417,7 +417,7 @@ var Client = class {
         return;
       }
       case "subscribed":
-        this.subs.get(f.sub)?.subscribed();
+        this.subs.get(f.sub)?.subscribed(f);
         return;
       case "unsubscribed":
         if (f.req) {
@@ -641,13 +641,17 @@ var Client = class {
   /**
    * Subscribes to a topic; onFrame gets its frames in order. After a
    * reconnect the subscription is sent again from the frame after the last
-   * one delivered (`from` = last seq or revision + 1, or the last `cursor`):
-   * no frame is missed, none comes twice.
+   * one delivered (`from` = last seq or revision + 1, or the last `cursor`;
+   * a kind-wide `outbox` or `state` subscription with `positions`, the last
+   * seq or revision + 1 of each stream or bucket): no frame is missed, none
+   * comes twice. Throws `invalid` at once for `positions` on another topic,
+   * with `from`, or with a position that is not a whole number from 1.
    */
   subscribe(spec, onFrame, opts = {}) {
     if (this.st === "closed") {
       throw new EffectorsError("closed", "subscribe: the client is closed");
     }
+    checkPositions(spec);
     const name = "s" + ++this.subSeq;
     const s = new SubscriptionImpl(this, name, spec, onFrame, opts);
     this.subs.set(name, s);
@@ -755,6 +759,29 @@ var Client = class {
     await this.request({ type: "ping" });
   }
 };
+function kindWide(spec) {
+  return (spec.topic === "outbox" || spec.topic === "state") && "kind" in spec && spec.kind !== void 0;
+}
+function checkPositions(spec) {
+  const { positions, from } = spec;
+  if (positions === void 0) {
+    return;
+  }
+  if (!kindWide(spec)) {
+    throw new EffectorsError("invalid", `subscribe: "positions" is for a kind-wide outbox or state subscription ({topic, kind, positions}); topic ${spec.topic} of one stream resumes with "from"`);
+  }
+  if (from) {
+    throw new EffectorsError("invalid", `subscribe: give "from" or "positions", not both`);
+  }
+  if (positions === null || typeof positions !== "object" || Array.isArray(positions)) {
+    throw new EffectorsError("invalid", `subscribe: "positions" must be an object of stream (or bucket) to the next sequence (revision)`);
+  }
+  for (const [name, at] of Object.entries(positions)) {
+    if (!Number.isSafeInteger(at) || at < 1) {
+      throw new EffectorsError("invalid", `subscribe: position of ${JSON.stringify(name)} is ${JSON.stringify(at)}: want a whole number from 1 (the last seq or revision received + 1)`);
+    }
+  }
+}
 var SubscriptionImpl = class {
   constructor(client, name, spec, onFrame, opts) {
     this.client = client;
@@ -763,7 +790,12 @@ var SubscriptionImpl = class {
     this.onFrame = onFrame;
     this.opts = opts;
     const s = spec;
-    this.position = spec.topic === "records" ? { cursor: s.cursor } : { from: s.from };
+    this.kindWide = kindWide(spec);
+    this.from = s.from;
+    this.cursor = s.cursor;
+    if (this.kindWide && s.positions) {
+      this.positions = { ...s.positions };
+    }
   }
   client;
   name;
@@ -771,8 +803,23 @@ var SubscriptionImpl = class {
   onFrame;
   opts;
   status = "pending";
-  position;
   error;
+  // Where it resumes: from (one stream or bucket), cursor (records), or,
+  // once known, positions (kind-wide outbox and state: the next seq or
+  // revision of each stream or bucket; only ever moved forward).
+  from;
+  cursor;
+  positions;
+  kindWide;
+  get position() {
+    if (this.spec.topic === "records") {
+      return { cursor: this.cursor };
+    }
+    if (this.positions) {
+      return { positions: { ...this.positions } };
+    }
+    return { from: this.from };
+  }
   resume() {
     if (this.status === "closed" || this.status === "failed") {
       return;
@@ -781,15 +828,26 @@ var SubscriptionImpl = class {
     const frame = { ...this.spec, type: "subscribe", sub: this.name };
     delete frame.from;
     delete frame.cursor;
-    if (this.position.from) {
-      frame.from = this.position.from;
+    delete frame.positions;
+    if (this.positions) {
+      frame.positions = { ...this.positions };
+    } else if (this.from) {
+      frame.from = this.from;
     }
-    if (this.position.cursor) {
-      frame.cursor = this.position.cursor;
+    if (this.cursor) {
+      frame.cursor = this.cursor;
     }
     this.client._write(frame);
   }
-  subscribed() {
+  subscribed(f) {
+    if (this.status === "closed" || this.status === "failed") {
+      return;
+    }
+    if (this.kindWide && f.positions) {
+      for (const [name, at] of Object.entries(f.positions)) {
+        this.advance(name, at);
+      }
+    }
     if (this.status === "pending") {
       this.status = "active";
     }
@@ -799,6 +857,16 @@ var SubscriptionImpl = class {
       this.status = "pending";
     }
   }
+  // advance moves the position of stream (bucket) name to next, forward
+  // only: false when next is not past it (a frame delivered before).
+  advance(name, next) {
+    const at = this.positions?.[name];
+    if (at !== void 0 && next <= at) {
+      return false;
+    }
+    (this.positions ??= {})[name] = next;
+    return true;
+  }
   deliver(f) {
     if (this.status === "closed" || this.status === "failed") {
       return;
@@ -806,23 +874,37 @@ var SubscriptionImpl = class {
     switch (f.type) {
       case "record":
       case "dead": {
-        if (this.position.from && f.seq < this.position.from) {
+        const stream = f.type === "record" ? f.stream : void 0;
+        if (this.kindWide && stream) {
+          if (!this.advance(stream, f.seq + 1)) {
+            return;
+          }
+          break;
+        }
+        if (this.from && f.seq < this.from) {
           return;
         }
-        this.position = { from: f.seq + 1 };
+        this.from = f.seq + 1;
         break;
       }
       case "state":
       case "orchestration": {
-        if (this.position.from && f.revision < this.position.from) {
+        const bucket = f.type === "state" ? f.bucket : void 0;
+        if (this.kindWide && bucket) {
+          if (!this.advance(bucket, f.revision + 1)) {
+            return;
+          }
+          break;
+        }
+        if (this.from && f.revision < this.from) {
           return;
         }
-        this.position = { from: f.revision + 1 };
+        this.from = f.revision + 1;
         break;
       }
       case "records":
         if (f.cursor) {
-          this.position = { cursor: f.cursor };
+          this.cursor = f.cursor;
         }
         break;
     }

@@ -16,11 +16,13 @@ import type {
   OrchListQuery,
   OrchPage,
   OutRecord,
+  Positions,
   Query,
   RecordJSON,
   RecordPage,
   ServerFrame,
   StateDocument,
+  SubscribedFrame,
   SubscribeSpec,
   Topic,
   TopicFrames,
@@ -128,14 +130,32 @@ export interface SubscribeOptions {
   onError?: (err: EffectorsError) => void;
 }
 
+/** Where a subscription resumes: one of `from`, `cursor`, `positions`. */
+export interface SubscriptionPosition {
+  /** The next stream sequence or revision (the last delivered + 1); absent: from now. */
+  from?: number;
+  /** A `records` subscription's: the `cursor` of the last `records` frame. */
+  cursor?: string;
+  /**
+   * A kind-wide `outbox` or `state` subscription's: the next sequence of each outbox stream, or
+   * revision of each state bucket, it has a position in (a copy: keep it, and start a later
+   * subscription from it with `positions` in the spec).
+   */
+  positions?: Positions;
+}
+
 /** A subscription: resumed after every reconnect from the frame after the last one delivered. */
 export interface Subscription<T extends Topic = Topic> {
   /** Its `sub` name on the wire. */
   readonly name: string;
   readonly spec: SubscribeSpec & { topic: T };
   readonly status: SubscriptionStatus;
-  /** The resume point: the next stream sequence or revision (`from`), or the `cursor` of records. */
-  readonly position: { from?: number; cursor?: string };
+  /**
+   * The resume point: the next stream sequence or revision (`from`), the `cursor` of records,
+   * or, for a kind-wide `outbox` or `state` subscription, the next one of each stream or bucket
+   * (`positions`, from its `subscribed` frame and the `stream`/`bucket` of its frames).
+   */
+  readonly position: SubscriptionPosition;
   /** Why it failed, when it did. */
   readonly error?: EffectorsError;
   /** Ends it. */
@@ -555,7 +575,7 @@ export class Client {
         return;
       }
       case "subscribed":
-        this.subs.get(f.sub)?.subscribed();
+        this.subs.get(f.sub)?.subscribed(f);
         return;
       case "unsubscribed":
         if (f.req) {
@@ -797,13 +817,17 @@ export class Client {
   /**
    * Subscribes to a topic; onFrame gets its frames in order. After a
    * reconnect the subscription is sent again from the frame after the last
-   * one delivered (`from` = last seq or revision + 1, or the last `cursor`):
-   * no frame is missed, none comes twice.
+   * one delivered (`from` = last seq or revision + 1, or the last `cursor`;
+   * a kind-wide `outbox` or `state` subscription with `positions`, the last
+   * seq or revision + 1 of each stream or bucket): no frame is missed, none
+   * comes twice. Throws `invalid` at once for `positions` on another topic,
+   * with `from`, or with a position that is not a whole number from 1.
    */
   subscribe<S extends SubscribeSpec>(spec: S, onFrame: (f: TopicFrames[S["topic"]]) => void, opts: SubscribeOptions = {}): Subscription<S["topic"]> {
     if (this.st === "closed") {
       throw new EffectorsError("closed", "subscribe: the client is closed");
     }
+    checkPositions(spec);
     const name = "s" + ++this.subSeq;
     const s = new SubscriptionImpl<S["topic"]>(this, name, spec as SubscribeSpec & { topic: S["topic"] }, onFrame, opts);
     this.subs.set(name, s as unknown as SubscriptionImpl<Topic>);
@@ -934,10 +958,46 @@ export class Client {
   }
 }
 
+// kindWide reports whether spec is a kind-wide outbox or state
+// subscription: one that follows several streams (buckets) at once with
+// stream groups, and resumes from a position per stream (bucket).
+function kindWide(spec: SubscribeSpec): boolean {
+  return (spec.topic === "outbox" || spec.topic === "state") && "kind" in spec && spec.kind !== undefined;
+}
+
+// checkPositions refuses the positions of a spec the gateway would refuse
+// them with, before anything is sent.
+function checkPositions(spec: SubscribeSpec): void {
+  const { positions, from } = spec as { positions?: unknown; from?: number };
+  if (positions === undefined) {
+    return;
+  }
+  if (!kindWide(spec)) {
+    throw new EffectorsError("invalid", `subscribe: "positions" is for a kind-wide outbox or state subscription ({topic, kind, positions}); topic ${spec.topic} of one stream resumes with "from"`);
+  }
+  if (from) {
+    throw new EffectorsError("invalid", `subscribe: give "from" or "positions", not both`);
+  }
+  if (positions === null || typeof positions !== "object" || Array.isArray(positions)) {
+    throw new EffectorsError("invalid", `subscribe: "positions" must be an object of stream (or bucket) to the next sequence (revision)`);
+  }
+  for (const [name, at] of Object.entries(positions)) {
+    if (!Number.isSafeInteger(at) || (at as number) < 1) {
+      throw new EffectorsError("invalid", `subscribe: position of ${JSON.stringify(name)} is ${JSON.stringify(at)}: want a whole number from 1 (the last seq or revision received + 1)`);
+    }
+  }
+}
+
 class SubscriptionImpl<T extends Topic> implements Subscription<T> {
   status: SubscriptionStatus = "pending";
-  position: { from?: number; cursor?: string };
   error?: EffectorsError;
+  // Where it resumes: from (one stream or bucket), cursor (records), or,
+  // once known, positions (kind-wide outbox and state: the next seq or
+  // revision of each stream or bucket; only ever moved forward).
+  private from?: number;
+  private cursor?: string;
+  private positions?: Positions;
+  private readonly kindWide: boolean;
 
   constructor(
     private readonly client: Client,
@@ -946,8 +1006,23 @@ class SubscriptionImpl<T extends Topic> implements Subscription<T> {
     private readonly onFrame: (f: TopicFrames[T]) => void,
     private readonly opts: SubscribeOptions,
   ) {
-    const s = spec as { from?: number; cursor?: string };
-    this.position = spec.topic === "records" ? { cursor: s.cursor } : { from: s.from };
+    const s = spec as { from?: number; cursor?: string; positions?: Positions };
+    this.kindWide = kindWide(spec);
+    this.from = s.from;
+    this.cursor = s.cursor;
+    if (this.kindWide && s.positions) {
+      this.positions = { ...s.positions };
+    }
+  }
+
+  get position(): SubscriptionPosition {
+    if (this.spec.topic === "records") {
+      return { cursor: this.cursor };
+    }
+    if (this.positions) {
+      return { positions: { ...this.positions } };
+    }
+    return { from: this.from };
   }
 
   resume(): void {
@@ -958,16 +1033,29 @@ class SubscriptionImpl<T extends Topic> implements Subscription<T> {
     const frame: Record<string, unknown> = { ...this.spec, type: "subscribe", sub: this.name };
     delete frame.from;
     delete frame.cursor;
-    if (this.position.from) {
-      frame.from = this.position.from;
+    delete frame.positions;
+    if (this.positions) {
+      frame.positions = { ...this.positions };
+    } else if (this.from) {
+      frame.from = this.from;
     }
-    if (this.position.cursor) {
-      frame.cursor = this.position.cursor;
+    if (this.cursor) {
+      frame.cursor = this.cursor;
     }
     this.client._write(frame);
   }
 
-  subscribed(): void {
+  subscribed(f: SubscribedFrame): void {
+    if (this.status === "closed" || this.status === "failed") {
+      return;
+    }
+    if (this.kindWide && f.positions) {
+      // Where each stream starts: a subscription from now resumes from
+      // there even before its first frame, and names every stream.
+      for (const [name, at] of Object.entries(f.positions)) {
+        this.advance(name, at);
+      }
+    }
     if (this.status === "pending") {
       this.status = "active";
     }
@@ -979,6 +1067,17 @@ class SubscriptionImpl<T extends Topic> implements Subscription<T> {
     }
   }
 
+  // advance moves the position of stream (bucket) name to next, forward
+  // only: false when next is not past it (a frame delivered before).
+  private advance(name: string, next: number): boolean {
+    const at = this.positions?.[name];
+    if (at !== undefined && next <= at) {
+      return false;
+    }
+    (this.positions ??= {})[name] = next;
+    return true;
+  }
+
   deliver(f: TopicFrames[T]): void {
     if (this.status === "closed" || this.status === "failed") {
       return;
@@ -986,23 +1085,38 @@ class SubscriptionImpl<T extends Topic> implements Subscription<T> {
     switch (f.type) {
       case "record":
       case "dead": {
-        if (this.position.from && f.seq < this.position.from) {
+        // A gateway older than positions names no stream: from, as before.
+        const stream = f.type === "record" ? f.stream : undefined;
+        if (this.kindWide && stream) {
+          if (!this.advance(stream, f.seq + 1)) {
+            return; // delivered before
+          }
+          break;
+        }
+        if (this.from && f.seq < this.from) {
           return; // delivered before
         }
-        this.position = { from: f.seq + 1 };
+        this.from = f.seq + 1;
         break;
       }
       case "state":
       case "orchestration": {
-        if (this.position.from && f.revision < this.position.from) {
+        const bucket = f.type === "state" ? f.bucket : undefined;
+        if (this.kindWide && bucket) {
+          if (!this.advance(bucket, f.revision + 1)) {
+            return;
+          }
+          break;
+        }
+        if (this.from && f.revision < this.from) {
           return;
         }
-        this.position = { from: f.revision + 1 };
+        this.from = f.revision + 1;
         break;
       }
       case "records":
         if (f.cursor) {
-          this.position = { cursor: f.cursor };
+          this.cursor = f.cursor;
         }
         break;
     }

@@ -117,10 +117,21 @@ export interface Orchestration {
   owner?: string;
 }
 
+/**
+ * A position per stream (kind-wide `outbox`: `{"EA_OUT_0_OF_3": 122, …}`) or per bucket
+ * (kind-wide `state`: `{"ea_state_0_of_3": 40, …}`): the next sequence or revision to read of
+ * each, that is the last one received + 1. A stream it does not name is read from its first
+ * record, a bucket from its current documents. Valid only for the deployment and stream group
+ * count it was read from (docs/gateway.md, *Resuming a kind: positions*).
+ */
+export type Positions = Record<string, number>;
+
 /** `record` frame of `outbox` and `mailbox` subscriptions. */
 export interface RecordFrame {
   type: "record";
   sub: string;
+  /** The stream `seq` is in (`EA_OUT`, `EA_OUT_<g>_OF_<G>`, a mailbox stream): with `seq`, the record's position. */
+  stream: string;
   seq: number;
   record: RecordJSON;
 }
@@ -138,6 +149,8 @@ export interface RecordsFrame {
 export interface StateFrame {
   type: "state";
   sub: string;
+  /** The state bucket `revision` is in (`ea_state`, `ea_state_<g>_of_<G>`): with `revision`, the change's position. */
+  bucket: string;
   revision: number;
   effector: string;
   deleted?: boolean;
@@ -185,6 +198,15 @@ export interface ErrorFrame {
   error: string;
 }
 
+/** `{"type":"subscribed"}`: the subscription is in place; its frames follow. */
+export interface SubscribedFrame {
+  type: "subscribed";
+  req?: string;
+  sub: string;
+  /** Kind-wide `outbox`: where each outbox stream starts (the next sequence it delivers), every stream named. */
+  positions?: Positions;
+}
+
 /** `{"type":"result"}`: the answer of a request. */
 export interface ResultFrame<T = unknown> {
   type: "result";
@@ -199,7 +221,7 @@ export type ServerFrame =
   | ResultFrame
   | ErrorFrame
   | { type: "pong"; req?: string }
-  | { type: "subscribed"; req?: string; sub: string }
+  | SubscribedFrame
   | { type: "unsubscribed"; req?: string; sub: string; reason?: string }
   | RecordFrame
   | RecordsFrame
@@ -207,13 +229,18 @@ export type ServerFrame =
   | DeadFrame
   | OrchestrationFrame;
 
-/** Subscription topics and what each selects (docs/gateway.md, Subscriptions). */
+/**
+ * Subscription topics and what each selects (docs/gateway.md, Subscriptions). `from` is a
+ * sequence or revision of one stream or bucket; a kind-wide `outbox` or `state` subscription
+ * starts from `positions` instead (one per stream or bucket; with stream groups `from` is
+ * refused there): a vector kept from an earlier subscription's `position.positions`. Not both.
+ */
 export type SubscribeSpec =
   | { topic: "outbox"; effector: EffectorRef; from?: number }
-  | { topic: "outbox"; kind: string; from?: number }
+  | { topic: "outbox"; kind: string; from?: number; positions?: Positions }
   | { topic: "mailbox"; effector: EffectorRef; from?: number }
   | { topic: "state"; effector: EffectorRef; from?: number }
-  | { topic: "state"; kind: string; from?: number }
+  | { topic: "state"; kind: string; from?: number; positions?: Positions }
   | { topic: "records"; effector: EffectorRef; cursor?: string }
   | { topic: "records"; process: string; cursor?: string }
   | { topic: "dead"; effector?: EffectorRef; from?: number }

@@ -12,6 +12,7 @@ export type {
   Status,
   SubscribeOptions,
   Subscription,
+  SubscriptionPosition,
   SubscriptionStatus,
   WebSocketConstructor,
   WebSocketLike,

@@ -61,7 +61,8 @@ interface Proxied {
  * gateway. Modes: pass; offline (upgrades refused: the gateway is
  * unreachable); hold (what the gateway sends is held back: the gateway gets
  * frames, the client gets nothing of what it answers: those bytes are
- * dropped). cut drops every connection.
+ * dropped). cut drops every connection. upstream is the gateway's host:port
+ * (default: the one of the global setup).
  */
 export class GatewayProxy {
   private server: Server;
@@ -71,7 +72,10 @@ export class GatewayProxy {
   readonly attempts: number[] = [];
   port = 0;
 
-  constructor(private readonly files: Record<string, { path: string; type: string }> = {}) {
+  constructor(
+    private readonly files: Record<string, { path: string; type: string }> = {},
+    private readonly upstream?: string,
+  ) {
     this.server = createServer((req, res) => {
       const f = this.files[new URL(req.url ?? "/", "http://x").pathname];
       if (!f) {
@@ -99,7 +103,7 @@ export class GatewayProxy {
       client.destroy();
       return;
     }
-    const [host, port] = gateway().host.split(":");
+    const [host, port] = (this.upstream ?? gateway().host).split(":");
     const upstream = connect(Number(port), host);
     const c: Proxied = { client, upstream, held: this.mode === "hold" };
     this.conns.add(c);
