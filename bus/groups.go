@@ -287,6 +287,32 @@ func (c *Conn) retireOutbox(ctx context.Context) error {
 	return nil
 }
 
+// CheckLayout compares the stream group and partition counts this
+// connection was configured with (those not left at 0) with the provisioned
+// deployment's, and returns an error wrapping [ErrInvalidConfig] that names
+// the deployment's when they differ: a client told the layout (because it
+// may not read it, see [Conn.Adopt]) that is told wrong would read other
+// streams and buckets than the deployment's. Nothing provisioned yet is no
+// error; an error reading the layout (a user without permission to read the
+// mailbox streams' info) is returned as it is, for the caller to weigh.
+func (c *Conn) CheckLayout(ctx context.Context) error {
+	g, p, found, err := c.provisionedLayout(ctx)
+	if err != nil || !found {
+		return err
+	}
+	var wrong []string
+	if !c.unsetGroups && g != c.names.Groups() {
+		wrong = append(wrong, fmt.Sprintf("%d stream groups", c.names.Groups()))
+	}
+	if !c.unsetPartitions && p != c.names.Partitions() {
+		wrong = append(wrong, fmt.Sprintf("%d partitions", c.names.Partitions()))
+	}
+	if len(wrong) > 0 {
+		return fmt.Errorf("%w: the deployment has %d stream groups and %d mailbox partitions, and this connection was configured for %s: set them to the deployment's (or leave them unset to read them from it)", ErrInvalidConfig, g, p, strings.Join(wrong, " and "))
+	}
+	return nil
+}
+
 // provisionedLayout reads how the deployment's mailboxes are laid out: one
 // stream (groups 1, partitions from its transform), stream groups (from the
 // metadata of the stream holding partition 0), or nothing provisioned yet

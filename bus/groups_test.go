@@ -310,3 +310,52 @@ func TestGroupsNeedTheMapping(t *testing.T) {
 		}
 	}
 }
+
+// TestCheckLayout: a connection told the layout is checked against the
+// deployment's; counts left unset are not compared, nothing provisioned
+// is no error.
+func TestCheckLayout(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	srv := bustest.NewServer(t)
+	empty, err := bus.Connect(ctx, bus.Config{URL: srv.URL, Groups: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer empty.Close()
+	if err := empty.CheckLayout(ctx); err != nil {
+		t.Fatalf("nothing provisioned: %v", err)
+	}
+	names, _ := bus.NewNames("ea")
+	names, _ = names.WithPartitions(8)
+	srv.MapMailboxes(t, names)
+	srv.Connect(t, bus.Config{Partitions: 8, Groups: 2}) // provisions
+	for _, tc := range []struct {
+		cfg   bus.Config
+		wrong string // "": the layout fits
+	}{
+		{bus.Config{}, ""},
+		{bus.Config{Groups: 2, Partitions: 8}, ""},
+		{bus.Config{Groups: 2}, ""},
+		{bus.Config{Partitions: 8}, ""},
+		{bus.Config{Groups: 3, Partitions: 8}, "configured for 3 stream groups:"},
+		{bus.Config{Groups: 2, Partitions: 16}, "configured for 16 partitions:"},
+		{bus.Config{Groups: 4, Partitions: 16}, "configured for 4 stream groups and 16 partitions:"},
+	} {
+		cfg := tc.cfg
+		cfg.URL = srv.URL
+		c, err := bus.Connect(ctx, cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = c.CheckLayout(ctx)
+		c.Close()
+		switch {
+		case tc.wrong == "" && err != nil:
+			t.Errorf("groups %d, partitions %d: %v", tc.cfg.Groups, tc.cfg.Partitions, err)
+		case tc.wrong != "" && (!errors.Is(err, bus.ErrInvalidConfig) || !strings.Contains(err.Error(), tc.wrong) || !strings.Contains(err.Error(), "has 2 stream groups and 8 mailbox partitions")):
+			t.Errorf("groups %d, partitions %d: %v, want ErrInvalidConfig naming the deployment's layout and %q", tc.cfg.Groups, tc.cfg.Partitions, err, tc.wrong)
+		}
+	}
+}

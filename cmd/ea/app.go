@@ -496,6 +496,16 @@ func (a *app) connect(ctx context.Context) (*bus.Conn, error) {
 		}
 		return nil, fmt.Errorf("%w at %s: %w (is ea-node running there? start one with make run, or point --nats / EA_NATS at your NATS server)", errConnect, bus.RedactURL(a.g.nats), cause)
 	}
+	if a.g.groups > 0 || a.g.partitions > 0 {
+		// Told the layout: check it where the user may read it (a
+		// least-privilege client may not, and is not stopped by that).
+		sctx, end := a.denials.scope(ctx)
+		err := conn.CheckLayout(sctx)
+		if denied := end(); denied == nil && errors.Is(err, bus.ErrInvalidConfig) {
+			_ = conn.Close()
+			return nil, usagef("ea "+a.cmd.name, "--stream-groups, --partitions: %v", err)
+		}
+	}
 	a.conn = conn
 	return conn, nil
 }

@@ -114,19 +114,22 @@ func TestAuthStreamGroups(t *testing.T) {
 	if err := admin.Provision(ctx); err != nil {
 		t.Fatal(err)
 	}
-	ea := func(environ map[string]string, args ...string) (string, int) {
+	as := func(user, password string, environ map[string]string, args ...string) (string, int) {
 		var out, errb bytes.Buffer
 		getenv := func(k string) string {
 			switch k {
 			case "EA_PASSWORD":
-				return "c-pw"
+				return password
 			case "EA_TIMEOUT":
 				return "2s"
 			}
 			return environ[k]
 		}
-		code := run(t.Context(), append(args, "--nats", srv.ClientURL(), "--user", "client"), env{stdout: &out, stderr: &errb, getenv: getenv})
+		code := run(t.Context(), append(args, "--nats", srv.ClientURL(), "--user", user), env{stdout: &out, stderr: &errb, getenv: getenv})
 		return out.String() + errb.String(), code
+	}
+	ea := func(environ map[string]string, args ...string) (string, int) {
+		return as("client", "c-pw", environ, args...)
 	}
 	// Told the layout, by flags or the environment: it reads the state
 	// buckets (no such effector).
@@ -146,6 +149,18 @@ func TestAuthStreamGroups(t *testing.T) {
 	out, code := ea(nil, "state", "counter/x")
 	if code == exitNotFound || code == 0 || !strings.Contains(out, "--stream-groups") {
 		t.Errorf("as client, not told the layout: exit %d, %q (want a refusal naming --stream-groups)", code, out)
+	}
+	// Told wrong, by a user that may read the layout (admin): refused,
+	// naming the deployment's; one that may not (client) cannot be checked
+	// and reads what the counts name, which its roles refuse.
+	if out, code := as("admin", "a-pw", nil, "state", "counter/x", "--stream-groups", "4", "--partitions", "8"); code != exitUsage || !strings.Contains(out, "has 2 stream groups and 8 mailbox partitions") {
+		t.Errorf("as admin, told 4 groups: exit %d, %q (want 2 naming the deployment's layout)", code, out)
+	}
+	if out, code := as("admin", "a-pw", nil, "state", "counter/x", "--stream-groups", "2", "--partitions", "8"); code != exitNotFound {
+		t.Errorf("as admin, told the layout: exit %d, %q (want 3: no such effector)", code, out)
+	}
+	if out, code := ea(nil, "state", "counter/x", "--stream-groups", "4", "--partitions", "8"); code != exitError || !strings.Contains(out, "permission denied") {
+		t.Errorf("as client, told 4 groups: exit %d, %q (want 1: permission denied)", code, out)
 	}
 	// Bad counts are usage errors naming what was wrong.
 	for _, tc := range []struct {

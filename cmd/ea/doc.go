@@ -15,7 +15,8 @@
 // --stream-groups (EA_STREAM_GROUPS) and --partitions (EA_PARTITIONS), the
 // deployment's layout, which ea reads from the deployment unless given: a
 // user that may not read the mailbox streams (the least-privilege client
-// role of deploy/nats) gives them on a deployment with stream groups.
+// role of deploy/nats) gives them on a deployment with stream groups. Given,
+// they are checked against the deployment's where the user may read it.
 // Tables by default, one JSON value per line with --json.
 //
 // # Exit status
