@@ -9,6 +9,7 @@ import (
 	"github.com/effectors/effectors/actor"
 	"github.com/effectors/effectors/actor/actortest"
 	"github.com/effectors/effectors/bus"
+	"github.com/effectors/effectors/bus/bustest"
 	"github.com/effectors/effectors/records"
 )
 
@@ -63,7 +64,10 @@ func lagCount(t testing.TB, c *actor.Client, r records.Ref) int64 {
 // order, and goes back to its partition when it has caught up.
 func TestSlowEffectorDoesNotBlockItsPartition(t *testing.T) {
 	t.Parallel()
-	_, conn := server(t)
+	layouts(t, slowEffectorDoesNotBlockItsPartition)
+}
+
+func slowEffectorDoesNotBlockItsPartition(t *testing.T, conn *bus.Conn) {
 	n := startNode(t, conn, nil, lagKind())
 	c := newClient(t, conn)
 	slow := records.Ref{Kind: "lag", ID: "slow"}
@@ -146,18 +150,47 @@ func waitLag(t testing.TB, c *actor.Client, r records.Ref, want int64) {
 	})
 }
 
-// ownConsumers counts the own consumers (overflow) on the mailbox stream.
+// ownConsumers counts the own consumers (overflow) on the mailbox streams
+// (one, or every stream group's).
 func ownConsumers(t testing.TB, conn *bus.Conn) int {
 	t.Helper()
-	s, err := conn.MailboxStream(ctxT(t))
-	if err != nil {
-		t.Fatal(err)
+	n := conn.Names()
+	total := 0
+	for g := range n.Groups() {
+		s, err := conn.MailboxStreamOf(ctxT(t), g)
+		if err != nil {
+			t.Fatal(err)
+		}
+		info, err := s.Info(ctxT(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		total += info.State.Consumers
 	}
-	info, err := s.Info(ctxT(t))
-	if err != nil {
-		t.Fatal(err)
+	// One kind hosted: its partitions, and with one stream its <kind>~strays.
+	total -= n.Partitions()
+	if n.Groups() == 1 {
+		total--
 	}
-	return info.State.Consumers - conn.Names().Partitions() - 1 // one kind hosted: its partitions and its <kind>~strays
+	return total
+}
+
+// layouts runs test on a server with one mailbox stream and on one with
+// stream groups (4 of 8 partitions), each with a connection that knows it.
+func layouts(t *testing.T, test func(t *testing.T, conn *bus.Conn)) {
+	t.Run("one stream", func(t *testing.T) {
+		t.Parallel()
+		_, conn := server(t)
+		test(t, conn)
+	})
+	t.Run("stream groups", func(t *testing.T) {
+		t.Parallel()
+		srv := bustest.NewServer(t)
+		names, _ := bus.NewNames("ea")
+		names, _ = names.WithPartitions(8)
+		srv.MapMailboxes(t, names)
+		test(t, srv.Connect(t, bus.Config{Partitions: 8, Groups: 4}))
+	})
 }
 
 // TestOverflowSurvivesCrash: the node "dies" right after writing the state

@@ -148,7 +148,7 @@ func alarmOf(t testing.TB, c *actor.Client, r records.Ref) alarmState {
 func mailboxRecords(t testing.TB, conn *bus.Conn, r records.Ref) []jetstream.RawStreamMsg {
 	t.Helper()
 	ctx := ctxT(t)
-	s, err := conn.MailboxStream(ctx)
+	s, err := conn.MailboxStreamOf(ctx, conn.Names().GroupOf(r))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -173,7 +173,10 @@ func mailboxRecords(t testing.TB, conn *bus.Conn, r records.Ref) []jetstream.Raw
 // the list after firing.
 func TestTimerFiresOnce(t *testing.T) {
 	t.Parallel()
-	_, conn := server(t)
+	layouts(t, timerFiresOnce)
+}
+
+func timerFiresOnce(t *testing.T, conn *bus.Conn) {
 	var attempts atomic.Int64
 	startNode(t, conn, nil, alarmKind(&attempts))
 	c := newClient(t, conn)
