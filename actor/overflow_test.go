@@ -111,7 +111,10 @@ func slowEffectorDoesNotBlockItsPartition(t *testing.T, conn *bus.Conn) {
 // every record applied exactly once.
 func TestOverflowSurvivesRestart(t *testing.T) {
 	t.Parallel()
-	_, conn := server(t)
+	layouts(t, overflowSurvivesRestart)
+}
+
+func overflowSurvivesRestart(t *testing.T, conn *bus.Conn) {
 	n := startNode(t, conn, nil, lagKind())
 	c := newClient(t, conn)
 	slow := records.Ref{Kind: "lag", ID: "slow"}
@@ -199,7 +202,10 @@ func layouts(t *testing.T, test func(t *testing.T, conn *bus.Conn)) {
 // ack floor: every record applied exactly once.
 func TestOverflowSurvivesCrash(t *testing.T) {
 	t.Parallel()
-	_, conn := server(t)
+	layouts(t, overflowSurvivesCrash)
+}
+
+func overflowSurvivesCrash(t *testing.T, conn *bus.Conn) {
 	var crashed atomic.Bool
 	n := startNode(t, conn, func(n *actor.Node) {
 		n.SetCrash(func(p actor.CrashPoint, r records.Ref, seq uint64) bool {
