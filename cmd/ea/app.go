@@ -229,9 +229,9 @@ func (a *app) globalFlags(fs *flag.FlagSet) {
 		})
 	}
 	fs.BoolVar(&a.g.json, "json", a.getenv("EA_JSON") == "1" || a.getenv("EA_JSON") == "true", "print JSON (one value per line) instead of tables (env EA_JSON=1)")
-	// The layout: read from the deployment unless given, and given it must
-	// be where the user may not read the mailbox streams (the client role
-	// of deploy/nats on a deployment with stream groups).
+	// The layout: read from the deployment unless given. A user who may not
+	// read the mailbox streams (the client role of deploy/nats) must give
+	// it on a deployment with stream groups.
 	for _, l := range a.layoutSettings() {
 		fs.Func(l.name, l.usage, func(v string) error {
 			n, err := strconv.Atoi(v)
