@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/effectors/effectors/bus"
 	"github.com/effectors/effectors/bus/bustest"
 	"github.com/effectors/effectors/core"
 	"github.com/effectors/effectors/core/llm"
@@ -77,10 +78,25 @@ func toolApprovalDef(t *testing.T, svc *core.Services) supervisor.Definition {
 	return def
 }
 
+// TestToolApprovalByInput runs on one mailbox stream and on stream groups
+// (the orchestration's records and status in its group's streams).
 func TestToolApprovalByInput(t *testing.T) {
 	t.Parallel()
-	srv := bustest.NewServer(t)
-	conn := srv.Connect(t)
+	t.Run("one stream", func(t *testing.T) {
+		t.Parallel()
+		toolApprovalByInput(t, bustest.NewServer(t).Connect(t))
+	})
+	t.Run("stream groups", func(t *testing.T) {
+		t.Parallel()
+		srv := bustest.NewServer(t)
+		names, _ := bus.NewNames("ea")
+		names, _ = names.WithPartitions(8)
+		srv.MapMailboxes(t, names)
+		toolApprovalByInput(t, srv.Connect(t, bus.Config{Partitions: 8, Groups: 4}))
+	})
+}
+
+func toolApprovalByInput(t *testing.T, conn *bus.Conn) {
 	fake := llmtest.NewServer(t)
 	p, err := llm.New(llm.Config{BaseURL: fake.URL, Model: "m", Retry: llm.Retry{Attempts: 1}})
 	if err != nil {

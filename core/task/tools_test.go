@@ -10,6 +10,7 @@ import (
 
 	"github.com/effectors/effectors/actor"
 	"github.com/effectors/effectors/actor/actortest"
+	"github.com/effectors/effectors/bus"
 	"github.com/effectors/effectors/bus/bustest"
 	"github.com/effectors/effectors/core"
 	"github.com/effectors/effectors/core/llm"
@@ -116,16 +117,33 @@ func TestToolAgentLocal(t *testing.T) {
 // As a remote effector: the approval travels as an event on the outbox and
 // its answer as a task.approve record in the mailbox — given by the Remote
 // caller's asker, or by any NATS client.
+// It runs on one mailbox stream and on stream groups (the run reads its
+// answers from its effector's group's mailbox stream).
 func TestToolAgentRemote(t *testing.T) {
 	t.Parallel()
-	srv := bustest.NewServer(t)
+	t.Run("one stream", func(t *testing.T) {
+		t.Parallel()
+		srv := bustest.NewServer(t)
+		toolAgentRemote(t, func() *bus.Conn { return srv.Connect(t) })
+	})
+	t.Run("stream groups", func(t *testing.T) {
+		t.Parallel()
+		srv := bustest.NewServer(t)
+		names, _ := bus.NewNames("ea")
+		names, _ = names.WithPartitions(8)
+		srv.MapMailboxes(t, names)
+		toolAgentRemote(t, func() *bus.Conn { return srv.Connect(t, bus.Config{Partitions: 8, Groups: 4}) })
+	})
+}
+
+func toolAgentRemote(t *testing.T, connect func() *bus.Conn) {
 	fake := llmtest.NewServer(t)
-	nodeConn := srv.Connect(t)
+	nodeConn := connect()
 	agent := toolAgent(t, fake)
 	actortest.StartNode(t, nodeConn, actor.Options{},
 		task.Kind("adder", agent, task.ApproveByRecords(nodeConn)),
 		task.Kind("noask", agent))
-	client, err := actor.NewClient(t.Context(), srv.Connect(t))
+	client, err := actor.NewClient(t.Context(), connect())
 	if err != nil {
 		t.Fatal(err)
 	}
