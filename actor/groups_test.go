@@ -67,9 +67,7 @@ func TestGroupsOneServer(t *testing.T) {
 		per      = 20
 	)
 	srv := bustest.NewServer(t)
-	names, _ := bus.NewNames("ea")
-	names, _ = names.WithPartitions(8)
-	srv.MapMailboxes(t, names)
+	srv.MapPartitions(t, 8)
 	cfg := bus.Config{Partitions: 8, Groups: 4}
 	conn := srv.Connect(t, cfg)
 	if conn.Names().Groups() != 4 {

@@ -189,9 +189,7 @@ func layouts(t *testing.T, test func(t *testing.T, conn *bus.Conn)) {
 	t.Run("stream groups", func(t *testing.T) {
 		t.Parallel()
 		srv := bustest.NewServer(t)
-		names, _ := bus.NewNames("ea")
-		names, _ = names.WithPartitions(8)
-		srv.MapMailboxes(t, names)
+		srv.MapPartitions(t, 8)
 		test(t, srv.Connect(t, bus.Config{Partitions: 8, Groups: 4}))
 	})
 }

@@ -87,9 +87,7 @@ func testResumeKind(t *testing.T, groups int) {
 	srv := bustest.NewServer(t)
 	cfg := bus.Config{Partitions: 8, Groups: groups}
 	if groups > 1 {
-		names, _ := bus.NewNames("ea")
-		names, _ = names.WithPartitions(8)
-		srv.MapMailboxes(t, names)
+		srv.MapPartitions(t, 8)
 	}
 	conn := srv.Connect(t, cfg)
 	n := conn.Names()

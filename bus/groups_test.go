@@ -327,9 +327,7 @@ func TestCheckLayout(t *testing.T) {
 	if err := empty.CheckLayout(ctx); err != nil {
 		t.Fatalf("nothing provisioned: %v", err)
 	}
-	names, _ := bus.NewNames("ea")
-	names, _ = names.WithPartitions(8)
-	srv.MapMailboxes(t, names)
+	srv.MapPartitions(t, 8)
 	srv.Connect(t, bus.Config{Partitions: 8, Groups: 2}) // provisions
 	for _, tc := range []struct {
 		cfg   bus.Config

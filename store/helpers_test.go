@@ -31,9 +31,7 @@ func newEnv(t testing.TB) *env {
 func newGroupsEnv(t testing.TB, groups int) *env {
 	t.Helper()
 	srv := bustest.NewServer(t)
-	names, _ := bus.NewNames("ea")
-	names, _ = names.WithPartitions(8)
-	srv.MapMailboxes(t, names)
+	srv.MapPartitions(t, 8)
 	return startEnv(t, srv.Connect(t, bus.Config{Partitions: 8, Groups: groups}))
 }
 

@@ -89,9 +89,7 @@ func TestToolApprovalByInput(t *testing.T) {
 	t.Run("stream groups", func(t *testing.T) {
 		t.Parallel()
 		srv := bustest.NewServer(t)
-		names, _ := bus.NewNames("ea")
-		names, _ = names.WithPartitions(8)
-		srv.MapMailboxes(t, names)
+		srv.MapPartitions(t, 8)
 		toolApprovalByInput(t, srv.Connect(t, bus.Config{Partitions: 8, Groups: 4}))
 	})
 }

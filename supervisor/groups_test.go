@@ -18,9 +18,7 @@ import (
 func TestDemoStreamGroups(t *testing.T) {
 	t.Parallel()
 	srv := bustest.NewServer(t)
-	names, _ := bus.NewNames("ea")
-	names, _ = names.WithPartitions(8)
-	srv.MapMailboxes(t, names)
+	srv.MapPartitions(t, 8)
 	cfg := bus.Config{Partitions: 8, Groups: 4}
 	conn := srv.Connect(t, cfg)
 	n := conn.Names()

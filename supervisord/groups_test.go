@@ -19,9 +19,7 @@ import (
 // from what is provisioned.
 func TestCommandStreamGroups(t *testing.T) {
 	srv := bustest.NewServer(t)
-	names, _ := bus.NewNames("ea")
-	names, _ = names.WithPartitions(8)
-	srv.MapMailboxes(t, names)
+	srv.MapPartitions(t, 8)
 	conn := srv.Connect(t, bus.Config{Partitions: 8, Groups: 2})
 	def, err := demo.Definition()
 	if err != nil {

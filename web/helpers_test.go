@@ -87,9 +87,7 @@ func newEnv(t testing.TB, o envOpts) *env {
 	srv := bustest.NewServer(t)
 	cfg := bus.Config{DuplicateWindow: o.dupWindow}
 	if o.groups > 1 {
-		names, _ := bus.NewNames("ea")
-		names, _ = names.WithPartitions(8)
-		srv.MapMailboxes(t, names)
+		srv.MapPartitions(t, 8)
 		cfg.Partitions, cfg.Groups = 8, o.groups
 	}
 	conn := srv.Connect(t, cfg)

@@ -79,6 +79,21 @@ func (s *Server) start(t testing.TB) {
 	t.Fatalf("bustest: start nats-server: %v", err)
 }
 
+// MapPartitions is [Server.MapMailboxes] for the default prefix and
+// partitions mailbox partitions: what a test of stream groups starts with,
+// before it connects with bus.Config{Partitions: partitions, Groups: G}.
+func (s *Server) MapPartitions(t testing.TB, partitions int) {
+	t.Helper()
+	names, err := bus.NewNames(bus.DefaultPrefix)
+	if err == nil {
+		names, err = names.WithPartitions(partitions)
+	}
+	if err != nil {
+		t.Fatalf("bustest: %v", err)
+	}
+	s.MapMailboxes(t, names)
+}
+
 // MapMailboxes adds the account subject mapping that stream groups need
 // (see [bus.Names.MailboxMapping]) to the server, now and after Restart, as
 // an operator adds it to the server's configuration. Not safe for

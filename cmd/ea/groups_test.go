@@ -22,9 +22,7 @@ import (
 // partition consumers of every group, without being told the layout.
 func TestTopStreamGroups(t *testing.T) {
 	srv := bustest.NewServer(t)
-	names, _ := bus.NewNames("ea")
-	names, _ = names.WithPartitions(8)
-	srv.MapMailboxes(t, names)
+	srv.MapPartitions(t, 8)
 	cfg := bus.Config{Partitions: 8, Groups: 2}
 	conn := srv.Connect(t, cfg)
 	log := slog.New(slog.DiscardHandler)

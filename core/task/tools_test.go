@@ -129,9 +129,7 @@ func TestToolAgentRemote(t *testing.T) {
 	t.Run("stream groups", func(t *testing.T) {
 		t.Parallel()
 		srv := bustest.NewServer(t)
-		names, _ := bus.NewNames("ea")
-		names, _ = names.WithPartitions(8)
-		srv.MapMailboxes(t, names)
+		srv.MapPartitions(t, 8)
 		toolAgentRemote(t, func() *bus.Conn { return srv.Connect(t, bus.Config{Partitions: 8, Groups: 4}) })
 	})
 }
