@@ -20,39 +20,8 @@ import (
 // is refused as such; a wrong password or none is refused at once (exit 4,
 // saying so); a password flag does not exist.
 func TestAuth(t *testing.T) {
-	for user, pw := range map[string]string{"CLIENT": "c-pw", "NODE": "n", "SUPERVISOR": "s", "ADMIN": "a-pw"} {
-		t.Setenv("EA_"+user+"_PASSWORD", pw)
-	}
-	srv, err := bus.StartServer(bus.ServerConfig{Listen: "127.0.0.1:0", StoreDir: t.TempDir(), ConfigFile: filepath.Join("..", "..", "deploy", "nats", "roles.conf")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer srv.Shutdown()
-	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
-	defer cancel()
-	admin, err := bus.Connect(ctx, bus.Config{URL: srv.ClientURL(), Options: []nats.Option{nats.UserInfo("admin", "a-pw")}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := admin.Provision(ctx); err != nil {
-		t.Fatal(err)
-	}
-	admin.Close()
-
-	ea := func(password string, args ...string) (string, int) {
-		var out, errb bytes.Buffer
-		getenv := func(k string) string {
-			switch k {
-			case "EA_PASSWORD":
-				return password
-			case "EA_TIMEOUT":
-				return "2s"
-			}
-			return ""
-		}
-		code := run(t.Context(), append(args, "--nats", srv.ClientURL()), env{stdout: &out, stderr: &errb, getenv: getenv})
-		return out.String() + errb.String(), code
-	}
+	url := rolesDeployment(t, filepath.Join("..", "..", "deploy", "nats", "roles.conf"), bus.Config{})
+	ea := func(password string, args ...string) (string, int) { return eaWith(t, url, password, nil, args...) }
 	if out, code := ea("c-pw", "state", "counter/x", "--user", "client"); code != exitNotFound || !strings.Contains(out, "not found") {
 		t.Errorf("as client: exit %d, %q (want 3: connected, read the state bucket, no such effector)", code, out)
 	}
@@ -83,11 +52,7 @@ func TestAuth(t *testing.T) {
 // EA_STREAM_GROUPS and EA_PARTITIONS); without them it is refused, saying
 // what to give.
 func TestAuthStreamGroups(t *testing.T) {
-	for user, pw := range map[string]string{"CLIENT": "c-pw", "NODE": "n", "SUPERVISOR": "s", "ADMIN": "a-pw"} {
-		t.Setenv("EA_"+user+"_PASSWORD", pw)
-	}
-	layout := roles.Layout{Groups: 2, Partitions: 8}
-	r, err := roles.For(layout)
+	r, err := roles.For(roles.Layout{Groups: 2, Partitions: 8})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -99,34 +64,9 @@ func TestAuthStreamGroups(t *testing.T) {
 	if err := os.WriteFile(path, conf.Bytes(), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	srv, err := bus.StartServer(bus.ServerConfig{Listen: "127.0.0.1:0", StoreDir: t.TempDir(), ConfigFile: path})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer srv.Shutdown()
-	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
-	defer cancel()
-	admin, err := bus.Connect(ctx, bus.Config{URL: srv.ClientURL(), Groups: 2, Partitions: 8, Options: []nats.Option{nats.UserInfo("admin", "a-pw")}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer admin.Close()
-	if err := admin.Provision(ctx); err != nil {
-		t.Fatal(err)
-	}
+	url := rolesDeployment(t, path, bus.Config{Groups: 2, Partitions: 8})
 	as := func(user, password string, environ map[string]string, args ...string) (string, int) {
-		var out, errb bytes.Buffer
-		getenv := func(k string) string {
-			switch k {
-			case "EA_PASSWORD":
-				return password
-			case "EA_TIMEOUT":
-				return "2s"
-			}
-			return environ[k]
-		}
-		code := run(t.Context(), append(args, "--nats", srv.ClientURL(), "--user", user), env{stdout: &out, stderr: &errb, getenv: getenv})
-		return out.String() + errb.String(), code
+		return eaWith(t, url, password, environ, append(args, "--user", user)...)
 	}
 	ea := func(environ map[string]string, args ...string) (string, int) {
 		return as("client", "c-pw", environ, args...)
@@ -177,4 +117,49 @@ func TestAuthStreamGroups(t *testing.T) {
 			t.Errorf("%v %v: exit %d, %q (want 2 naming %q)", tc.environ, tc.args, code, out, tc.want)
 		}
 	}
+}
+
+// rolesDeployment starts a server with the roles configuration config (the
+// four users' passwords in its environment: client c-pw, admin a-pw) and
+// provisions it as admin with cfg's layout; it returns the server's URL.
+func rolesDeployment(t *testing.T, config string, cfg bus.Config) string {
+	t.Helper()
+	for user, pw := range map[string]string{"CLIENT": "c-pw", "NODE": "n", "SUPERVISOR": "s", "ADMIN": "a-pw"} {
+		t.Setenv("EA_"+user+"_PASSWORD", pw)
+	}
+	srv, err := bus.StartServer(bus.ServerConfig{Listen: "127.0.0.1:0", StoreDir: t.TempDir(), ConfigFile: config})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Shutdown)
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	cfg.URL, cfg.Options = srv.ClientURL(), []nats.Option{nats.UserInfo("admin", "a-pw")}
+	admin, err := bus.Connect(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close()
+	if err := admin.Provision(ctx); err != nil {
+		t.Fatal(err)
+	}
+	return srv.ClientURL()
+}
+
+// eaWith runs ea against url with EA_PASSWORD password, EA_TIMEOUT 2s and
+// environ as its environment; it returns what it printed and its exit
+// status.
+func eaWith(t *testing.T, url, password string, environ map[string]string, args ...string) (string, int) {
+	var out, errb bytes.Buffer
+	getenv := func(k string) string {
+		switch k {
+		case "EA_PASSWORD":
+			return password
+		case "EA_TIMEOUT":
+			return "2s"
+		}
+		return environ[k]
+	}
+	code := run(t.Context(), append(args, "--nats", url), env{stdout: &out, stderr: &errb, getenv: getenv})
+	return out.String() + errb.String(), code
 }

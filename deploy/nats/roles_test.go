@@ -98,13 +98,7 @@ func writeConfig(t *testing.T, path string, r roles.Roles) {
 // layoutNames are the bus names of l.
 func layoutNames(t *testing.T, l roles.Layout) bus.Names {
 	t.Helper()
-	n, err := bus.NewNames(l.Prefix)
-	if err == nil {
-		n, err = n.WithPartitions(l.Partitions)
-	}
-	if err == nil {
-		n, err = n.WithGroups(l.Groups)
-	}
+	n, err := l.Names()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -83,8 +83,10 @@ func (l Layout) Validate() error {
 	return nil
 }
 
-// names returns the bus names of l (valid, with its defaults).
-func (l Layout) names() (bus.Names, error) {
+// Names returns the bus names of l, with its defaults: the prefix, stream
+// groups and partitions the roles name. The error wraps ErrInvalidLayout.
+func (l Layout) Names() (bus.Names, error) {
+	l = l.withDefaults()
 	n, err := bus.NewNames(l.Prefix)
 	if err == nil {
 		n, err = n.WithPartitions(l.Partitions)
@@ -166,7 +168,7 @@ func For(l Layout) (Roles, error) {
 		return Roles{}, err
 	}
 	l = l.withDefaults()
-	n, err := l.names()
+	n, err := l.Names()
 	if err != nil {
 		return Roles{}, err
 	}

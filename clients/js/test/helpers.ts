@@ -7,7 +7,7 @@ import { connect, type Socket } from "node:net";
 import { inject } from "vitest";
 import WebSocket from "ws";
 
-import { Client, type ClientOptions, type WebSocketConstructor } from "../src/index.js";
+import { Client, type ClientOptions, type RecordJSON, type WebSocketConstructor } from "../src/index.js";
 
 export const gateway = () => inject("gateway");
 
@@ -29,6 +29,20 @@ export function newClient(opts: Partial<ClientOptions> = {}): Client {
 }
 
 /** Polls cond every 20 ms until it holds; fails after timeout ms. */
+/** Every record of the query, paged. */
+export async function all(c: Client, q: Parameters<Client["query"]>[0]): Promise<RecordJSON[]> {
+  const out: RecordJSON[] = [];
+  let cursor: string | undefined;
+  for (;;) {
+    const page = await c.query({ ...q, cursor, limit: 500 });
+    out.push(...page.records);
+    if (!page.more) {
+      return out;
+    }
+    cursor = page.cursor;
+  }
+}
+
 export async function eventually(what: string, cond: () => boolean | Promise<boolean>, timeout = 20_000): Promise<void> {
   const deadline = Date.now() + timeout;
   let last: unknown;

@@ -8,9 +8,9 @@
 
 import { afterAll, afterEach, beforeAll, describe, expect, inject, it } from "vitest";
 
-import type { Client, ClientOptions, Positions, RecordFrame, RecordJSON, StateFrame } from "../src/index.js";
+import type { Client, ClientOptions, Positions, RecordFrame, StateFrame } from "../src/index.js";
 import { type Deployment, startDeployment } from "./deployment.js";
-import { eventually, gateway, GatewayProxy, newClient, unique } from "./helpers.js";
+import { all, eventually, gateway, GatewayProxy, newClient, unique } from "./helpers.js";
 
 const cleanups: (() => unknown)[] = [];
 afterEach(async () => {
@@ -20,20 +20,6 @@ afterEach(async () => {
 });
 
 const count = (x: { count?: number } | unknown) => (x as { count?: number } | undefined)?.count;
-
-/** Every record of the query, paged. */
-async function all(c: Client, q: Parameters<Client["query"]>[0]): Promise<RecordJSON[]> {
-  const out: RecordJSON[] = [];
-  let cursor: string | undefined;
-  for (;;) {
-    const page = await c.query({ ...q, cursor, limit: 500 });
-    out.push(...page.records);
-    if (!page.more) {
-      return out;
-    }
-    cursor = page.cursor;
-  }
-}
 
 /** The next position of each stream (bucket) after the frames: the last seq (revision) + 1. */
 function nextOf(frames: { name: string; at: number }[]): Positions {

@@ -4,7 +4,7 @@
 import { afterEach, describe, expect, it } from "vitest";
 
 import type { Client, DeadFrame, OrchestrationFrame, RecordFrame, RecordJSON, StateFrame } from "../src/index.js";
-import { eventually, GatewayProxy, newClient, unique } from "./helpers.js";
+import { all, eventually, GatewayProxy, newClient, unique } from "./helpers.js";
 
 const cleanups: (() => unknown)[] = [];
 afterEach(async () => {
@@ -21,20 +21,6 @@ function client(...a: Parameters<typeof newClient>): Client {
 
 function increasing(xs: number[]): boolean {
   return xs.every((x, i) => i === 0 || x > xs[i - 1]);
-}
-
-/** Every record of the query, paged. */
-async function all(c: Client, q: Parameters<Client["query"]>[0]): Promise<RecordJSON[]> {
-  const out: RecordJSON[] = [];
-  let cursor: string | undefined;
-  for (;;) {
-    const page = await c.query({ ...q, cursor, limit: 500 });
-    out.push(...page.records);
-    if (!page.more) {
-      return out;
-    }
-    cursor = page.cursor;
-  }
 }
 
 describe("subscriptions", () => {
