@@ -45,7 +45,7 @@ func (e *effector) process(batch []delivery) {
 		next := e.doc
 		var (
 			outs  []output
-			acks  []delivery
+			acked int // batch[:acked] are acknowledged once written
 			dead  []deadOutcome
 			okN   int
 			skips int
@@ -55,7 +55,7 @@ func (e *effector) process(batch []delivery) {
 				if !e.restate(d) {
 					return // stopping: the batch stays unacknowledged
 				}
-				acks = append(acks, d)
+				acked++
 				skips++
 				continue
 			}
@@ -78,13 +78,18 @@ func (e *effector) process(batch []delivery) {
 				dead = append(dead, deadOutcome{d: d, reason: reason, err: failure})
 				next.Status, next.Error = StatusError, failure.Error()
 			} else {
-				outs = append(outs, o...)
+				if outs == nil {
+					outs = o[:len(o):len(o)] // the context's own: no copy, and clipped
+				} else {
+					outs = append(outs, o...)
+				}
 				next.State, next.Status, next.Error = state, StatusIdle, ""
 				okN++
 			}
 			next.Seq, next.Ahead = e.advanceWith(next, d.seq, batch[i+1:])
-			acks = append(acks, d)
+			acked++
 		}
+		acks := batch[:acked] // every record taken up to where the batch ended
 		if len(acks) == 0 {
 			return
 		}

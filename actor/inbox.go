@@ -153,6 +153,11 @@ func (e *effector) take(n int) []delivery {
 			}
 		}
 	}
+	if high == 0 && n == len(e.held) { // the most common case: all of them
+		out := e.held
+		e.held = nil
+		return out
+	}
 	if high == 0 { // the common case: the first n, without moving the rest
 		out := slices.Clone(e.held[:n])
 		clear(e.held[:n]) // no stale record kept alive in the freed slots

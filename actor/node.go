@@ -11,6 +11,7 @@ import (
 
 	"github.com/effectors/effectors/bus"
 	"github.com/effectors/effectors/internal/routine"
+	"github.com/effectors/effectors/kv"
 	"github.com/effectors/effectors/records"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
@@ -143,7 +144,10 @@ type Node struct {
 	// Set by Run.
 	// js is the node's own JetStream context: its window of asynchronous
 	// publishes is not shared with other users of the connection.
-	js     jetstream.JetStream
+	js jetstream.JetStream
+	// pub is the node's synchronous publish on the hot path: a record's
+	// single output, EmitNow, and the state's compare-and-set.
+	pub    *bus.Publisher
 	states *states
 	// streams are the mailbox streams, one per stream group (groups.go).
 	streams []jetstream.Stream
@@ -262,11 +266,17 @@ func (n *Node) Run(ctx context.Context) error {
 		return fmt.Errorf("jetstream: %w", err)
 	}
 	n.js = js
+	pub, err := bus.NewPublisher(n.conn.NATS(), 0)
+	if err != nil {
+		return err
+	}
+	defer pub.Close()
+	n.pub = pub
 	streams, buckets, err := openGroups(ctx, n.conn)
 	if err != nil {
 		return err
 	}
-	n.streams, n.states = streams, newStates(buckets, n.names)
+	n.streams, n.states = streams, newStates(buckets, n.names, kv.WithPublisher(pub))
 	idKey, err := n.conn.OutputKey(ctx)
 	if err != nil {
 		return err

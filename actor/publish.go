@@ -17,7 +17,7 @@ func (e *effector) publishNow(o output) error {
 	if err := e.fence(); err != nil {
 		return err
 	}
-	_, err := e.node.js.PublishMsg(e.ctx, o.message())
+	_, err := e.node.pub.PublishMsg(e.ctx, o.message())
 	return publishFailure(wrapPublish(o.subject, err))
 }
 
@@ -36,7 +36,7 @@ func (e *effector) publish(outs []output) error {
 	}
 	switch {
 	case len(outs) == 1 && outs[0].stream:
-		_, err := js.PublishMsg(e.ctx, outs[0].message())
+		_, err := e.node.pub.PublishMsg(e.ctx, outs[0].message())
 		return wrapPublish(outs[0].subject, err)
 	}
 	var acks []jetstream.PubAckFuture

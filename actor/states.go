@@ -23,10 +23,10 @@ type states struct {
 	names bus.Names
 }
 
-func newStates(buckets []jetstream.KeyValue, names bus.Names) *states {
+func newStates(buckets []jetstream.KeyValue, names bus.Names, opts ...kv.Option) *states {
 	s := &states{names: names}
 	for _, b := range buckets {
-		s.kvs = append(s.kvs, kv.New[Document](b))
+		s.kvs = append(s.kvs, kv.New[Document](b, opts...))
 	}
 	return s
 }

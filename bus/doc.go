@@ -68,6 +68,14 @@
 // [HeaderSize] give the server's size limits; [Unpublishable] and [TooLarge]
 // tell a write that can never succeed from an outage.
 //
+// # Publishing on the hot path
+//
+// [Publisher] publishes to a stream and waits for the acknowledgement, as
+// jetstream's PublishMsg does, with one shared reply subscription and
+// without encoding/json for the usual answer: the runtime's synchronous
+// writes (an effector's single output, its state's compare-and-set) go
+// through it. BENCHMARKS.md has what it saves.
+//
 // # Provisioning
 //
 // [Conn.Provision] creates or updates the streams and buckets. It is safe to

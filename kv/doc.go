@@ -36,7 +36,9 @@
 // revision from your last read or write next to the value, write with it, and
 // on a conflict read again and redo the change. [Store.Modify] does that loop
 // for a function of the current value. Keeping the revision in memory makes a
-// state transition one round trip instead of two.
+// state transition one round trip instead of two; [WithPublisher] makes that
+// round trip cheaper, writing through a shared publisher such as
+// bus.Publisher.
 //
 // # History
 //

@@ -6,9 +6,11 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"reflect"
+	"strconv"
 	"time"
 
 	"github.com/effectors/effectors/internal/codec"
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -22,6 +24,7 @@ type Store[T any] struct {
 	bucket string
 	typ    string   // T's name, for DecodeError
 	turns  keyTurns // Modify calls on one key take turns
+	opts   options
 }
 
 // Entry is one revision of a key.
@@ -45,8 +48,33 @@ type Entry[T any] struct {
 const maxModifyAttempts = 16
 
 // New returns a store over an existing bucket handle, which must not be nil.
-func New[T any](b jetstream.KeyValue) *Store[T] {
-	return &Store[T]{kv: b, bucket: b.Bucket(), typ: reflect.TypeFor[T]().String()}
+func New[T any](b jetstream.KeyValue, opts ...Option) *Store[T] {
+	s := &Store[T]{kv: b, bucket: b.Bucket(), typ: reflect.TypeFor[T]().String()}
+	for _, o := range opts {
+		o(&s.opts)
+	}
+	return s
+}
+
+// Option configures a [Store].
+type Option func(*options)
+
+type options struct {
+	pub Publisher // nil: the bucket's own Update
+}
+
+// Publisher publishes a message to a stream and waits for the server's
+// acknowledgement, as bus.Publisher does.
+type Publisher interface {
+	PublishMsg(ctx context.Context, msg *nats.Msg) (*jetstream.PubAck, error)
+}
+
+// WithPublisher makes [Store.Update] write through p: a message to the
+// bucket's subject $KV.<bucket>.<key> that expects the key's last revision,
+// what the bucket's own Update sends, at p's cost. Use it only for a bucket
+// reached without a JetStream domain or API prefix, and not a mirror.
+func WithPublisher(p Publisher) Option {
+	return func(o *options) { o.pub = p }
 }
 
 // Open returns a store over the bucket named bucket, which must exist (it is
@@ -153,14 +181,34 @@ func (s *Store[T]) Update(ctx context.Context, key string, v T, rev uint64) (uin
 	if err != nil {
 		return 0, err
 	}
-	next, err := s.kv.Update(ctx, key, data, rev)
+	next, err := s.update(ctx, key, data, rev)
 	if err != nil {
-		if errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
+		if errors.Is(err, jetstream.ErrKeyRevisionMismatch) || IsConflict(err) {
 			err = &ConflictError{Key: key, Expected: rev}
 		}
 		return 0, s.fail("update", key, err)
 	}
 	return next, nil
+}
+
+// update writes data under key if its last revision is rev.
+func (s *Store[T]) update(ctx context.Context, key string, data []byte, rev uint64) (uint64, error) {
+	if s.opts.pub == nil {
+		return s.kv.Update(ctx, key, data, rev)
+	}
+	if err := validateKey(key); err != nil {
+		return 0, err
+	}
+	msg := &nats.Msg{
+		Subject: "$KV." + s.bucket + "." + key,
+		Header:  nats.Header{jetstream.ExpectedLastSubjSeqHeader: []string{strconv.FormatUint(rev, 10)}},
+		Data:    data,
+	}
+	ack, err := s.opts.pub.PublishMsg(ctx, msg)
+	if err != nil {
+		return 0, err
+	}
+	return ack.Sequence, nil
 }
 
 // Modify applies fn to the latest value of key and writes the result with

@@ -39,3 +39,19 @@ func BenchmarkFromMsg(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkHeader builds the headers of an effector's typical output: id,
+// type, from, cause, time and content type.
+func BenchmarkHeader(b *testing.B) {
+	rec, err := records.New("count", map[string]int{"count": 3})
+	if err != nil {
+		b.Fatal(err)
+	}
+	rec.From, rec.Cause = records.Ref{Kind: "counter", ID: "c1"}, records.NewID()
+	b.ReportAllocs()
+	for b.Loop() {
+		if h := rec.Header(); len(h) != 6 {
+			b.Fatalf("%d headers, want 6", len(h))
+		}
+	}
+}

@@ -153,9 +153,22 @@ func (r Record) Decode(v any) error {
 // Header does not validate r; call [Record.Validate] first for records
 // built from untrusted input.
 func (r Record) Header() nats.Header {
-	size := 10
-	if r.TraceParent != "" {
-		size += 2 // traceparent, tracestate
+	// Sized to the headers written: a map of up to eight entries is one
+	// group, a larger hint a table several times its size.
+	size := 1 // Content-Type
+	for _, v := range [...]string{r.ID, r.Type, r.Process, r.Owner, r.Cause, r.Reply, string(r.Priority), r.TraceParent} {
+		if v != "" {
+			size++
+		}
+	}
+	if !r.From.IsZero() {
+		size++
+	}
+	if r.TraceParent != "" && r.TraceState != "" {
+		size++
+	}
+	if !r.Time.IsZero() {
+		size++
 	}
 	h := make(nats.Header, size)
 	// One backing array for every header's value, not one per header.
