@@ -17,6 +17,25 @@ const OutputKeySize = 32
 // outputKeyName is the key of the output id key in the key bucket.
 const outputKeyName = "output-id"
 
+// errCodeNoPeers is JetStream's "no suitable peers for placement", and
+// noPeersPatience how long creating the key bucket waits for one.
+const (
+	errCodeNoPeers  = 10005
+	noPeersPatience = 10 * time.Second
+)
+
+// sleepCtx waits for d or until ctx ends, reporting whether it waited fully.
+func sleepCtx(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
 // OutputKey returns the secret nodes sign the ids of the records they emit
 // with, so that a client that cannot read it cannot predict those ids (and
 // suppress a real output by publishing its id first: JetStream drops a
@@ -62,10 +81,20 @@ func (c *Conn) outputKey(ctx context.Context) ([]byte, error) {
 	name := c.names.KeyBucket()
 	bucket, err := c.JetStream().KeyValue(ctx, name)
 	if errors.Is(err, jetstream.ErrBucketNotFound) {
-		bucket, err = c.JetStream().CreateKeyValue(ctx, jetstream.KeyValueConfig{
-			Bucket: name, Description: "runtime secrets: the key of output record ids (nodes only)",
-			History: 1, Storage: jetstream.FileStorage, Replicas: c.cfg.Replicas,
-		})
+		// A young or changing cluster can answer that no peer is fit for
+		// the replicas (a peer not yet reported, or restarting): that
+		// passes, so it is tried again for a while, not taken as final.
+		giveUp := time.Now().Add(noPeersPatience)
+		for wait := 100 * time.Millisecond; ; wait = min(2*wait, time.Second) {
+			bucket, err = c.JetStream().CreateKeyValue(ctx, jetstream.KeyValueConfig{
+				Bucket: name, Description: "runtime secrets: the key of output record ids (nodes only)",
+				History: 1, Storage: jetstream.FileStorage, Replicas: c.cfg.Replicas,
+			})
+			var apiErr *jetstream.APIError
+			if !errors.As(err, &apiErr) || apiErr.ErrorCode != errCodeNoPeers || time.Now().After(giveUp) || !sleepCtx(ctx, wait) {
+				break
+			}
+		}
 		if errors.Is(err, jetstream.ErrBucketExists) {
 			bucket, err = c.JetStream().KeyValue(ctx, name) // another node was first
 		}
