@@ -59,9 +59,24 @@ async function ready(name: string, url: string, proc: ChildProcess, log: string,
 
 /**
  * Starts ea-node (with nodeArgs added, such as `--stream-groups 3`) and
- * ea-supervisor serving the gateway, and resolves once both are ready.
+ * ea-supervisor serving the gateway, and resolves once both are ready. A
+ * port found free can be taken by another process before ours binds it
+ * (other packages' tests run beside these): then it starts again on new
+ * ports, up to three times.
  */
 export async function startDeployment(bin: Binaries, opts: { nodeArgs?: string[] } = {}): Promise<Deployment> {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await startOnce(bin, opts);
+    } catch (err) {
+      if (attempt === 3 || !String(err).includes("address already in use")) {
+        throw err;
+      }
+    }
+  }
+}
+
+async function startOnce(bin: Binaries, opts: { nodeArgs?: string[] }): Promise<Deployment> {
   const dir = mkdtempSync(join(tmpdir(), "effectors-client-"));
   const [natsPort, nodeMetrics, supMetrics, gwPort] = [await freePort(), await freePort(), await freePort(), await freePort()];
   const token = "js-client-test-token";
