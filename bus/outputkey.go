@@ -24,18 +24,6 @@ const (
 	noPeersPatience = 10 * time.Second
 )
 
-// sleepCtx waits for d or until ctx ends, reporting whether it waited fully.
-func sleepCtx(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-		return false
-	}
-}
-
 // OutputKey returns the secret nodes sign the ids of the records they emit
 // with, so that a client that cannot read it cannot predict those ids (and
 // suppress a real output by publishing its id first: JetStream drops a
@@ -91,9 +79,15 @@ func (c *Conn) outputKey(ctx context.Context) ([]byte, error) {
 				History: 1, Storage: jetstream.FileStorage, Replicas: c.cfg.Replicas,
 			})
 			var apiErr *jetstream.APIError
-			if !errors.As(err, &apiErr) || apiErr.ErrorCode != errCodeNoPeers || time.Now().After(giveUp) || !sleepCtx(ctx, wait) {
+			if !errors.As(err, &apiErr) || apiErr.ErrorCode != errCodeNoPeers || time.Now().After(giveUp) {
 				break
 			}
+			select {
+			case <-time.After(wait):
+				continue
+			case <-ctx.Done():
+			}
+			break
 		}
 		if errors.Is(err, jetstream.ErrBucketExists) {
 			bucket, err = c.JetStream().KeyValue(ctx, name) // another node was first
