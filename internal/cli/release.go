@@ -22,8 +22,10 @@ import (
 // it: at 80 MiB the same burst ran at 12–15 % of the rate.
 //
 // So a node binary watches its allocation rate and, once it has been quiet
-// for two samples after allocating much, collects and returns the free
-// memory at once ([debug.FreeOSMemory]): one full collection of the live
+// for two samples after allocating much (the first time after a burst
+// whatever the live heap of the last collection, made under the burst's
+// load, says; later when retained exceeds it by Slack), collects and
+// returns the free memory at once ([debug.FreeOSMemory]): one full collection of the live
 // heap, when there is nothing else to do, instead of a larger process until
 // the runtime gets around to it. Its cost: a process quiet for long with a
 // live heap well over Slack may keep the runtime's ordinary headroom (GOGC)
@@ -32,7 +34,8 @@ import (
 
 // ReleaseOptions tune [ReleaseWhenQuiet]; the zero value takes the defaults.
 type ReleaseOptions struct {
-	// Every is how often the allocation rate is sampled. Default 500ms.
+	// Every is how often the allocation rate is sampled. Default 250ms: two
+	// quiet samples, so memory is back about half a second after a burst.
 	Every time.Duration
 	// Quiet is the allocation rate, in bytes per second, under which the
 	// process counts as quiet. Default 4 MiB/s.
@@ -50,7 +53,7 @@ type ReleaseOptions struct {
 // system once the process goes quiet after a burst (see above); each return
 // is logged at debug level. stop ends it and waits for it.
 func ReleaseWhenQuiet(ctx context.Context, o ReleaseOptions, log *slog.Logger) (stop func()) {
-	o.Every = orDuration(o.Every, 500*time.Millisecond)
+	o.Every = orDuration(o.Every, 250*time.Millisecond)
 	o.Gap = orDuration(o.Gap, 5*time.Second)
 	if o.Quiet == 0 {
 		o.Quiet = 4 << 20
@@ -92,6 +95,7 @@ func releaseLoop(ctx context.Context, o ReleaseOptions, log *slog.Logger) {
 	defer t.Stop()
 	prev, _, _ := read()
 	quiet := 0
+	burst := false // allocated much since the last return
 	var last time.Time
 	for {
 		select {
@@ -102,13 +106,24 @@ func releaseLoop(ctx context.Context, o ReleaseOptions, log *slog.Logger) {
 			rate := float64(allocs-prev) / o.Every.Seconds()
 			prev = allocs
 			if rate >= float64(o.Quiet) {
-				quiet = 0
+				quiet, burst = 0, true
 				continue
 			}
 			quiet++
-			if quiet < 2 || retained <= live+o.Slack || now.Sub(last) < o.Gap || live == 0 {
+			if quiet < 2 || now.Sub(last) < o.Gap || live == 0 || retained <= o.Slack {
 				continue
 			}
+			// The live heap is the one of the last collection. Right after a
+			// burst that one was made under load, with the burst's records
+			// still live: retained may be within Slack of it though most of it
+			// is garbage now, and nothing collects an idle process for two
+			// minutes. So the first quiet moment after a burst returns
+			// memory whatever the stale figure says; later ones only when
+			// retained is over it by Slack.
+			if !burst && retained <= live+o.Slack {
+				continue
+			}
+			burst = false
 			last = now
 			debug.FreeOSMemory()
 			_, after, liveAfter := read()
