@@ -25,9 +25,9 @@ import (
 // for two samples after allocating much (the first time after a burst
 // whatever the live heap of the last collection, made under the burst's
 // load, says; later when retained exceeds it by Slack), collects and
-// returns the free memory at once ([debug.FreeOSMemory]): one full collection of the live
-// heap, when there is nothing else to do, instead of a larger process until
-// the runtime gets around to it. Its cost: a process quiet for long with a
+// returns the free memory at once ([debug.FreeOSMemory]): one full
+// collection of the live heap, when there is nothing else to do, instead of
+// a larger process until the runtime gets around to it. Its cost: a process quiet for long with a
 // live heap well over Slack may keep the runtime's ordinary headroom (GOGC)
 // over Slack too, and then collects once per Gap: scaled from the
 // measurement below, about 2 % of a core at 200 MiB of live heap.
