@@ -8,6 +8,8 @@ import (
 	"os"
 	"time"
 
+	"github.com/nats-io/nats.go"
+
 	"github.com/effectors/effectors/bus"
 )
 
@@ -100,4 +102,46 @@ func ExampleRetention() {
 	// EA_MBOX 720h0m0s 1073741824
 	// EA_OUT 720h0m0s 1073741824
 	// EA_DEAD 2160h0m0s -1
+}
+
+// A Publisher publishes to a stream and waits for the server's
+// acknowledgement; a message id seen before comes back as a duplicate of
+// the first, at the same sequence.
+func ExamplePublisher() {
+	dir, err := os.MkdirTemp("", "bus-example")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+
+	ctx := context.Background()
+	conn, err := bus.Connect(ctx, bus.Config{Listen: "127.0.0.1:0", StoreDir: dir, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer conn.Close()
+	if err := conn.Provision(ctx); err != nil {
+		log.Fatal(err)
+	}
+
+	pub, err := bus.NewPublisher(conn.NATS(), 0)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer pub.Close()
+	msg := nats.NewMsg("ea.mbox.counter.c1")
+	msg.Data = []byte(`{"by":2}`)
+	msg.Header.Set("Nats-Msg-Id", "first-inc")
+	msg.Header.Set("EA-Type", "inc")
+	msg.Header.Set("Content-Type", "application/json")
+	for range 2 {
+		ack, err := pub.PublishMsg(ctx, msg)
+		if err != nil {
+			log.Fatal(err)
+		}
+		fmt.Println(ack.Stream, ack.Sequence, ack.Duplicate)
+	}
+	// Output:
+	// EA_MBOX 1 false
+	// EA_MBOX 1 true
 }
