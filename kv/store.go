@@ -183,7 +183,7 @@ func (s *Store[T]) Update(ctx context.Context, key string, v T, rev uint64) (uin
 	}
 	next, err := s.update(ctx, key, data, rev)
 	if err != nil {
-		if errors.Is(err, jetstream.ErrKeyRevisionMismatch) || IsConflict(err) {
+		if IsConflict(err) { // the bucket's Update and a publisher's answer alike
 			err = &ConflictError{Key: key, Expected: rev}
 		}
 		return 0, s.fail("update", key, err)

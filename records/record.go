@@ -153,33 +153,12 @@ func (r Record) Decode(v any) error {
 // Header does not validate r; call [Record.Validate] first for records
 // built from untrusted input.
 func (r Record) Header() nats.Header {
-	// Sized to the headers written: a map of up to eight entries is one
-	// group, a larger hint a table several times its size.
-	size := 1 // Content-Type
-	for _, v := range [...]string{r.ID, r.Type, r.Process, r.Owner, r.Cause, r.Reply, string(r.Priority), r.TraceParent} {
-		if v != "" {
-			size++
-		}
-	}
-	if !r.From.IsZero() {
-		size++
-	}
-	if r.TraceParent != "" && r.TraceState != "" {
-		size++
-	}
-	if !r.Time.IsZero() {
-		size++
-	}
-	h := make(nats.Header, size)
-	// One backing array for every header's value, not one per header.
-	vals := make([]string, 0, size)
-	put := func(k, v string) {
-		vals = append(vals, v)
-		h[k] = vals[len(vals)-1 : len(vals) : len(vals)]
-	}
+	var pairs [12]struct{ k, v string } // every header Header may write
+	n := 0
 	set := func(k, v string) {
 		if v != "" {
-			put(k, v)
+			pairs[n].k, pairs[n].v = k, v
+			n++
 		}
 	}
 	set(HeaderID, r.ID)
@@ -195,13 +174,22 @@ func (r Record) Header() nats.Header {
 		set(HeaderTraceState, r.TraceState)
 	}
 	if !r.Time.IsZero() {
-		put(HeaderTime, r.Time.UTC().Format(time.RFC3339Nano))
+		set(HeaderTime, r.Time.UTC().Format(time.RFC3339Nano))
 	}
 	ct := r.ContentType
 	if ct == "" {
 		ct = ContentMsgpack
 	}
-	put(HeaderContentType, ct)
+	set(HeaderContentType, ct)
+	// Sized to the headers written (a map of up to eight entries is one
+	// group, a larger hint a table several times its size), with one
+	// backing array for every header's value, not one per header.
+	h := make(nats.Header, n)
+	vals := make([]string, n)
+	for i, p := range pairs[:n] {
+		vals[i] = p.v
+		h[p.k] = vals[i : i+1 : i+1]
+	}
 	return h
 }
 
