@@ -235,6 +235,9 @@ func toolAgentRemote(t *testing.T, connect func() *bus.Conn) {
 				t.Fatal(err)
 			}
 		}
+		// Read to the run's end, not only to the result: a run still going
+		// would take the next subtest's scripted model replies.
+		approved := false
 		for out, err := range outputs {
 			if err != nil || out.Process != "early-1" {
 				continue
@@ -243,8 +246,14 @@ func toolAgentRemote(t *testing.T, connect func() *bus.Conn) {
 				t.Fatalf("run failed: %s", out.Payload)
 			}
 			if out.Type == task.TypeEvent && strings.Contains(string(out.Payload), `"result":"300"`) {
+				approved = true
+			}
+			if out.Type == task.TypeDone {
 				break
 			}
+		}
+		if !approved {
+			t.Fatal("the run ended without the approved call's result 300")
 		}
 	})
 
