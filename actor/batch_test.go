@@ -1,13 +1,16 @@
 package actor_test
 
 import (
+	"bytes"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/effectors/effectors/actor"
 	"github.com/effectors/effectors/actor/actortest"
 	"github.com/effectors/effectors/records"
+	"github.com/nats-io/nats.go/jetstream"
 )
 
 type tally struct {
@@ -103,3 +106,285 @@ var errTransient = transientError("a transient failure")
 type transientError string
 
 func (e transientError) Error() string { return string(e) }
+
+// TestPipelinedBatchLosesItsWrite: batches of one effector are pipelined
+// (the next batch's logic runs and its outputs go out before the batch
+// before it is written). When the batch before loses its compare-and-set
+// at that moment, both it and the batch built on it are taken again, on
+// the document that won: every record is applied once, in order, and each
+// output is stored once (the re-run's outputs carry the same ids).
+func TestPipelinedBatchLosesItsWrite(t *testing.T) {
+	t.Parallel()
+	type seen struct {
+		Seq   uint64 `json:"seq"`
+		Count int    `json:"count"`
+	}
+	var logicMax atomic.Uint64  // the highest sequence logic has run on
+	gate := make(chan struct{}) // closed once every record is published: a backlog
+	kind := actor.Kind[tally]{
+		Name:     "tally",
+		MaxBatch: 8,
+		Logic: func(ctx *actor.Context, s tally) (tally, error) {
+			select {
+			case <-gate:
+			case <-ctx.Done():
+				return s, ctx.Err()
+			}
+			seq := ctx.Record().Seq
+			logicMax.Store(max(logicMax.Load(), seq))
+			s.Seen = append(s.Seen, seq)
+			return s, ctx.Emit("seen", seen{Seq: seq, Count: len(s.Seen)})
+		},
+	}
+	_, conn := server(t)
+	c := newClient(t, conn)
+	r := records.Ref{Kind: "tally", ID: "t1"}
+	const total = 200
+	bucket, err := conn.StateBucket(ctxT(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := conn.Names().StateKey(r)
+
+	// At the first batch that starts past sequence 40, once its outputs are
+	// stored, write its document behind the node's back (the same value:
+	// only the revision moves), so its compare-and-set is lost.
+	type call struct {
+		point    actor.CrashPoint
+		seq      uint64
+		logicMax uint64
+	}
+	var (
+		mu       sync.Mutex
+		calls    []call
+		injected = -1 // index in calls of the conflict
+	)
+	startNode(t, conn, func(n *actor.Node) {
+		n.SetCrash(func(point actor.CrashPoint, _ records.Ref, seq uint64) bool {
+			mu.Lock()
+			defer mu.Unlock()
+			first := len(calls) == 0 || calls[len(calls)-1].point != point || calls[len(calls)-1].seq+1 != seq
+			calls = append(calls, call{point, seq, logicMax.Load()})
+			if injected >= 0 || point != actor.AfterOutputs || seq <= 40 || !first {
+				return false
+			}
+			injected = len(calls) - 1
+			ent, err := bucket.Get(ctxT(t), key)
+			if err != nil {
+				t.Error(err)
+				return false
+			}
+			if _, err := bucket.Update(ctxT(t), key, ent.Value(), ent.Revision()); err != nil {
+				t.Error(err)
+			}
+			return false
+		})
+	}, kind)
+	if _, err := c.Create(ctxT(t), r, nil); err != nil {
+		t.Fatal(err)
+	}
+	publishIncs(t, conn, r, total)
+	close(gate)
+
+	var s tally
+	actortest.Eventually(t, 2*time.Minute, "every record applied", func() bool {
+		doc, err := c.State(ctxT(t), r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := doc.Decode(&s); err != nil {
+			t.Fatal(err)
+		}
+		return len(s.Seen) >= total
+	})
+	if len(s.Seen) != total {
+		t.Fatalf("%d records applied, want %d", len(s.Seen), total)
+	}
+	for i := 1; i < len(s.Seen); i++ {
+		if s.Seen[i] != s.Seen[i-1]+1 {
+			t.Fatalf("applied out of order, twice or not at all: %d after %d", s.Seen[i], s.Seen[i-1])
+		}
+	}
+
+	mu.Lock()
+	if injected < 0 {
+		mu.Unlock()
+		t.Fatal("no batch started past sequence 40: nothing was injected")
+	}
+	// The batch whose write was lost: its records' calls at AfterOutputs,
+	// consecutive from the injection. When it reached that point, the next
+	// batch's logic had run already (pipelined).
+	last := calls[injected].seq
+	for i := injected + 1; i < len(calls) && calls[i].point == actor.AfterOutputs && calls[i].seq == last+1; i++ {
+		last = calls[i].seq
+	}
+	atInjection := calls[injected].logicMax
+	// After the lost write the same batch reached AfterOutputs again.
+	again := false
+	for _, c := range calls[injected+1:] {
+		if c.point == actor.AfterOutputs && c.seq == calls[injected].seq {
+			again = true
+		}
+	}
+	mu.Unlock()
+	if atInjection <= last {
+		t.Errorf("when the batch %d..%d was written, logic had run up to %d only: the next batch was not pipelined", calls[injected].seq, last, atInjection)
+	}
+	if !again {
+		t.Errorf("the batch from %d was not applied again after its write was lost", calls[injected].seq)
+	}
+
+	// Every output stored once, with the count of its own record.
+	stream, err := conn.OutboxStream(ctxT(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cons, err := stream.OrderedConsumer(ctxT(t), jetstream.OrderedConsumerConfig{FilterSubjects: []string{conn.Names().Outbox(r)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	counts := map[uint64]int{}
+	for len(counts) < total {
+		msg, err := cons.Next(jetstream.FetchMaxWait(10 * time.Second))
+		if err != nil {
+			t.Fatalf("after %d outputs: %v", len(counts), err)
+		}
+		rec, err := records.FromMsg(msg.Subject(), msg.Headers(), msg.Data())
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out seen
+		if err := rec.Decode(&out); err != nil {
+			t.Fatal(err)
+		}
+		if counts[out.Seq]++; counts[out.Seq] > 1 {
+			t.Fatalf("the output of record %d stored twice", out.Seq)
+		}
+		if want := int(out.Seq - s.Seen[0] + 1); out.Count != want {
+			t.Fatalf("the output of record %d counts %d, want %d", out.Seq, out.Count, want)
+		}
+	}
+	info, err := stream.Info(ctxT(t), jetstream.WithSubjectFilter(conn.Names().Outbox(r)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := info.State.Subjects[conn.Names().Outbox(r)]; got != total {
+		t.Fatalf("%d outputs stored, want %d", got, total)
+	}
+}
+
+// TestPipelinedBatchOutputRefused: when the server refuses an output of a
+// pipelined batch for good (above the outbox's MaxMsgSize), that batch's
+// records, and those of the batch built on it, are taken again one at a
+// time: the record that made the output goes to dead letters, its state
+// change dropped, and every other record is applied once, in order, with
+// its output stored once.
+func TestPipelinedBatchOutputRefused(t *testing.T) {
+	t.Parallel()
+	var (
+		logicMax  atomic.Uint64 // the highest sequence logic has run on
+		bigSeq    atomic.Uint64
+		bigTries  atomic.Int32
+		secondMax atomic.Uint64 // logicMax when the big record ran the second time
+	)
+	gate := make(chan struct{}) // closed once every record is published: a backlog
+	kind := actor.Kind[tally]{
+		Name:     "tally",
+		MaxBatch: 8,
+		Logic: func(ctx *actor.Context, s tally) (tally, error) {
+			select {
+			case <-gate:
+			case <-ctx.Done():
+				return s, ctx.Err()
+			}
+			seq := ctx.Record().Seq
+			if ctx.Record().Type == "big" {
+				if bigTries.Add(1) == 2 {
+					secondMax.Store(logicMax.Load())
+				}
+				bigSeq.Store(seq)
+			}
+			logicMax.Store(max(logicMax.Load(), seq))
+			s.Seen = append(s.Seen, seq)
+			if ctx.Record().Type == "big" {
+				return s, ctx.Emit("big", bytes.Repeat([]byte{1}, 64<<10))
+			}
+			return s, ctx.Emit("seen", seq)
+		},
+	}
+	_, conn := server(t)
+	ctx := ctxT(t)
+	stream, err := conn.OutboxStream(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := stream.CachedInfo().Config
+	cfg.MaxMsgSize = 32 << 10
+	if _, err := conn.JetStream().UpdateStream(ctx, cfg); err != nil {
+		t.Fatal(err)
+	}
+	startNode(t, conn, nil, kind)
+	c := newClient(t, conn)
+	r := records.Ref{Kind: "tally", ID: "t1"}
+	if _, err := c.Create(ctx, r, nil); err != nil {
+		t.Fatal(err)
+	}
+	const total = 100
+	for i := range total {
+		typ := "inc"
+		if i == 44 {
+			typ = "big"
+		}
+		rec, err := records.New(typ, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.Send(ctx, r, rec); err != nil {
+			t.Fatal(err)
+		}
+	}
+	close(gate)
+
+	dead, err := c.DeadLetters(ctx, r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	next, stop := iterPull(dead)
+	defer stop()
+	dl, err := next()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if dl.Reason != "output_too_large" || dl.Seq != bigSeq.Load() {
+		t.Fatalf("dead letter of record %d for %q (%s), want record %d for output_too_large", dl.Seq, dl.Reason, dl.Error, bigSeq.Load())
+	}
+	if got := secondMax.Load(); got < bigSeq.Load()+8 {
+		t.Errorf("when record %d ran again, logic had run up to %d only: the batch after its own was not pipelined", bigSeq.Load(), got)
+	}
+	var s tally
+	actortest.Eventually(t, 2*time.Minute, "every other record applied", func() bool {
+		doc, err := c.State(ctx, r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := doc.Decode(&s); err != nil {
+			t.Fatal(err)
+		}
+		return len(s.Seen) >= total-1
+	})
+	if len(s.Seen) != total-1 {
+		t.Fatalf("%d records applied, want %d", len(s.Seen), total-1)
+	}
+	for i, seq := range s.Seen {
+		if seq == bigSeq.Load() {
+			t.Fatalf("record %d, sent to dead letters, is in the state", seq)
+		}
+		if i > 0 && seq <= s.Seen[i-1] {
+			t.Fatalf("applied out of order or twice: %d after %d", seq, s.Seen[i-1])
+		}
+	}
+	ids := outputs(t, conn, conn.Names().Outbox(r))
+	if len(ids) != total-1 {
+		t.Fatalf("%d outputs stored, want %d (one per applied record)", len(ids), total-1)
+	}
+}

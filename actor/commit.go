@@ -8,6 +8,7 @@ import (
 
 	"github.com/effectors/effectors/internal/codec"
 	"github.com/effectors/effectors/kv"
+	"github.com/nats-io/nats.go/jetstream"
 )
 
 // process applies records taken together, one or a batch, with one state
@@ -27,7 +28,20 @@ import (
 // before it (the records before it are committed) and is taken again on
 // its own; so are all the batch's records when its outputs or state cannot
 // be written, or its compare-and-set is lost.
-func (e *effector) process(batch []delivery) {
+//
+// Batches are pipelined, two deep: prev, when not nil, is the batch before
+// this one, its logic run and its outputs on their way but its state not
+// yet written. This batch's logic runs on prev's new state and its outputs
+// are published; only then is prev finished (its outputs awaited, its state
+// written, its records acknowledged), and this batch is returned unfinished
+// for the next call, or for the drain goroutine to finish when nothing
+// more is held. So the server stores one batch's outputs while the node
+// runs the next batch's logic, and each record keeps its order of steps
+// above. When prev cannot be finished, this batch, built on it, is put back
+// behind it and nothing is returned. A record alone, and a batch with dead
+// letters or records already applied, finish prev first and are applied
+// as before.
+func (e *effector) process(batch []delivery, prev *commitment) *commitment {
 	start := time.Now()
 	m := e.node.metrics
 	kind := e.kind.name
@@ -37,12 +51,21 @@ func (e *effector) process(batch []delivery) {
 			m.redelivers.WithLabelValues(kind).Inc()
 		}
 	}
+	if alone && prev != nil {
+		if !e.finish(prev, batch) {
+			return nil
+		}
+		prev = nil
+	}
 	for { // again only for a record alone that lost the compare-and-set
 		if alone && e.doc.applied(batch[0].seq) {
 			e.skip(batch[0])
-			return
+			return nil
 		}
 		next := e.doc
+		if prev != nil {
+			next = prev.next
+		}
 		var (
 			outs  []output
 			acked int // batch[:acked] are acknowledged once written
@@ -52,8 +75,14 @@ func (e *effector) process(batch []delivery) {
 		)
 		for i, d := range batch {
 			if next.applied(d.seq) { // in a batch: a redelivery
+				if prev != nil { // restate reads the document as written
+					if !e.finish(prev, batch) {
+						return nil
+					}
+					prev = nil
+				}
 				if !e.restate(d) {
-					return // stopping: the batch stays unacknowledged
+					return nil // stopping: the batch stays unacknowledged
 				}
 				acked++
 				skips++
@@ -61,7 +90,7 @@ func (e *effector) process(batch []delivery) {
 			}
 			state, o, reason, failure := e.evaluate(d, next.State, alone)
 			if errors.Is(failure, errAbandon) {
-				return
+				return nil
 			}
 			if errors.Is(failure, errRetryAlone) {
 				e.putBack(batch[i:])
@@ -91,84 +120,190 @@ func (e *effector) process(batch []delivery) {
 		}
 		acks := batch[:acked] // every record taken up to where the batch ended
 		if len(acks) == 0 {
-			return
+			return prev
 		}
-		if okN+len(dead) > 0 {
-			if !alone && okN > 0 && e.stateFits(next.State) != nil {
-				e.putBack(batch) // the state outgrew the server: find the record alone
-				e.alone = len(batch)
-				return
+		c := &commitment{acks: acks, next: next, outs: outs, okN: okN, skips: skips, start: start}
+		if okN+len(dead) == 0 { // redeliveries only: prev was finished above
+			e.acknowledge(c)
+			return nil
+		}
+		if !alone && okN > 0 && e.stateFits(next.State) != nil {
+			e.putBack(batch) // the state outgrew the server: find the record alone
+			e.alone = len(batch)
+			return prev
+		}
+		if !alone && len(dead) == 0 {
+			c.futures, c.err = e.startOutputs(outs)
+			if prev != nil && !e.finish(prev, acks) {
+				return nil
 			}
-			err := e.retryIO(func() error { return e.publishWithDead(outs, dead) })
-			if err != nil && alone && len(dead) == 0 {
-				// An output can never be published as it is: the record
-				// goes to dead letters instead, its state unchanged.
-				reason, failure := outputFailure(err)
-				if reason != "" {
-					dead = []deadOutcome{{d: batch[0], reason: reason, err: failure}}
-					next.State, next.Status, next.Error = e.doc.State, StatusError, failure.Error()
-					okN = 0
-					err = e.retryIO(func() error { return e.publishWithDead(nil, dead) })
-				}
+			return c
+		}
+		if prev != nil {
+			if !e.finish(prev, batch) {
+				return nil
 			}
-			if err != nil {
-				switch {
-				case alone:
-					e.dropped(err)
-				case !errors.Is(err, errAbandon):
-					// An output or dead letter can never be published as it
-					// is: take the records one at a time, where it
-					// dead-letters its own record.
-					e.putBack(batch)
-					e.alone = len(batch)
-				}
-				return
+			prev = nil
+		}
+		err := e.retryIO(func() error { return e.publishWithDead(outs, dead) })
+		if err != nil && alone && len(dead) == 0 {
+			// An output can never be published as it is: the record
+			// goes to dead letters instead, its state unchanged.
+			reason, failure := outputFailure(err)
+			if reason != "" {
+				dead = []deadOutcome{{d: batch[0], reason: reason, err: failure}}
+				next.State, next.Status, next.Error = e.doc.State, StatusError, failure.Error()
+				c.next, c.okN = next, 0
+				err = e.retryIO(func() error { return e.publishWithDead(nil, dead) })
 			}
-			for _, d := range batch {
-				if e.crashed(afterOutputs, d.seq) {
-					return
-				}
-			}
-			next.Updated = time.Now().UTC()
-			if next.Status == StatusIdle && e.backlog() > 0 {
-				next.Status = StatusProcessing
-			}
-			ok, stop := e.write(next)
-			if stop {
-				e.putBack(batch) // terminated: load sends them to dead letters
-				return
-			}
-			if !ok {
-				if alone {
-					continue // evaluate again on what won
-				}
+		}
+		if err != nil {
+			switch {
+			case alone:
+				e.dropped(err)
+			case !errors.Is(err, errAbandon):
+				// An output or dead letter can never be published as it
+				// is: take the records one at a time, where it
+				// dead-letters its own record.
 				e.putBack(batch)
-				return
+				e.alone = len(batch)
 			}
-			for _, d := range batch {
-				if e.crashed(afterState, d.seq) {
-					return
-				}
+			return nil
+		}
+		c.dead = dead
+		if e.commit(c, nil) == lost {
+			if alone {
+				continue // evaluate again on what won
 			}
-			if !e.emitState(batch[len(batch)-1]) {
-				return
-			}
+			e.putBack(batch)
 		}
-		for _, d := range acks {
-			e.ack(d)
+		return nil
+	}
+}
+
+// commitment is a batch whose logic has run: its records to acknowledge,
+// the state document to write and the outputs published (or on their way:
+// futures, or the error that stopped them going). process returns one
+// unfinished when batches are pipelined; finish ends it.
+type commitment struct {
+	acks    []delivery
+	next    Document
+	outs    []output
+	dead    []deadOutcome
+	futures []jetstream.PubAckFuture
+	err     error // why the outputs could not all be sent; finish sends them again
+	okN     int
+	skips   int
+	start   time.Time
+}
+
+// startOutputs publishes a pipelined batch's outputs without awaiting them
+// (see startPublish). An error is kept for finish, which publishes them
+// again, as publish would, and decides.
+func (e *effector) startOutputs(outs []output) ([]jetstream.PubAckFuture, error) {
+	if len(outs) == 0 {
+		return nil, nil
+	}
+	if err := e.fence(); err != nil {
+		return nil, err
+	}
+	return e.startPublish(outs)
+}
+
+// finish ends a pipelined batch c: it awaits its outputs (publishing them
+// again, with retries, when one failed), writes its state and acknowledges
+// its records. It reports whether it did. When it did not, the records of c
+// and then after, the records taken after c and built on its state, are
+// put back to be taken again (unless the effector stops or gives up, when
+// they stay unacknowledged), and the state document is as last written.
+func (e *effector) finish(c *commitment, after []delivery) bool {
+	err := c.err
+	if err == nil {
+		err = e.awaitPublish(c.futures)
+	}
+	if err != nil {
+		err = e.retryIO(func() error { return e.publish(c.outs) })
+	}
+	if err != nil {
+		if !errors.Is(err, errAbandon) {
+			// An output can never be published as it is: take the records
+			// one at a time, where it dead-letters its own record.
+			e.putBack(append(slices.Clip(c.acks), after...))
+			e.alone = len(c.acks)
 		}
-		for _, x := range dead {
-			e.logger().Warn("record sent to dead letters", "record", x.d.rec.ID, "seq", x.d.seq, "reason", x.reason, "err", x.err)
-			e.km.dead.Inc()
-			m.dead.WithLabelValues(kind, x.reason).Inc()
+		return false
+	}
+	switch e.commit(c, after) {
+	case committed:
+		return true
+	case lost:
+		e.putBack(append(slices.Clip(c.acks), after...))
+	}
+	return false
+}
+
+// outcome of commit.
+type outcome int
+
+const (
+	committed outcome = iota // written and acknowledged
+	lost                     // the compare-and-set was lost; the document is reloaded
+	ended                    // stopped, crashed or terminated: nothing more to do
+)
+
+// commit writes the state of c, whose outputs and dead letters are
+// published, and acknowledges its records; the document shows PROCESSING
+// while records are held or taken after c. On a lost compare-and-set the
+// caller decides what to do with the records; when the effector was
+// terminated, they and after are put back (load sends them to dead
+// letters).
+func (e *effector) commit(c *commitment, after []delivery) outcome {
+	for _, d := range c.acks {
+		if e.crashed(afterOutputs, d.seq) {
+			return ended
 		}
-		e.km.ok.Add(float64(okN))
-		e.km.duplicate.Add(float64(skips))
-		per := time.Since(start).Seconds() / float64(len(acks))
-		for range acks {
-			e.km.duration.Observe(per)
+	}
+	next := c.next
+	next.Updated = time.Now().UTC()
+	if next.Status == StatusIdle && (len(after) > 0 || e.backlog() > 0) {
+		next.Status = StatusProcessing
+	}
+	ok, stop := e.write(next)
+	if stop {
+		e.putBack(append(slices.Clip(c.acks), after...)) // terminated: load sends them to dead letters
+		return ended
+	}
+	if !ok {
+		return lost
+	}
+	for _, d := range c.acks {
+		if e.crashed(afterState, d.seq) {
+			return ended
 		}
-		return
+	}
+	if !e.emitState(c.acks[len(c.acks)-1]) {
+		return ended
+	}
+	e.acknowledge(c)
+	return committed
+}
+
+// acknowledge acknowledges c's records, written, and counts them.
+func (e *effector) acknowledge(c *commitment) {
+	m, kind := e.node.metrics, e.kind.name
+	for _, d := range c.acks {
+		e.ack(d)
+	}
+	for _, x := range c.dead {
+		e.logger().Warn("record sent to dead letters", "record", x.d.rec.ID, "seq", x.d.seq, "reason", x.reason, "err", x.err)
+		e.km.dead.Inc()
+		m.dead.WithLabelValues(kind, x.reason).Inc()
+	}
+	e.km.ok.Add(float64(c.okN))
+	e.km.duplicate.Add(float64(c.skips))
+	per := time.Since(c.start).Seconds() / float64(len(c.acks))
+	for range c.acks {
+		e.km.duration.Observe(per)
 	}
 }
 

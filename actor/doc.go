@@ -19,7 +19,11 @@
 //
 // Several records waiting for one effector are applied in a batch
 // ([Kind].MaxBatch): logic on each in order, all outputs published, one
-// state write with the last sequence, then the acks.
+// state write with the last sequence, then the acks. Batches are pipelined
+// two deep: while the server stores one batch's outputs, the next batch's
+// logic runs on its new state and its outputs go out; the first batch is
+// written and acknowledged before the second. When the first cannot be
+// written, both are taken again on the document as written.
 //
 // Outputs sent through [Context.Send], [Context.Emit] and [Context.Reply] are
 // held until the logic succeeds and carry the id <input id>:<n>, so a retry or

@@ -99,9 +99,20 @@ func (e *effector) wake() {
 // drain processes held records until none is left or the effector stops.
 func (e *effector) drain() {
 	defer e.drainers.Done()
+	var prev *commitment // the batch before, not yet finished (see process)
 	for {
 		e.mu.Lock()
 		e.progress = time.Now()
+		idle := e.stopped || len(e.held) == 0
+		e.mu.Unlock()
+		if prev != nil && (idle || e.stale.Load()) {
+			// Nothing to pipeline it with, or the document must be read
+			// again: finish it first.
+			e.finish(prev, nil)
+			prev = nil
+			continue
+		}
+		e.mu.Lock()
 		if !e.stopped && len(e.held) == 0 && e.ovf != nil {
 			e.mu.Unlock()
 			e.leaveOverflow() // parked records, if any, are held again
@@ -126,7 +137,7 @@ func (e *effector) drain() {
 		e.mu.Lock()
 		batch := e.take(n)
 		e.mu.Unlock()
-		e.process(batch)
+		prev = e.process(batch, prev)
 	}
 }
 

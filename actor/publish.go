@@ -27,53 +27,67 @@ func (e *effector) publishNow(o output) error {
 // their acknowledgements awaited; when its window of unacknowledged
 // publishes is full, publish waits for the ones in flight before going on.
 func (e *effector) publish(outs []output) error {
-	js, nc := e.node.js, e.node.conn.NATS()
 	if len(outs) == 0 {
 		return nil
 	}
 	if err := e.fence(); err != nil {
 		return err
 	}
-	switch {
-	case len(outs) == 1 && outs[0].stream:
+	if len(outs) == 1 && outs[0].stream {
 		_, err := e.node.pub.PublishMsg(e.ctx, outs[0].message())
 		return wrapPublish(outs[0].subject, err)
 	}
-	var acks []jetstream.PubAckFuture
-	wait := func() error {
-		for _, f := range acks {
-			select {
-			case <-f.Ok():
-			case err := <-f.Err():
-				return wrapPublish(f.Msg().Subject, err)
-			case <-e.ctx.Done():
-				return e.ctx.Err()
-			}
-		}
-		acks = acks[:0]
-		return nil
+	acks, err := e.startPublish(outs)
+	if err != nil {
+		return err
 	}
+	return e.awaitPublish(acks)
+}
+
+// startPublish publishes outputs as publish does without awaiting the
+// acknowledgements of those sent to streams: it returns them, for
+// awaitPublish. It awaits some only when the window of unacknowledged
+// publishes is full. The caller has checked the fence.
+func (e *effector) startPublish(outs []output) ([]jetstream.PubAckFuture, error) {
+	js, nc := e.node.js, e.node.conn.NATS()
+	var acks []jetstream.PubAckFuture
 	for _, o := range outs {
 		msg := o.message()
 		if !o.stream {
 			if err := nc.PublishMsg(msg); err != nil {
-				return wrapPublish(o.subject, err)
+				return nil, wrapPublish(o.subject, err)
 			}
 			continue
 		}
 		f, err := js.PublishMsgAsync(msg)
 		if errors.Is(err, jetstream.ErrTooManyStalledMsgs) {
-			if err := wait(); err != nil {
-				return err
+			if err := e.awaitPublish(acks); err != nil {
+				return nil, err
 			}
+			acks = acks[:0]
 			f, err = js.PublishMsgAsync(msg)
 		}
 		if err != nil {
-			return wrapPublish(o.subject, err)
+			return nil, wrapPublish(o.subject, err)
 		}
 		acks = append(acks, f)
 	}
-	return wait()
+	return acks, nil
+}
+
+// awaitPublish awaits the acknowledgements startPublish returned: nil once
+// all are stored, the first failure otherwise.
+func (e *effector) awaitPublish(acks []jetstream.PubAckFuture) error {
+	for _, f := range acks {
+		select {
+		case <-f.Ok():
+		case err := <-f.Err():
+			return wrapPublish(f.Msg().Subject, err)
+		case <-e.ctx.Done():
+			return e.ctx.Err()
+		}
+	}
+	return nil
 }
 
 func wrapPublish(subject string, err error) error {
