@@ -79,8 +79,10 @@ type Kind[S any] struct {
 	Overflow int
 	// MaxBatch is how many held records of one effector are applied in one
 	// batch: logic runs on each in order, their outputs are published
-	// together, then one state write and the acknowledgements. Default 64;
-	// 1 applies one record per state write.
+	// together, then one state write and the acknowledgements. Batches
+	// are pipelined two deep (see the package documentation). Default 64;
+	// 1 applies one record per state write, never pipelined: a record's
+	// logic runs only once the record before it is written.
 	MaxBatch int
 	// AckWait is how long the server waits for an acknowledgement before
 	// redelivering; the node extends it while logic runs. Default 30s.
