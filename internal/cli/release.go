@@ -24,7 +24,8 @@ import (
 // So a node binary watches its allocation rate and, once it has been quiet
 // for two samples after allocating much (the first time after a burst
 // whatever the live heap of the last collection, made under the burst's
-// load, says; later when retained exceeds it by Slack), collects and
+// load, says, and however soon after the last return; later when retained
+// exceeds it by Slack, at most once per Gap), collects and
 // returns the free memory at once ([debug.FreeOSMemory]): one full
 // collection of the live heap, when there is nothing else to do, instead of
 // a larger process until the runtime gets around to it. Its cost: a process quiet for long with a
@@ -43,9 +44,12 @@ type ReleaseOptions struct {
 	// Slack is how much more than the live heap the process may keep
 	// mapped before it returns memory. Default 32 MiB.
 	Slack uint64
-	// Gap is the least time between two returns. Default 5s: a return is a
-	// full collection of the live heap (13–16 ms for 25 MiB in 120,000
-	// objects, measured on the machine of BENCHMARKS.md).
+	// Gap is the least time between two returns when no burst came
+	// between them. Default 5s: a return is a full collection of the live
+	// heap (13–16 ms for 25 MiB in 120,000 objects, measured on the
+	// machine of BENCHMARKS.md). The first quiet moment after a burst
+	// returns memory without waiting for Gap: that is at most one return
+	// per burst and its two quiet samples.
 	Gap time.Duration
 }
 
@@ -110,7 +114,7 @@ func releaseLoop(ctx context.Context, o ReleaseOptions, log *slog.Logger) {
 				continue
 			}
 			quiet++
-			if quiet < 2 || now.Sub(last) < o.Gap || live == 0 || retained <= o.Slack {
+			if quiet < 2 || live == 0 || retained <= o.Slack {
 				continue
 			}
 			// The live heap is the one of the last collection. Right after a
@@ -118,9 +122,12 @@ func releaseLoop(ctx context.Context, o ReleaseOptions, log *slog.Logger) {
 			// still live: retained may be within Slack of it though most of it
 			// is garbage now, and nothing collects an idle process for two
 			// minutes. So the first quiet moment after a burst returns
-			// memory whatever the stale figure says; later ones only when
-			// retained is over it by Slack.
-			if !burst && retained <= live+o.Slack {
+			// memory whatever the stale figure says, however soon after the
+			// last return (a burst that follows another within Gap, the load
+			// after a start-up's activations, would otherwise keep its memory
+			// until Gap ends); later ones only when retained is over it by
+			// Slack, and Gap after the last.
+			if !burst && (retained <= live+o.Slack || now.Sub(last) < o.Gap) {
 				continue
 			}
 			burst = false

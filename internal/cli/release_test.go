@@ -85,3 +85,39 @@ func TestReleaseAfterBurstWithStaleLiveHeap(t *testing.T) {
 		time.Sleep(20 * time.Millisecond) // polling the condition
 	}
 }
+
+// TestReleaseAfterBurstsCloseTogether: a burst that comes soon after the
+// memory of the one before was returned (well within Gap: a node's load
+// right after activating its effectors) has its memory returned at its
+// first quiet moment too, not once Gap has passed.
+func TestReleaseAfterBurstsCloseTogether(t *testing.T) {
+	const mib = 1 << 20
+	runtime.GC()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	stop := cli.ReleaseWhenQuiet(ctx, cli.ReleaseOptions{Every: 50 * time.Millisecond, Gap: time.Hour}, slog.New(slog.DiscardHandler))
+	defer stop()
+	burst := func(which string) {
+		t.Helper()
+		for range 96 {
+			b := make([]byte, mib)
+			b[0] = 1
+			sink = append(sink, b)
+		}
+		runtime.GC() // the last collection sees 96 MiB live
+		sink = nil
+		before := retained()
+		if before < 90*mib {
+			t.Fatalf("%s burst: retained %d MiB, want over 90 MiB: the test does not make the burst it needs", which, before/mib)
+		}
+		deadline := time.Now().Add(10 * time.Second)
+		for retained() > before/2 {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s burst: retained %d MiB 10s after it, %d MiB before: nothing was returned", which, retained()/mib, before/mib)
+			}
+			time.Sleep(20 * time.Millisecond) // polling the condition
+		}
+	}
+	burst("first")
+	burst("second")
+}
