@@ -2,6 +2,8 @@ package actor_test
 
 import (
 	"bytes"
+	"context"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -386,5 +388,119 @@ func TestPipelinedBatchOutputRefused(t *testing.T) {
 	ids := outputs(t, conn, conn.Names().Outbox(r))
 	if len(ids) != total-1 {
 		t.Fatalf("%d outputs stored, want %d (one per applied record)", len(ids), total-1)
+	}
+}
+
+// TestPipelinedBatchTerminated: an effector terminated while one batch
+// waits to be written and the next is pipelined on it. The write finds the
+// TERMINATED document and does not overwrite it; every record is then
+// either in the state as terminated or in dead letters (terminated), none
+// in both and none missing.
+func TestPipelinedBatchTerminated(t *testing.T) {
+	t.Parallel()
+	gate := make(chan struct{}) // closed once every record is published: a backlog
+	kind := actor.Kind[tally]{
+		Name:     "tally",
+		MaxBatch: 8,
+		Logic: func(ctx *actor.Context, s tally) (tally, error) {
+			select {
+			case <-gate:
+			case <-ctx.Done():
+				return s, ctx.Err()
+			}
+			s.Seen = append(s.Seen, ctx.Record().Seq)
+			return s, ctx.Emit("seen", ctx.Record().Seq)
+		},
+	}
+	_, conn := server(t)
+	c := newClient(t, conn)
+	r := records.Ref{Kind: "tally", ID: "t1"}
+	const total = 200
+	bucket, err := conn.StateBucket(ctxT(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := conn.Names().StateKey(r)
+	var once sync.Once
+	terminated := make(chan error, 1)
+	startNode(t, conn, func(n *actor.Node) {
+		n.SetCrash(func(point actor.CrashPoint, _ records.Ref, seq uint64) bool {
+			if point != actor.AfterOutputs || seq <= 40 {
+				return false
+			}
+			once.Do(func() {
+				// Terminate from outside while this batch waits to be
+				// written (the node's control handler may wait for the
+				// record in hand: not from this goroutine).
+				go func() {
+					_, err := c.Terminate(context.Background(), r)
+					terminated <- err
+				}()
+				deadline := time.Now().Add(30 * time.Second)
+				for time.Now().Before(deadline) {
+					ent, err := bucket.Get(context.Background(), key)
+					if err == nil && strings.Contains(string(ent.Value()), string(actor.StatusTerminated)) {
+						return
+					}
+					time.Sleep(5 * time.Millisecond) // polling the document
+				}
+				t.Error("the effector was not terminated within 30s")
+			})
+			return false
+		})
+	}, kind)
+	if _, err := c.Create(ctxT(t), r, nil); err != nil {
+		t.Fatal(err)
+	}
+	publishIncs(t, conn, r, total)
+	close(gate)
+	select {
+	case err := <-terminated:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("no batch reached its write past sequence 40: nothing was terminated")
+	}
+
+	dead, err := c.DeadLetters(ctxT(t), r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	next, stop := iterPull(dead)
+	defer stop()
+	doc, err := c.State(ctxT(t), r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if doc.Status != actor.StatusTerminated {
+		t.Fatalf("status %s after the termination, want TERMINATED: a write overwrote it", doc.Status)
+	}
+	var s tally
+	if err := doc.Decode(&s); err != nil {
+		t.Fatal(err)
+	}
+	if len(s.Seen) == 0 || len(s.Seen) >= total {
+		t.Fatalf("%d records in the terminated state, want some but not all", len(s.Seen))
+	}
+	where := map[uint64]string{}
+	for _, seq := range s.Seen {
+		where[seq] = "state"
+	}
+	for range total - len(s.Seen) {
+		dl, err := next()
+		if err != nil {
+			t.Fatalf("%d records in the state, %d dead letters, want %d in all: %v", len(s.Seen), len(where)-len(s.Seen), total, err)
+		}
+		if dl.Reason != "terminated" {
+			t.Fatalf("record %d dead-lettered for %q (%s), want terminated", dl.Seq, dl.Reason, dl.Error)
+		}
+		if w, ok := where[dl.Seq]; ok {
+			t.Fatalf("record %d both in the %s and in dead letters", dl.Seq, w)
+		}
+		where[dl.Seq] = "dead letters"
+	}
+	if len(where) != total {
+		t.Fatalf("%d records accounted for, want %d", len(where), total)
 	}
 }

@@ -118,6 +118,12 @@ func (e *effector) drain() {
 			e.leaveOverflow() // parked records, if any, are held again
 			e.mu.Lock()
 		}
+		if (e.stopped || len(e.held) == 0) && prev != nil {
+			e.mu.Unlock() // stopped since the look above: finish it first
+			e.finish(prev, nil)
+			prev = nil
+			continue
+		}
 		if e.stopped || len(e.held) == 0 {
 			e.running = false
 			e.node.busy.remove(e)
@@ -127,7 +133,11 @@ func (e *effector) drain() {
 			return
 		}
 		e.mu.Unlock()
-		if !e.load() {
+		// With a batch in flight the document is loaded, and must not be
+		// read again under it (a notice may have made it stale since the
+		// look above): the batch's write finds out instead, and load runs
+		// once it is finished.
+		if prev == nil && !e.load() {
 			continue // stopped, or its records went to dead letters
 		}
 		n := e.kind.maxBatch
