@@ -261,7 +261,12 @@ func (n *Node) Run(ctx context.Context) error {
 	n.mu.Unlock()
 	defer close(n.doneCh)
 
-	js, err := jetstream.New(n.conn.NATS(), jetstream.WithPublishAsyncMaxPending(outputWindow))
+	// An acknowledgement lost with a stream leader's death would leave a
+	// batch waiting for good: each asynchronous publish gives up as a
+	// synchronous one does, and the batch publishes again (ids make the
+	// second copy a duplicate).
+	js, err := jetstream.New(n.conn.NATS(), jetstream.WithPublishAsyncMaxPending(outputWindow),
+		jetstream.WithPublishAsyncTimeout(bus.DefaultPublishTimeout))
 	if err != nil {
 		return fmt.Errorf("jetstream: %w", err)
 	}

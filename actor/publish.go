@@ -151,7 +151,8 @@ func (e *effector) retryIO(op func() error) error {
 
 // isTimeout reports whether err is a request that got no answer in time.
 func isTimeout(err error) bool {
-	return errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout) || errors.Is(err, jetstream.ErrNoStreamResponse)
+	return errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout) ||
+		errors.Is(err, jetstream.ErrNoStreamResponse) || errors.Is(err, jetstream.ErrAsyncPublishTimeout)
 }
 
 // sleep waits for d or until ctx ends, reporting whether it waited fully.
