@@ -53,20 +53,7 @@ func TestBatchWithTransientFailures(t *testing.T) {
 	}
 	const total = 300
 	publishIncs(t, conn, r, total)
-	var s tally
-	actortest.Eventually(t, 3*time.Minute, "every record applied", func() bool {
-		doc, err := c.State(ctxT(t), r)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := doc.Decode(&s); err != nil {
-			t.Fatal(err)
-		}
-		return len(s.Seen) >= total
-	})
-	if len(s.Seen) != total {
-		t.Fatalf("%d records applied, want %d", len(s.Seen), total)
-	}
+	s := awaitTally(t, c, r, total, 3*time.Minute)
 	for i := 1; i < len(s.Seen); i++ {
 		if s.Seen[i] <= s.Seen[i-1] {
 			t.Fatalf("applied out of order or twice: %d after %d", s.Seen[i], s.Seen[i-1])
@@ -103,6 +90,44 @@ func TestBatchWithTransientFailures(t *testing.T) {
 	t.Logf("%d records applied with %d state writes", total, ent.Revision())
 }
 
+// awaitTally waits for r's state to hold want records, then returns it; it
+// fails the test when it holds more.
+func awaitTally(t *testing.T, c *actor.Client, r records.Ref, want int, within time.Duration) tally {
+	t.Helper()
+	var s tally
+	actortest.Eventually(t, within, "every record applied", func() bool {
+		doc, err := c.State(ctxT(t), r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := doc.Decode(&s); err != nil {
+			t.Fatal(err)
+		}
+		return len(s.Seen) >= want
+	})
+	if len(s.Seen) != want {
+		t.Fatalf("%d records applied, want %d", len(s.Seen), want)
+	}
+	return s
+}
+
+// backlogTally is the tally kind in batches of 8 whose logic waits for gate
+// to close (once every record is published: a backlog), then runs apply.
+func backlogTally(gate <-chan struct{}, apply func(*actor.Context, tally) (tally, error)) actor.Kind[tally] {
+	return actor.Kind[tally]{
+		Name:     "tally",
+		MaxBatch: 8,
+		Logic: func(ctx *actor.Context, s tally) (tally, error) {
+			select {
+			case <-gate:
+			case <-ctx.Done():
+				return s, ctx.Err()
+			}
+			return apply(ctx, s)
+		},
+	}
+}
+
 var errTransient = transientError("a transient failure")
 
 type transientError string
@@ -123,21 +148,12 @@ func TestPipelinedBatchLosesItsWrite(t *testing.T) {
 	}
 	var logicMax atomic.Uint64  // the highest sequence logic has run on
 	gate := make(chan struct{}) // closed once every record is published: a backlog
-	kind := actor.Kind[tally]{
-		Name:     "tally",
-		MaxBatch: 8,
-		Logic: func(ctx *actor.Context, s tally) (tally, error) {
-			select {
-			case <-gate:
-			case <-ctx.Done():
-				return s, ctx.Err()
-			}
-			seq := ctx.Record().Seq
-			logicMax.Store(max(logicMax.Load(), seq))
-			s.Seen = append(s.Seen, seq)
-			return s, ctx.Emit("seen", seen{Seq: seq, Count: len(s.Seen)})
-		},
-	}
+	kind := backlogTally(gate, func(ctx *actor.Context, s tally) (tally, error) {
+		seq := ctx.Record().Seq
+		logicMax.Store(max(logicMax.Load(), seq))
+		s.Seen = append(s.Seen, seq)
+		return s, ctx.Emit("seen", seen{Seq: seq, Count: len(s.Seen)})
+	})
 	_, conn := server(t)
 	c := newClient(t, conn)
 	r := records.Ref{Kind: "tally", ID: "t1"}
@@ -188,20 +204,7 @@ func TestPipelinedBatchLosesItsWrite(t *testing.T) {
 	publishIncs(t, conn, r, total)
 	close(gate)
 
-	var s tally
-	actortest.Eventually(t, 2*time.Minute, "every record applied", func() bool {
-		doc, err := c.State(ctxT(t), r)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := doc.Decode(&s); err != nil {
-			t.Fatal(err)
-		}
-		return len(s.Seen) >= total
-	})
-	if len(s.Seen) != total {
-		t.Fatalf("%d records applied, want %d", len(s.Seen), total)
-	}
+	s := awaitTally(t, c, r, total, 2*time.Minute)
 	for i := 1; i < len(s.Seen); i++ {
 		if s.Seen[i] != s.Seen[i-1]+1 {
 			t.Fatalf("applied out of order, twice or not at all: %d after %d", s.Seen[i], s.Seen[i-1])
@@ -290,30 +293,21 @@ func TestPipelinedBatchOutputRefused(t *testing.T) {
 		secondMax atomic.Uint64 // logicMax when the big record ran the second time
 	)
 	gate := make(chan struct{}) // closed once every record is published: a backlog
-	kind := actor.Kind[tally]{
-		Name:     "tally",
-		MaxBatch: 8,
-		Logic: func(ctx *actor.Context, s tally) (tally, error) {
-			select {
-			case <-gate:
-			case <-ctx.Done():
-				return s, ctx.Err()
+	kind := backlogTally(gate, func(ctx *actor.Context, s tally) (tally, error) {
+		seq := ctx.Record().Seq
+		if ctx.Record().Type == "big" {
+			if bigTries.Add(1) == 2 {
+				secondMax.Store(logicMax.Load())
 			}
-			seq := ctx.Record().Seq
-			if ctx.Record().Type == "big" {
-				if bigTries.Add(1) == 2 {
-					secondMax.Store(logicMax.Load())
-				}
-				bigSeq.Store(seq)
-			}
-			logicMax.Store(max(logicMax.Load(), seq))
-			s.Seen = append(s.Seen, seq)
-			if ctx.Record().Type == "big" {
-				return s, ctx.Emit("big", bytes.Repeat([]byte{1}, 64<<10))
-			}
-			return s, ctx.Emit("seen", seq)
-		},
-	}
+			bigSeq.Store(seq)
+		}
+		logicMax.Store(max(logicMax.Load(), seq))
+		s.Seen = append(s.Seen, seq)
+		if ctx.Record().Type == "big" {
+			return s, ctx.Emit("big", bytes.Repeat([]byte{1}, 64<<10))
+		}
+		return s, ctx.Emit("seen", seq)
+	})
 	_, conn := server(t)
 	ctx := ctxT(t)
 	stream, err := conn.OutboxStream(ctx)
@@ -363,20 +357,7 @@ func TestPipelinedBatchOutputRefused(t *testing.T) {
 	if got := secondMax.Load(); got < bigSeq.Load()+8 {
 		t.Errorf("when record %d ran again, logic had run up to %d only: the batch after its own was not pipelined", bigSeq.Load(), got)
 	}
-	var s tally
-	actortest.Eventually(t, 2*time.Minute, "every other record applied", func() bool {
-		doc, err := c.State(ctx, r)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := doc.Decode(&s); err != nil {
-			t.Fatal(err)
-		}
-		return len(s.Seen) >= total-1
-	})
-	if len(s.Seen) != total-1 {
-		t.Fatalf("%d records applied, want %d", len(s.Seen), total-1)
-	}
+	s := awaitTally(t, c, r, total-1, 2*time.Minute)
 	for i, seq := range s.Seen {
 		if seq == bigSeq.Load() {
 			t.Fatalf("record %d, sent to dead letters, is in the state", seq)
@@ -399,19 +380,10 @@ func TestPipelinedBatchOutputRefused(t *testing.T) {
 func TestPipelinedBatchTerminated(t *testing.T) {
 	t.Parallel()
 	gate := make(chan struct{}) // closed once every record is published: a backlog
-	kind := actor.Kind[tally]{
-		Name:     "tally",
-		MaxBatch: 8,
-		Logic: func(ctx *actor.Context, s tally) (tally, error) {
-			select {
-			case <-gate:
-			case <-ctx.Done():
-				return s, ctx.Err()
-			}
-			s.Seen = append(s.Seen, ctx.Record().Seq)
-			return s, ctx.Emit("seen", ctx.Record().Seq)
-		},
-	}
+	kind := backlogTally(gate, func(ctx *actor.Context, s tally) (tally, error) {
+		s.Seen = append(s.Seen, ctx.Record().Seq)
+		return s, ctx.Emit("seen", ctx.Record().Seq)
+	})
 	_, conn := server(t)
 	c := newClient(t, conn)
 	r := records.Ref{Kind: "tally", ID: "t1"}

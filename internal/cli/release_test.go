@@ -57,15 +57,21 @@ func TestReleaseWhenQuiet(t *testing.T) {
 // of that stale live heap, and nothing collects an idle process; the first
 // quiet moment after the burst returns the memory anyway.
 func TestReleaseAfterBurstWithStaleLiveHeap(t *testing.T) {
-	const mib = 1 << 20
 	runtime.GC()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	stop := cli.ReleaseWhenQuiet(ctx, cli.ReleaseOptions{Every: 50 * time.Millisecond, Gap: 50 * time.Millisecond}, slog.New(slog.DiscardHandler))
 	defer stop()
-	// Let it release what came before, then burst: 96 MiB live, collected
-	// live, then dropped without garbage.
-	time.Sleep(300 * time.Millisecond)
+	time.Sleep(300 * time.Millisecond) // let it release what came before
+	burstLive(t, "the")
+}
+
+// burstLive makes a burst of 96 MiB, all live at its last collection and
+// dropped after it without garbage, and waits up to 10s for at least half
+// of what the process then retains to be returned.
+func burstLive(t *testing.T, which string) {
+	t.Helper()
+	const mib = 1 << 20
 	for range 96 {
 		b := make([]byte, mib)
 		b[0] = 1
@@ -75,12 +81,12 @@ func TestReleaseAfterBurstWithStaleLiveHeap(t *testing.T) {
 	sink = nil
 	before := retained()
 	if before < 90*mib {
-		t.Fatalf("retained %d MiB after the burst, want over 90 MiB: the test does not make the burst it needs", before/mib)
+		t.Fatalf("%s burst: retained %d MiB, want over 90 MiB: the test does not make the burst it needs", which, before/mib)
 	}
 	deadline := time.Now().Add(10 * time.Second)
 	for retained() > before/2 {
 		if time.Now().After(deadline) {
-			t.Fatalf("retained %d MiB 10s after the burst, %d MiB before: nothing was returned", retained()/mib, before/mib)
+			t.Fatalf("%s burst: retained %d MiB 10s after it, %d MiB before: nothing was returned", which, retained()/mib, before/mib)
 		}
 		time.Sleep(20 * time.Millisecond) // polling the condition
 	}
@@ -91,33 +97,11 @@ func TestReleaseAfterBurstWithStaleLiveHeap(t *testing.T) {
 // right after activating its effectors) has its memory returned at its
 // first quiet moment too, not once Gap has passed.
 func TestReleaseAfterBurstsCloseTogether(t *testing.T) {
-	const mib = 1 << 20
 	runtime.GC()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	stop := cli.ReleaseWhenQuiet(ctx, cli.ReleaseOptions{Every: 50 * time.Millisecond, Gap: time.Hour}, slog.New(slog.DiscardHandler))
 	defer stop()
-	burst := func(which string) {
-		t.Helper()
-		for range 96 {
-			b := make([]byte, mib)
-			b[0] = 1
-			sink = append(sink, b)
-		}
-		runtime.GC() // the last collection sees 96 MiB live
-		sink = nil
-		before := retained()
-		if before < 90*mib {
-			t.Fatalf("%s burst: retained %d MiB, want over 90 MiB: the test does not make the burst it needs", which, before/mib)
-		}
-		deadline := time.Now().Add(10 * time.Second)
-		for retained() > before/2 {
-			if time.Now().After(deadline) {
-				t.Fatalf("%s burst: retained %d MiB 10s after it, %d MiB before: nothing was returned", which, retained()/mib, before/mib)
-			}
-			time.Sleep(20 * time.Millisecond) // polling the condition
-		}
-	}
-	burst("first")
-	burst("second")
+	burstLive(t, "first")
+	burstLive(t, "second")
 }
