@@ -12,6 +12,7 @@ import (
 	"github.com/effectors/effectors/actor"
 	"github.com/effectors/effectors/actor/actortest"
 	"github.com/effectors/effectors/records"
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -475,4 +476,68 @@ func TestPipelinedBatchTerminated(t *testing.T) {
 	if len(where) != total {
 		t.Fatalf("%d records accounted for, want %d", len(where), total)
 	}
+}
+
+// TestPipelinedBatchLostAcknowledgements: the outbox stops answering (its
+// subjects moved away, and a plain subscriber swallows the outputs, as a
+// stream leader that dies with publishes in flight leaves them unanswered)
+// while batches are pipelined, then answers again. The publishes waiting
+// for an answer give up and are made again: every record is applied once
+// and its output stored once, instead of the batch waiting for good.
+func TestPipelinedBatchLostAcknowledgements(t *testing.T) {
+	t.Parallel()
+	gate := make(chan struct{}) // closed once every record is published: a backlog
+	kind := backlogTally(gate, func(ctx *actor.Context, s tally) (tally, error) {
+		s.Seen = append(s.Seen, ctx.Record().Seq)
+		return s, ctx.Emit("seen", ctx.Record().Seq)
+	})
+	_, conn := server(t)
+	ctx := ctxT(t)
+	startNode(t, conn, nil, kind)
+	c := newClient(t, conn)
+	r := records.Ref{Kind: "tally", ID: "t1"}
+	if _, err := c.Create(ctx, r, nil); err != nil {
+		t.Fatal(err)
+	}
+	const total = 100
+	publishIncs(t, conn, r, total)
+
+	stream, err := conn.OutboxStream(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := stream.CachedInfo().Config
+	moved := cfg
+	moved.Subjects = []string{"elsewhere.>"}
+	if _, err := conn.JetStream().UpdateStream(ctx, moved); err != nil {
+		t.Fatal(err)
+	}
+	var swallowed atomic.Int64
+	hole, err := conn.NATS().Subscribe(conn.Names().Outbox(r), func(*nats.Msg) { swallowed.Add(1) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := conn.NATS().Flush(); err != nil {
+		t.Fatal(err)
+	}
+	close(gate)
+	actortest.Eventually(t, 30*time.Second, "outputs sent into the void", func() bool { return swallowed.Load() >= 16 })
+	time.Sleep(time.Second) // several batches' worth of waiting
+	if err := hole.Unsubscribe(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.JetStream().UpdateStream(ctx, cfg); err != nil {
+		t.Fatal(err)
+	}
+
+	s := awaitTally(t, c, r, total, time.Minute)
+	for i := 1; i < len(s.Seen); i++ {
+		if s.Seen[i] != s.Seen[i-1]+1 {
+			t.Fatalf("applied out of order, twice or not at all: %d after %d", s.Seen[i], s.Seen[i-1])
+		}
+	}
+	if ids := outputs(t, conn, conn.Names().Outbox(r)); len(ids) != total {
+		t.Fatalf("%d outputs stored, want %d", len(ids), total)
+	}
+	t.Logf("%d outputs swallowed while the outbox did not answer", swallowed.Load())
 }
