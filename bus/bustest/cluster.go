@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/effectors/effectors/bus"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 )
 
 // Cluster is a NATS cluster of servers with JetStream, routed to each other
@@ -259,13 +261,19 @@ func (c *Cluster) Connect(t testing.TB, cfg ...bus.Config) *bus.Conn {
 }
 
 // WaitReady waits until a running server leads the JetStream meta group,
-// knows every running server as a peer, and every running server has caught
-// up with it.
+// knows every running server as a peer, every running server has caught
+// up with it, and it places a stream on as many servers as are running
+// (the meta leader may know a peer before it has the peer's configuration,
+// and refuses placement on it until then: "no suitable peers for
+// placement, peer offline").
 func (c *Cluster) WaitReady(t testing.TB) {
 	t.Helper()
 	deadline := time.Now().Add(clusterReadyTimeout)
 	for {
 		ready, why := c.ready()
+		if ready {
+			ready, why = c.places()
+		}
 		if ready {
 			return
 		}
@@ -274,6 +282,36 @@ func (c *Cluster) WaitReady(t testing.TB) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+// places creates a stream with a replica on every running server, and
+// deletes it: whether the meta leader places on all of them.
+func (c *Cluster) places() (bool, string) {
+	var urls []string
+	for _, s := range c.Servers {
+		if s.Running() {
+			urls = append(urls, s.URL)
+		}
+	}
+	nc, err := nats.Connect(strings.Join(urls, ","), nats.Timeout(2*time.Second))
+	if err != nil {
+		return false, fmt.Sprintf("connect to place a probe stream: %v", err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return false, err.Error()
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	name := "BUSTEST_READY_" + nats.NewInbox()[len(nats.InboxPrefix):] // a nuid
+	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: name, Subjects: []string{"bustest.ready." + name}, Replicas: len(urls), Storage: jetstream.MemoryStorage}); err != nil {
+		return false, fmt.Sprintf("place a stream on %d servers: %v", len(urls), err)
+	}
+	if err := js.DeleteStream(ctx, name); err != nil {
+		return false, fmt.Sprintf("delete the probe stream: %v", err)
+	}
+	return true, ""
 }
 
 func (c *Cluster) ready() (bool, string) {
