@@ -51,11 +51,19 @@ func (e *effector) process(batch []delivery, prev *commitment) *commitment {
 			m.redelivers.WithLabelValues(kind).Inc()
 		}
 	}
-	if alone && prev != nil {
-		if !e.finish(prev, batch) {
-			return nil
+	// settle finishes prev, if any, before this batch is applied on the
+	// document as written; false: it could not be, and batch is put back
+	// behind it.
+	settle := func() bool {
+		if prev == nil {
+			return true
 		}
+		ok := e.finish(prev, batch)
 		prev = nil
+		return ok
+	}
+	if alone && !settle() {
+		return nil
 	}
 	for { // again only for a record alone that lost the compare-and-set
 		if alone && e.doc.applied(batch[0].seq) {
@@ -75,11 +83,8 @@ func (e *effector) process(batch []delivery, prev *commitment) *commitment {
 		)
 		for i, d := range batch {
 			if next.applied(d.seq) { // in a batch: a redelivery
-				if prev != nil { // restate reads the document as written
-					if !e.finish(prev, batch) {
-						return nil
-					}
-					prev = nil
+				if !settle() { // restate reads the document as written
+					return nil
 				}
 				if !e.restate(d) {
 					return nil // stopping: the batch stays unacknowledged
@@ -133,17 +138,14 @@ func (e *effector) process(batch []delivery, prev *commitment) *commitment {
 			return prev
 		}
 		if !alone && len(dead) == 0 {
-			c.futures, c.err = e.startOutputs(outs)
-			if prev != nil && !e.finish(prev, acks) {
+			c.futures, c.err = e.startPublish(outs)
+			if !settle() {
 				return nil
 			}
 			return c
 		}
-		if prev != nil {
-			if !e.finish(prev, batch) {
-				return nil
-			}
-			prev = nil
+		if !settle() {
+			return nil
 		}
 		err := e.retryIO(func() error { return e.publishWithDead(outs, dead) })
 		if err != nil && alone && len(dead) == 0 {
@@ -195,19 +197,6 @@ type commitment struct {
 	okN     int
 	skips   int
 	start   time.Time
-}
-
-// startOutputs publishes a pipelined batch's outputs without awaiting them
-// (see startPublish). An error is kept for finish, which publishes them
-// again, as publish would, and decides.
-func (e *effector) startOutputs(outs []output) ([]jetstream.PubAckFuture, error) {
-	if len(outs) == 0 {
-		return nil, nil
-	}
-	if err := e.fence(); err != nil {
-		return nil, err
-	}
-	return e.startPublish(outs)
 }
 
 // finish ends a pipelined batch c: it awaits its outputs (publishing them

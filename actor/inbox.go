@@ -103,26 +103,20 @@ func (e *effector) drain() {
 	for {
 		e.mu.Lock()
 		e.progress = time.Now()
-		idle := e.stopped || len(e.held) == 0
-		e.mu.Unlock()
-		if prev != nil && (idle || e.stale.Load()) {
+		if prev != nil && (e.stopped || len(e.held) == 0 || e.stale.Load()) {
 			// Nothing to pipeline it with, or the document must be read
-			// again: finish it first.
+			// again: finish it first. Past this, with a batch in flight,
+			// records are held and the effector was not stopped (mu is
+			// held throughout), so neither branch below is taken.
+			e.mu.Unlock()
 			e.finish(prev, nil)
 			prev = nil
 			continue
 		}
-		e.mu.Lock()
 		if !e.stopped && len(e.held) == 0 && e.ovf != nil {
 			e.mu.Unlock()
 			e.leaveOverflow() // parked records, if any, are held again
 			e.mu.Lock()
-		}
-		if (e.stopped || len(e.held) == 0) && prev != nil {
-			e.mu.Unlock() // stopped since the look above: finish it first
-			e.finish(prev, nil)
-			prev = nil
-			continue
 		}
 		if e.stopped || len(e.held) == 0 {
 			e.running = false

@@ -27,13 +27,10 @@ func (e *effector) publishNow(o output) error {
 // their acknowledgements awaited; when its window of unacknowledged
 // publishes is full, publish waits for the ones in flight before going on.
 func (e *effector) publish(outs []output) error {
-	if len(outs) == 0 {
-		return nil
-	}
-	if err := e.fence(); err != nil {
-		return err
-	}
 	if len(outs) == 1 && outs[0].stream {
+		if err := e.fence(); err != nil {
+			return err
+		}
 		_, err := e.node.pub.PublishMsg(e.ctx, outs[0].message())
 		return wrapPublish(outs[0].subject, err)
 	}
@@ -46,9 +43,15 @@ func (e *effector) publish(outs []output) error {
 
 // startPublish publishes outputs as publish does without awaiting the
 // acknowledgements of those sent to streams: it returns them, for
-// awaitPublish. It awaits some only when the window of unacknowledged
-// publishes is full. The caller has checked the fence.
+// awaitPublish (a pipelined batch's finish awaits them later). It awaits
+// some only when the window of unacknowledged publishes is full.
 func (e *effector) startPublish(outs []output) ([]jetstream.PubAckFuture, error) {
+	if len(outs) == 0 {
+		return nil, nil
+	}
+	if err := e.fence(); err != nil {
+		return nil, err
+	}
 	js, nc := e.node.js, e.node.conn.NATS()
 	var acks []jetstream.PubAckFuture
 	for _, o := range outs {
