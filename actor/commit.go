@@ -79,7 +79,6 @@ func (e *effector) process(batch []delivery, prev *commitment) *commitment {
 			acked int // batch[:acked] are acknowledged once written
 			dead  []deadOutcome
 			okN   int
-			skips int
 		)
 		for i, d := range batch {
 			if next.applied(d.seq) { // in a batch: a redelivery
@@ -90,7 +89,7 @@ func (e *effector) process(batch []delivery, prev *commitment) *commitment {
 					return nil // stopping: the batch stays unacknowledged
 				}
 				acked++
-				skips++
+				e.countSkip(d.seq)
 				continue
 			}
 			state, o, reason, failure := e.evaluate(d, next.State, alone)
@@ -127,7 +126,7 @@ func (e *effector) process(batch []delivery, prev *commitment) *commitment {
 		if len(acks) == 0 {
 			return prev
 		}
-		c := &commitment{acks: acks, next: next, outs: outs, okN: okN, skips: skips, start: start}
+		c := &commitment{acks: acks, next: next, outs: outs, okN: okN, start: start}
 		if okN+len(dead) == 0 { // redeliveries only: prev was finished above
 			e.acknowledge(c)
 			return nil
@@ -195,7 +194,6 @@ type commitment struct {
 	futures []jetstream.PubAckFuture
 	err     error // why the outputs could not all be sent; finish sends them again
 	okN     int
-	skips   int
 	start   time.Time
 }
 
@@ -265,6 +263,7 @@ func (e *effector) commit(c *commitment, after []delivery) outcome {
 	if !ok {
 		return lost
 	}
+	e.counted(c)
 	for _, d := range c.acks {
 		if e.crashed(afterState, d.seq) {
 			return ended
@@ -277,19 +276,39 @@ func (e *effector) commit(c *commitment, after []delivery) outcome {
 	return committed
 }
 
-// acknowledge acknowledges c's records, written, and counts them.
-func (e *effector) acknowledge(c *commitment) {
+// counted counts c's records applied and dead-lettered, once its state is
+// written: a node that loses its lease between the write and the acks has
+// applied them all the same, and the partition's next reader finds them
+// applied (already_applied), so that ok summed over nodes counts each
+// record applied once.
+func (e *effector) counted(c *commitment) {
 	m, kind := e.node.metrics, e.kind.name
+	for _, x := range c.dead {
+		e.km.dead.Inc()
+		m.dead.WithLabelValues(kind, x.reason).Inc()
+	}
+	e.km.ok.Add(float64(c.okN))
+}
+
+// countSkip counts a redelivered record found applied: by an earlier reader
+// of the partition when the document as read from the server shows it
+// (already_applied), by this effector otherwise (duplicate).
+func (e *effector) countSkip(seq uint64) {
+	if e.found.applied(seq) {
+		e.km.applied.Inc()
+		return
+	}
+	e.km.duplicate.Inc()
+}
+
+// acknowledge acknowledges c's records, written and counted.
+func (e *effector) acknowledge(c *commitment) {
 	for _, d := range c.acks {
 		e.ack(d)
 	}
 	for _, x := range c.dead {
 		e.logger().Warn("record sent to dead letters", "record", x.d.rec.ID, "seq", x.d.seq, "reason", x.reason, "err", x.err)
-		e.km.dead.Inc()
-		m.dead.WithLabelValues(kind, x.reason).Inc()
 	}
-	e.km.ok.Add(float64(c.okN))
-	e.km.duplicate.Add(float64(c.skips))
 	per := time.Since(c.start).Seconds() / float64(len(c.acks))
 	for range c.acks {
 		e.km.duration.Observe(per)
@@ -365,7 +384,7 @@ func (e *effector) skip(d delivery) {
 		return // stopping: d stays unacknowledged
 	}
 	e.ack(d)
-	e.km.duplicate.Inc()
+	e.countSkip(d.seq)
 }
 
 // advance returns doc's Seq and Ahead once the record at seq is applied,

@@ -83,6 +83,13 @@ type effector struct {
 	rev    uint64
 	loaded bool
 	absent bool
+	// found is the document as last read from the server (not as written
+	// here): a redelivered record it shows applied was applied by an
+	// earlier reader of the partition (another node, before a lease
+	// moved), one applied only since by this effector is its own
+	// duplicate (ea_records_processed_total's already_applied and
+	// duplicate). Owned like doc.
+	found Document
 	// stale: the document changed behind the effector's back (a retire
 	// notice): read it again before the next record.
 	stale atomic.Bool
@@ -134,6 +141,7 @@ func (e *effector) load() bool {
 	}
 	first := !e.loaded
 	e.doc, e.rev, e.loaded, e.absent = ent.Value, ent.Revision, true, ent.Revision == 0
+	e.found = ent.Value
 	if first && !e.absent && e.doc.Status != StatusTerminated {
 		e.node.metrics.activations.WithLabelValues(e.ref.Kind).Inc()
 	}
@@ -259,7 +267,7 @@ func (e *effector) reload() bool {
 	}); err != nil || !e.loaded {
 		return false
 	}
-	e.doc, e.rev = ent.Value, ent.Revision
+	e.doc, e.rev, e.found = ent.Value, ent.Revision, ent.Value
 	if e.doc.Status == StatusTerminated {
 		e.logger().Info("effector terminated; its records go to dead letters")
 		return false

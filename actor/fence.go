@@ -303,11 +303,13 @@ func (c *claim) state(epoch uint64) claimState {
 }
 
 // renewed records a heartbeat sent at sent and acknowledged just now.
-// After a lapse it checks, at the server, the lease of every partition read
-// under an older lapse count: one whose lease revision is still the one it
-// was opened under was read by nobody else meanwhile, and goes on under the
-// new count; any other is read again from its ack floor, on fresh state
-// (see "Lapses"). Its effectors wait for the outcome before they publish.
+// After a lapse it asks the lapse checker (checkLapses, a goroutine of its
+// own: nothing on the heartbeat's path may wait on a stream whose leader is
+// gone) to check, at the server, the lease of every partition read under an
+// older lapse count: one whose lease revision is still the one it was
+// opened under was read by nobody else meanwhile, and goes on under the new
+// count; any other is read again from its ack floor, on fresh state (see
+// "Lapses"). Its effectors wait for the outcome before they publish.
 //
 // After a reconnect a partition whose lease is kept is also read again
 // when it has records outstanding at the server (see
@@ -315,11 +317,46 @@ func (c *claim) state(epoch uint64) claimState {
 // the old connection would hold them until the ack wait, 30 s, when no
 // later record shows a gap (TestServerRestartUnderLoad). A partition with
 // nothing outstanding goes on.
-func (p *placement) renewed(ctx context.Context, sent int64, gen uint64) {
+func (p *placement) renewed(sent int64, gen uint64) {
 	lapsed, reconnected := p.n.claim.renew(sent, gen)
 	if !lapsed {
 		return
 	}
+	p.mu.Lock()
+	p.lapse.wanted = true
+	p.lapse.reconnected = p.lapse.reconnected || reconnected
+	p.mu.Unlock()
+	select {
+	case p.checks <- struct{}{}:
+	default:
+	}
+}
+
+// checkLapses runs the checks renewed asks for, one at a time, until ctx
+// ends.
+func (p *placement) checkLapses(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-p.checks:
+		}
+		p.mu.Lock()
+		want, reconnected := p.lapse.wanted, p.lapse.reconnected
+		p.lapse.wanted, p.lapse.reconnected = false, false
+		p.mu.Unlock()
+		if want {
+			p.checkLapse(ctx, reconnected)
+		}
+	}
+}
+
+// checkLapse checks the partitions read under a lapse count older than
+// the claim's (see renewed). Each call to the server is bounded by the
+// lease TTL: one that does not answer by then (a stream without a leader)
+// counts as a lease moved, and the partition is read again from its ack
+// floor once the stream answers (see reconcile).
+func (p *placement) checkLapse(ctx context.Context, reconnected bool) {
 	epoch := p.n.claim.epoch()
 	p.readMu.Lock()
 	var check []*partition
@@ -337,9 +374,14 @@ func (p *placement) renewed(ctx context.Context, sent int64, gen uint64) {
 		sem <- struct{}{}
 		wg.Go(func() {
 			defer func() { <-sem }()
-			e, err := p.kv.Get(ctx, p.n.names.LeaseKey(part.kind.name, part.num))
-			if err == nil && e.Revision() == part.lease && !(reconnected && part.missedDeliveries(ctx)) {
-				part.epoch.Store(epoch) // renewed runs on the heartbeat goroutine only
+			cctx, cancel := context.WithTimeout(ctx, p.ttl)
+			defer cancel()
+			was := part.epoch.Load()
+			e, err := p.kv.Get(cctx, p.n.names.LeaseKey(part.kind.name, part.num))
+			if err == nil && e.Revision() == part.lease && !(reconnected && part.missedDeliveries(cctx)) {
+				// A later lapse's check may have moved it on meanwhile:
+				// never back.
+				part.epoch.CompareAndSwap(was, epoch)
 				return
 			}
 			moved.Add(1)

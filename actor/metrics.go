@@ -11,6 +11,9 @@ const (
 	outcomeOK        = "ok"
 	outcomeDead      = "dead"
 	outcomeDuplicate = "duplicate"
+	// outcomeApplied: a record found applied by an earlier reader of its
+	// partition (another node, before a lease moved); counted ok there.
+	outcomeApplied = "already_applied"
 )
 
 // Dead-letter reasons (label "reason" and header EA-Dead-Reason).
@@ -53,16 +56,19 @@ type metrics struct {
 	overflows    *prometheus.CounterVec
 	nodes        prometheus.Gauge
 	lapses       prometheus.Counter
-	departures   *prometheus.CounterVec
-	versions     *versionMetrics
-	node         *Node
+	// bucketOutages counts the times this node's heartbeats did not come
+	// back for more than two beats (placement.answeredAgain).
+	bucketOutages prometheus.Counter
+	departures    *prometheus.CounterVec
+	versions      *versionMetrics
+	node          *Node
 }
 
 func newMetrics(reg prometheus.Registerer, n *Node) (*metrics, error) {
 	m := &metrics{
 		processed: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "ea_records_processed_total",
-			Help: "Records taken from mailboxes, by kind and outcome (ok, dead, duplicate).",
+			Help: "Records taken from mailboxes, by kind and outcome: ok (applied here, counted when its state is written), dead (sent to dead letters), duplicate (a redelivery of a record this node applied), already_applied (found applied by an earlier reader of the partition: another node, before a lease moved). Summed over nodes, ok counts each record applied once.",
 		}, []string{"kind", "outcome"}),
 		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "ea_record_processing_seconds",
@@ -119,6 +125,10 @@ func newMetrics(reg prometheus.Registerer, n *Node) (*metrics, error) {
 			Name: "ea_lease_lapses_total",
 			Help: "Times this node's heartbeat was acknowledged only after its lease TTL had run out (a freeze, a GC pause, NATS out of reach, a new connection); each time it checks its leases at the server and reads again the partitions whose lease moved.",
 		}),
+		bucketOutages: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "ea_placement_outages_total",
+			Help: "Times this node's heartbeats did not come back from the placement bucket for more than two beats (a leader election, a server restart, NATS out of reach); after each, every node gets a full lease TTL to renew before any counts as gone.",
+		}),
 		departures: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "ea_node_departures_total",
 			Help: "Other nodes this node saw leave the live set, by how: closed (their connection was gone), expired (no heartbeat for the TTL), left (they said goodbye).",
@@ -129,7 +139,7 @@ func newMetrics(reg prometheus.Registerer, n *Node) (*metrics, error) {
 	if reg == nil {
 		return m, nil
 	}
-	for _, c := range append([]prometheus.Collector{m.processed, m.duration, m.redelivers, m.dead, m.conflicts, m.retries, m.active, m.activations, m.passivations, m.handovers, m.overflows, m.nodes, m.lapses, m.departures, m}, m.versions.collectors()...) {
+	for _, c := range append([]prometheus.Collector{m.processed, m.duration, m.redelivers, m.dead, m.conflicts, m.retries, m.active, m.activations, m.passivations, m.handovers, m.overflows, m.nodes, m.lapses, m.bucketOutages, m.departures, m}, m.versions.collectors()...) {
 		if err := reg.Register(c); err != nil {
 			var are prometheus.AlreadyRegisteredError
 			if errors.As(err, &are) {
@@ -174,14 +184,15 @@ func (m *metrics) hosted(kind string) {
 // kindMetrics holds the children of the hot-path metrics for one kind, so
 // processing a record does no label lookups.
 type kindMetrics struct {
-	ok, duplicate, dead prometheus.Counter
-	duration            prometheus.Observer
+	ok, duplicate, applied, dead prometheus.Counter
+	duration                     prometheus.Observer
 }
 
 func (m *metrics) forKind(kind string) *kindMetrics {
 	return &kindMetrics{
 		ok:        m.processed.WithLabelValues(kind, outcomeOK),
 		duplicate: m.processed.WithLabelValues(kind, outcomeDuplicate),
+		applied:   m.processed.WithLabelValues(kind, outcomeApplied),
 		dead:      m.processed.WithLabelValues(kind, outcomeDead),
 		duration:  m.duration.WithLabelValues(kind),
 	}

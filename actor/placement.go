@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/effectors/effectors/bus"
@@ -56,6 +57,24 @@ import (
 //   - The server fences the former reader off when a lease moves (a
 //     pinned-client priority group, unpinned by the new reader; short pull
 //     requests): see fence.go.
+//
+// The cluster's own events are not node failures (DESIGN section 6). While
+// the placement bucket cannot be written (its leader died and the servers
+// elect another, the server restarts, a rolling upgrade moves its leader),
+// nobody can renew a heartbeat and nobody can take a lease either. So a
+// node counts a heartbeat's age only in time during which the bucket
+// answered: it sees that from its own heartbeats coming back on its watch.
+// Silence longer than a normal beat is not counted against the others
+// (their last sighting moves forward by it), and after a silence of more
+// than quiet (two beats: the bucket did not answer) every node gets a full
+// TTL from the moment the bucket answers again; meanwhile (blind) nobody
+// is found dead. The heartbeat runs on a path of its own: each write is
+// bounded (putTimeout) and tried again at once when it fails, and nothing
+// else waits on it (the checks after a lapse run on a goroutine of their
+// own, see renewed), so a holder renews within a fraction of a beat of the
+// bucket answering. A node's claim is unchanged: past the TTL since its last
+// acknowledged heartbeat it stops publishing, and it resumes once a
+// heartbeat is acknowledged and its leases are found unchanged.
 //
 // If two nodes read one partition for a moment all the same, each
 // effector's state compare-and-set and seq keep every record applied once.
@@ -121,10 +140,18 @@ type placement struct {
 	hosts   map[string][]string // kind → live nodes hosting it
 	plain   map[string]bool     // kinds a live node places by plain rendezvous (an older version)
 	leases  map[slot]lease
-	blind   bool               // our own heartbeats do not come back (see refresh)
-	alive   *nats.Subscription // the liveness subject (see failover.go)
+	// retrying holds the partitions whose last action failed, since when
+	// (see failing).
+	retrying map[slot]time.Time
+	blind    bool               // our own heartbeats do not come back (see refresh)
+	alive    *nats.Subscription // the liveness subject (see failover.go)
+	// lapse is the check a lapse of the claim asks for (see renewed):
+	// wanted, and whether over a new connection; the checker goroutine
+	// takes it.
+	lapse struct{ wanted, reconnected bool }
 
-	kick chan struct{} // something changed: reconcile now
+	kick   chan struct{} // something changed: reconcile now
+	checks chan struct{} // a lapse to check (see renewed)
 
 	loads *stateLoader // state documents read in batches (see failover_load.go)
 
@@ -138,13 +165,15 @@ func newPlacement(n *Node, bucket jetstream.KeyValue) *placement {
 	return &placement{
 		n: n, id: o.NodeID, kv: bucket, kinds: n.Kinds(),
 		beat: o.Heartbeat, ttl: o.HeartbeatTTL, idle: o.IdleTimeout,
-		members: map[string]*member{},
-		hosts:   map[string][]string{},
-		plain:   map[string]bool{},
-		leases:  map[slot]lease{},
-		kick:    make(chan struct{}, 1),
-		loads:   &stateLoader{n: n},
-		reading: map[slot]*partition{},
+		members:  map[string]*member{},
+		hosts:    map[string][]string{},
+		plain:    map[string]bool{},
+		leases:   map[slot]lease{},
+		retrying: map[slot]time.Time{},
+		kick:     make(chan struct{}, 1),
+		checks:   make(chan struct{}, 1),
+		loads:    &stateLoader{n: n},
+		reading:  map[slot]*partition{},
 	}
 }
 
@@ -195,7 +224,7 @@ func (p *placement) start(ctx context.Context, g *routine.Group) error {
 	if err := p.serveAlive(); err != nil {
 		return fmt.Errorf("subscribe to %s: %w", p.n.names.NodeAlive(p.id), err)
 	}
-	if err := p.putMember(ctx, me); err != nil {
+	if err := p.announce(ctx, me); err != nil {
 		return err
 	}
 	membersReady, leasesReady := make(chan error, 1), make(chan error, 1)
@@ -215,6 +244,7 @@ func (p *placement) start(ctx context.Context, g *routine.Group) error {
 	// Beat while the first pass opens partitions, which may take a while on
 	// a cluster: a silent node would look dead to the others.
 	g.Go("placement.heartbeat", func() { p.heartbeat(ctx, me) })
+	g.Go("placement.lapses", func() { p.checkLapses(ctx) })
 	g.Go("placement.review", func() { p.review(ctx) })
 	g.Go("placement.detect", func() { p.detect(ctx, g) })
 	p.reconcile(ctx)
@@ -252,17 +282,46 @@ func (p *placement) leave(ctx context.Context) {
 	p.stopAlive()
 }
 
+// announce writes the node's first heartbeat, trying again for up to 10s
+// while the bucket does not answer (a cluster just formed, or electing).
+func (p *placement) announce(ctx context.Context, me memberDoc) error {
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		err := p.putMember(ctx, me)
+		if err == nil || ctx.Err() != nil || time.Now().After(deadline) {
+			return err
+		}
+		if !sleep(ctx, 100*time.Millisecond) {
+			return ctx.Err()
+		}
+	}
+}
+
 func (p *placement) putMember(ctx context.Context, m memberDoc) error {
 	b, err := codec.Marshal(m)
 	if err != nil {
 		return err
 	}
 	sent, gen := p.n.claim.clock(), p.n.conn.Disconnects()
+	ctx, cancel := context.WithTimeout(ctx, p.putTimeout())
+	defer cancel()
 	if _, err := p.kv.Put(ctx, p.n.names.NodeKey(p.id), b); err != nil {
 		return fmt.Errorf("announce node %s: %w", p.id, err)
 	}
-	p.renewed(ctx, sent, gen)
+	p.renewed(sent, gen)
 	return nil
+}
+
+// putTimeout bounds one heartbeat write: half a beat, at least 250ms. A
+// write the bucket does not answer by then (its leader is gone) is sent
+// again at once rather than waiting for a timeout of seconds.
+func (p *placement) putTimeout() time.Duration { return max(p.beat/2, 250*time.Millisecond) }
+
+// quiet is how long this node's own heartbeats may go unseen on its watch
+// before it counts the placement bucket as not answering (blind): two
+// beats, less than the TTL.
+func (p *placement) quiet() time.Duration {
+	return max(min(2*p.beat, p.ttl-p.beat/4), p.beat+p.beat/8)
 }
 
 // review recomputes liveness every half beat, on a goroutine of its own so
@@ -276,26 +335,49 @@ func (p *placement) review(ctx context.Context) {
 			return
 		case now := <-check.C:
 			p.refresh(now)
+			p.tidy(ctx, now)
 		}
 	}
 }
 
-// heartbeat announces the node every beat.
+// heartbeat announces the node every beat. A write that fails is tried
+// again after an eighth of a beat, not at the next beat: when the bucket
+// answers again (a new leader), the node renews its claim at once. Nothing
+// else runs on this goroutine that could wait on a stream without a leader.
 func (p *placement) heartbeat(ctx context.Context, me memberDoc) {
 	t := time.NewTicker(p.beat)
 	defer t.Stop()
+	pause := max(p.beat/8, 20*time.Millisecond)
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case now := <-t.C:
-			me.Beat = now.UTC()
-			if err := p.putMember(ctx, me); err != nil && ctx.Err() == nil {
-				p.n.log.Warn("heartbeat failed", "err", err)
-			}
-			p.tidy(ctx, now)
-			p.poke()
+		case <-t.C:
 		}
+		var failing time.Time
+		for {
+			me.Beat = time.Now().UTC()
+			err := p.putMember(ctx, me)
+			if err == nil {
+				if !failing.IsZero() {
+					p.n.log.Info("heartbeat acknowledged again", "after", time.Since(failing).Round(time.Millisecond))
+				}
+				break
+			}
+			if ctx.Err() != nil {
+				return
+			}
+			if failing.IsZero() {
+				failing = time.Now()
+				p.n.log.Warn("heartbeat failed; trying again until the placement bucket answers", "err", err)
+			} else {
+				p.n.log.Debug("heartbeat failed again", "err", err)
+			}
+			if !sleep(ctx, pause) {
+				return
+			}
+		}
+		p.poke()
 	}
 }
 
@@ -328,6 +410,9 @@ func (p *placement) watchMembers(ctx context.Context, ready chan<- error) {
 		seen := time.Now()
 		if initial && e.Created().Before(seen) {
 			seen = e.Created() // an old heartbeat of a node that may be dead
+		}
+		if prev, ok := p.members[id]; ok && id == p.id && !initial {
+			p.answeredAgain(seen, seen.Sub(prev.seen))
 		}
 		p.members[id] = &member{doc: doc, seen: seen}
 	})
@@ -403,7 +488,7 @@ func (p *placement) refresh(now time.Time) {
 	// stalled, say on a server that died, or we are cut off), silence from
 	// the others proves nothing: keep them alive until it recovers.
 	blind := false
-	if me, ok := p.members[p.id]; !ok || now.Sub(me.seen) >= p.ttl {
+	if me, ok := p.members[p.id]; !ok || now.Sub(me.seen) >= p.quiet() {
 		blind = true
 	}
 	var live []string
@@ -454,14 +539,29 @@ func (p *placement) refresh(now time.Time) {
 }
 
 // reconciler runs a reconcile pass whenever something changed, and every
-// beat.
+// beat. A pass that could not do all it had to (a partition to open whose
+// stream or consumer has no leader yet, or answers 10014/10059 right after
+// a server restart) is followed by another soon, 50ms later and doubling
+// up to a beat, rather than at the next beat: partitions open again as
+// soon as their streams answer.
 func (p *placement) reconciler(ctx context.Context) {
+	const first = 50 * time.Millisecond
+	retry := time.NewTimer(time.Hour)
+	retry.Stop()
+	defer retry.Stop()
+	wait := first
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-p.kick:
-			p.reconcile(ctx)
+		case <-retry.C:
+		}
+		if p.reconcile(ctx) {
+			retry.Reset(wait)
+			wait = min(2*wait, p.beat)
+		} else {
+			wait = first
 		}
 	}
 }
@@ -480,7 +580,8 @@ const (
 
 // reconcile compares what this node reads with what it owns and the leases
 // say, and opens and closes partitions accordingly, ClaimWorkers at a time.
-func (p *placement) reconcile(ctx context.Context) {
+// It reports whether something failed that a pass soon may do.
+func (p *placement) reconcile(ctx context.Context) (failed bool) {
 	p.mu.Lock()
 	hosts := maps.Clone(p.hosts)
 	plain := maps.Clone(p.plain)
@@ -528,7 +629,7 @@ func (p *placement) reconcile(ctx context.Context) {
 		}
 	}
 	if len(todo) == 0 {
-		return
+		return false
 	}
 	// Stop dispatching what this node must stop reading at once, before the
 	// slower work of the pass (records in hand finishing, API calls).
@@ -546,13 +647,15 @@ func (p *placement) reconcile(ctx context.Context) {
 	sem := make(chan struct{}, p.n.opts.ClaimWorkers)
 	var others, prepares sync.WaitGroup
 	ready := make(chan *opening, len(todo))
+	var failures atomic.Bool
 	report := func(s slot, err error) {
 		switch {
 		case err == nil || ctx.Err() != nil:
 		case errors.Is(err, errLeaseHeld): // a hand-over in progress: its reader frees it
 			p.n.log.Debug("placement: waiting for the lease", "partition", s.String(), "err", err)
 		default:
-			p.n.log.Warn("placement: retrying at the next pass", "partition", s.String(), "err", err)
+			failures.Store(true)
+			p.failing(s, err)
 		}
 	}
 	for s, a := range todo {
@@ -576,6 +679,8 @@ func (p *placement) reconcile(ctx context.Context) {
 			o, err := p.act(ctx, s, a, reading[s], leases[s], owners[s], rev)
 			if o != nil {
 				ready <- o
+			} else if err == nil {
+				p.opened(s)
 			}
 			report(s, err)
 		})
@@ -606,6 +711,35 @@ func (p *placement) reconcile(ctx context.Context) {
 		}
 	}
 	others.Wait()
+	return failures.Load()
+}
+
+// failing logs that an action on partition s failed and is tried again
+// soon: a WARN at the first failure of a run, DEBUG after.
+func (p *placement) failing(s slot, err error) {
+	p.mu.Lock()
+	since, again := p.retrying[s]
+	if !again {
+		p.retrying[s] = time.Now()
+	}
+	p.mu.Unlock()
+	if again {
+		p.n.log.Debug("placement: failed again; trying again soon", "partition", s.String(), "since", time.Since(since).Round(time.Millisecond), "err", err)
+		return
+	}
+	p.n.log.Warn("placement: failed; trying again soon", "partition", s.String(), "err", err)
+}
+
+// opened ends a run of failures of partition s, if any: what had to be
+// done about it is done.
+func (p *placement) opened(s slot) {
+	p.mu.Lock()
+	since, ok := p.retrying[s]
+	delete(p.retrying, s)
+	p.mu.Unlock()
+	if ok {
+		p.n.log.Info("placement: done after failures", "partition", s.String(), "after", time.Since(since).Round(time.Millisecond))
+	}
 }
 
 // opening is a partition prepared for reading (see act), not started yet.
@@ -625,6 +759,7 @@ func (p *placement) startReading(ctx context.Context, o *opening, names []string
 	p.readMu.Lock()
 	p.reading[o.slot] = o.part
 	p.readMu.Unlock()
+	p.opened(o.slot)
 	p.checkEpoch(o.part)
 	if o.from != "" {
 		p.n.metrics.handovers.WithLabelValues(o.slot.kind).Inc()
@@ -851,17 +986,67 @@ func (p *placement) sweep(ctx context.Context) {
 	}
 }
 
-// tidy deletes the heartbeats of nodes dead for long.
+// tidy deletes the heartbeats of nodes dead for long, each write bounded
+// by putTimeout; nothing while this node is blind.
 func (p *placement) tidy(ctx context.Context, now time.Time) {
 	p.mu.Lock()
 	stale := []string{}
 	for id, m := range p.members {
-		if id != p.id && now.Sub(m.seen) > 10*p.ttl {
+		if id != p.id && !p.blind && now.Sub(m.seen) > 10*p.ttl {
 			stale = append(stale, id)
 		}
 	}
 	p.mu.Unlock()
 	for _, id := range stale {
-		_ = p.kv.Delete(ctx, p.n.names.NodeKey(id))
+		dctx, cancel := context.WithTimeout(ctx, p.putTimeout())
+		_ = p.kv.Delete(dctx, p.n.names.NodeKey(id))
+		cancel()
 	}
+}
+
+// answeredAgain is called, under mu, when this node's own heartbeat comes
+// back on its watch at seen, gap after the one before. Time beyond a beat
+// in which its own heartbeats did not come back is time the placement
+// bucket did not answer (or this node could not hear it): it does not count
+// against the others' heartbeats, which may have failed just as its own
+// did. After a gap longer than quiet every other node gets a full TTL from
+// now to renew (DESIGN section 6: a lease counts as expired only after a
+// full TTL during which the bucket answered); after a shorter one their
+// last sightings move forward by the excess.
+func (p *placement) answeredAgain(seen time.Time, gap time.Duration) {
+	excess := gap - p.beat
+	if excess <= 0 {
+		return
+	}
+	outage := gap > p.quiet()
+	for id, m := range p.members {
+		if id == p.id {
+			continue
+		}
+		if outage {
+			m.seen = later(m.seen, seen)
+		} else {
+			m.seen = earlier(m.seen.Add(excess), later(m.seen, seen))
+		}
+		m.noResponders = time.Time{}
+	}
+	if outage {
+		p.n.metrics.bucketOutages.Inc()
+		p.n.log.Info("the placement bucket answers again: every node gets a full lease TTL to renew before any counts as gone",
+			"silent_for", gap.Round(time.Millisecond), "ttl", p.ttl)
+	}
+}
+
+func later(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
+}
+
+func earlier(a, b time.Time) time.Time {
+	if a.Before(b) {
+		return a
+	}
+	return b
 }

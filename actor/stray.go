@@ -38,7 +38,7 @@ func (n *Node) consumeStrays(ctx context.Context, kind string) (jetstream.Consum
 		Description:   "records published to a mailbox subject of this kind with a wildcard token: stored under no partition, dead-lettered by nodes",
 		FilterSubject: filter,
 		AckPolicy:     jetstream.AckExplicitPolicy,
-		AckWait:       30 * time.Second,
+		AckWait:       handAckWait(n.opts),
 		MaxAckPending: 64,
 		DeliverPolicy: jetstream.DeliverAllPolicy,
 	})
@@ -64,7 +64,7 @@ func (n *Node) stray(msg jetstream.Msg) {
 	if tokens := strings.Split(msg.Subject(), "."); len(tokens) >= 3 && records.ValidateKind(tokens[2]) == nil {
 		kind = tokens[2]
 	}
-	ctx, cancel := context.WithTimeout(n.runCtx, 30*time.Second)
+	ctx, cancel := context.WithTimeout(n.runCtx, handAckWait(n.opts))
 	defer cancel()
 	why := fmt.Errorf("mailbox subject %q has a wildcard token: no effector has it (ids are 1-128 of A-Z a-z 0-9 _ -); publish to %s with the id itself",
 		msg.Subject(), n.names.Mailbox(records.Ref{Kind: kind, ID: "<id>"}))

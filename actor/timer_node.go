@@ -142,7 +142,7 @@ func (n *Node) startTimers(ctx context.Context) (*timerService, error) {
 		Description:   "forwards fired timers to their effectors' mailboxes",
 		FilterSubject: n.names.TimerFires(),
 		AckPolicy:     jetstream.AckExplicitPolicy,
-		AckWait:       10 * time.Second,
+		AckWait:       handAckWait(n.opts),
 		MaxAckPending: 4096,
 		DeliverPolicy: jetstream.DeliverAllPolicy,
 	})
@@ -177,25 +177,43 @@ func (t *timerService) stop(drain bool) {
 
 // ack acknowledges each fired timer once its forward is stored, or asks for
 // it again a second later when the forward failed or took over 10 seconds.
+// While a forward waits (a mailbox stream electing a leader), the fired
+// timer is marked in progress every half ack wait, so that the short ack
+// wait (handAckWait) does not hand it to another node meanwhile.
 func (t *timerService) ack(ctx context.Context, n *Node) {
 	defer close(t.acked)
+	progress := time.NewTicker(handAckWait(n.opts) / 2)
+	defer progress.Stop()
 	for p := range t.pending {
 		timeout := time.NewTimer(10 * time.Second)
-		select {
-		case <-p.f.Ok():
-			_ = p.m.Ack()
-		case err := <-p.f.Err():
-			n.log.Warn("forward fired timer: will retry", "subject", p.m.Subject(), "err", err)
-			_ = p.m.NakWithDelay(time.Second)
-		case <-timeout.C:
-			_ = p.m.NakWithDelay(time.Second)
-		case <-ctx.Done():
-			// Not acknowledged: redelivered after the ack wait, to this
-			// node or another, and de-duplicated by the mailbox.
+	wait:
+		for {
+			select {
+			case <-p.f.Ok():
+				_ = p.m.Ack()
+			case err := <-p.f.Err():
+				n.log.Warn("forward fired timer: will retry", "subject", p.m.Subject(), "err", err)
+				_ = p.m.NakWithDelay(time.Second)
+			case <-timeout.C:
+				_ = p.m.NakWithDelay(time.Second)
+			case <-progress.C:
+				_ = p.m.InProgress()
+				continue
+			case <-ctx.Done():
+				// Not acknowledged: redelivered after the ack wait, to this
+				// node or another, and de-duplicated by the mailbox.
+			}
+			break wait
 		}
 		timeout.Stop()
 	}
 }
+
+// handAckWait is the ack wait of the consumers the nodes share (fired
+// timers, stray records): what a node that died had in hand goes to
+// another after it, as promptly as partitions move (the lease TTL), not
+// after the 10 or 30 seconds they once waited. At least a second.
+func handAckWait(o Options) time.Duration { return max(o.HeartbeatTTL, time.Second) }
 
 // forwardTimer publishes the record of fired timer m to its effector's
 // mailbox, with the id timer:<sequence in the timer stream>, so a forward

@@ -309,7 +309,7 @@ func (e *effector) fitVersion() bool {
 		ent, err := e.node.loadState(e.ctx, e.ref)
 		switch {
 		case err == nil && ent.Value.Status != StatusTerminated:
-			e.doc, e.rev = ent.Value, ent.Revision
+			e.doc, e.rev, e.found = ent.Value, ent.Revision, ent.Value
 		case err == nil, errors.Is(err, kv.ErrNotFound), errors.Is(err, ErrCorruptState):
 			e.stale.Store(true) // terminated, gone or corrupt: load deals with it
 			return false
