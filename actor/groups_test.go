@@ -238,6 +238,14 @@ const clusterGroups = 3
 // leave), where three servers leading at random can reach twice that.
 func checkLeadersSpread(t *testing.T, cl *bustest.Cluster, names bus.Names) {
 	t.Helper()
+	if err := leadersSpread(t, cl, names); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// leadersSpread is checkLeadersSpread's test, returning what is wrong.
+func leadersSpread(t *testing.T, cl *bustest.Cluster, names bus.Names) error {
+	t.Helper()
 	leaders := groupLeaders(t, cl, names)
 	load := map[string]float64{}
 	var most float64
@@ -251,12 +259,13 @@ func checkLeadersSpread(t *testing.T, cl *bustest.Cluster, names bus.Names) {
 	t.Logf("leaders %v; share of the writes each server leads %v", leaders, load)
 	for server, l := range load {
 		if l > 1+most+1e-9 {
-			t.Fatalf("%s leads %.3f of the 3 writes of a record, more than 1 + %.3f: the leaders did not spread (%v)", server, l, most, leaders)
+			return fmt.Errorf("%s leads %.3f of the 3 writes of a record, more than 1 + %.3f: the leaders did not spread (%v)", server, l, most, leaders)
 		}
 	}
 	if len(load) != 3 {
-		t.Fatalf("%d servers lead the streams, want all 3 (%v)", len(load), leaders)
+		return fmt.Errorf("%d servers lead the streams, want all 3 (%v)", len(load), leaders)
 	}
+	return nil
 }
 
 // groupLeaders returns, for each stream of names (mailbox and outbox
@@ -278,7 +287,9 @@ func groupLeaders(t *testing.T, cl *bustest.Cluster, names bus.Names) map[string
 // the groups' streams and of the outbox stream share the writes evenly. While a
 // plain publisher drives 30 counters, the server leading group 0's mailbox
 // stream stops; the other groups go on, group 0 gets a new leader, and at the
-// end every count is exact and every output is on its outbox once.
+// end every count is exact and every output is on its outbox once. Then the
+// stopped server comes back, and the nodes spread the leaders again
+// (Options.SpreadLeaders) with no node restarting.
 // Not parallel, like TestClusterStreamLeaderDies.
 func TestClusterGroupLeaderDies(t *testing.T) {
 	const (
@@ -299,8 +310,10 @@ func TestClusterGroupLeaderDies(t *testing.T) {
 	checkLeadersSpread(t, cl, names)
 	c := newClient(t, conn)
 	var nodes []*runningNode
+	opts := clusterPlacement
+	opts.SpreadLeaders = time.Second
 	for range 2 {
-		nodes = append(nodes, startNodeWith(t, cl.Connect(t, cfg), clusterPlacement, nil))
+		nodes = append(nodes, startNodeWith(t, cl.Connect(t, cfg), opts, nil))
 	}
 	refs := createCounters(t, c, counters)
 	t.Cleanup(func() {
@@ -315,8 +328,34 @@ func TestClusterGroupLeaderDies(t *testing.T) {
 		stream: names.MailboxStreamOf(0), loads: groupLoads(refs, per), refs: refs, per: per,
 		publishFor: 60 * time.Second, settle: 90 * time.Second,
 	}.run(t)
-	t.Logf("%s in all", time.Since(start).Round(time.Millisecond))
 	checkGroupPlacement(t, conn, refs)
+
+	// The stopped server back: its replicas catch up, and the nodes move
+	// leaders to it, one at a time, until the writes are spread again.
+	for _, s := range cl.Servers {
+		if !s.Running() {
+			s.Restart(t)
+		}
+	}
+	back := time.Now()
+	var err error
+	for deadline := back.Add(60 * time.Second); time.Now().Before(deadline); time.Sleep(time.Second) {
+		if err = leadersSpread(t, cl, names); err == nil {
+			break
+		}
+	}
+	if err != nil {
+		t.Fatalf("a minute after the stopped server came back: %v", err)
+	}
+	var moves float64
+	for _, n := range nodes {
+		moves += metricSum(t, n.Registry, "ea_placement_leader_moves_total")
+	}
+	if moves == 0 {
+		t.Fatal("the leaders spread again but no node moved one: the test proves nothing")
+	}
+	t.Logf("leaders spread again %s after the stopped server came back (%v leader moves); %s in all",
+		time.Since(back).Round(time.Millisecond), moves, time.Since(start).Round(time.Millisecond))
 }
 
 // upgradeEnv is where an upgrade test runs: a NATS server or cluster.

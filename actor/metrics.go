@@ -59,9 +59,12 @@ type metrics struct {
 	// bucketOutages counts the times this node's heartbeats did not come
 	// back for more than two beats (placement.answeredAgain).
 	bucketOutages prometheus.Counter
-	departures    *prometheus.CounterVec
-	versions      *versionMetrics
-	node          *Node
+	// leaderMoves counts the stream leaders this node moved to spread the
+	// cluster's writes again (placement.spread).
+	leaderMoves prometheus.Counter
+	departures  *prometheus.CounterVec
+	versions    *versionMetrics
+	node        *Node
 }
 
 func newMetrics(reg prometheus.Registerer, n *Node) (*metrics, error) {
@@ -129,6 +132,10 @@ func newMetrics(reg prometheus.Registerer, n *Node) (*metrics, error) {
 			Name: "ea_placement_outages_total",
 			Help: "Times this node's heartbeats did not come back from the placement bucket for more than two beats (a leader election, a server restart, NATS out of reach); after each, every node gets a full lease TTL to renew before any counts as gone.",
 		}),
+		leaderMoves: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "ea_placement_leader_moves_total",
+			Help: "Stream leaders this node asked to move to another server to spread the cluster's writes again after a restart or an election (Options.SpreadLeaders; only the live node with the lowest id moves leaders).",
+		}),
 		departures: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "ea_node_departures_total",
 			Help: "Other nodes this node saw leave the live set, by how: closed (their connection was gone), expired (no heartbeat for the TTL), left (they said goodbye).",
@@ -139,7 +146,7 @@ func newMetrics(reg prometheus.Registerer, n *Node) (*metrics, error) {
 	if reg == nil {
 		return m, nil
 	}
-	for _, c := range append([]prometheus.Collector{m.processed, m.duration, m.redelivers, m.dead, m.conflicts, m.retries, m.active, m.activations, m.passivations, m.handovers, m.overflows, m.nodes, m.lapses, m.bucketOutages, m.departures, m}, m.versions.collectors()...) {
+	for _, c := range append([]prometheus.Collector{m.processed, m.duration, m.redelivers, m.dead, m.conflicts, m.retries, m.active, m.activations, m.passivations, m.handovers, m.overflows, m.nodes, m.lapses, m.bucketOutages, m.leaderMoves, m.departures, m}, m.versions.collectors()...) {
 		if err := reg.Register(c); err != nil {
 			var are prometheus.AlreadyRegisteredError
 			if errors.As(err, &are) {

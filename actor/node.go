@@ -56,6 +56,16 @@ type Options struct {
 	// it and a warning names it, its partition and the partition
 	// consumer's state. Default 10s.
 	StallAfter time.Duration
+	// SpreadLeaders is how often the live node with the lowest id checks
+	// that the leaders of the deployment's replicated streams are spread
+	// over the cluster's servers (bus.Conn.SpreadLeader: mailbox, outbox
+	// and state streams of each group, the lease bucket, the timer stream)
+	// and, when they are not and every replica is current, moves one leader
+	// (a preferred step-down); after a move it checks again 5s later. A
+	// server's restart or a leader's election leaves the leaders where the
+	// elections put them, often on one server; this brings the spread back
+	// without any node restarting. Default 15s; negative: never.
+	SpreadLeaders time.Duration
 	// Intercept, when set, runs around every attempt of the logic of every
 	// kind the node hosts, for behaviour that cuts across kinds the node
 	// knows only as Definitions (package tracing's Tracer.Intercept). A
@@ -84,6 +94,7 @@ func (o Options) withDefaults() (Options, error) {
 	o.IdleTimeout = orDefault(o.IdleTimeout, 2*time.Minute)
 	o.ClaimWorkers = orDefault(o.ClaimWorkers, 16)
 	o.StallAfter = orDefault(o.StallAfter, 10*time.Second)
+	o.SpreadLeaders = orDefault(o.SpreadLeaders, 15*time.Second)
 	if o.HeartbeatTTL <= o.Heartbeat {
 		return o, invalidf("NewNode: HeartbeatTTL %s must exceed Heartbeat %s (use about 3 beats)", o.HeartbeatTTL, o.Heartbeat)
 	}

@@ -250,6 +250,7 @@ func (p *placement) start(ctx context.Context, g *routine.Group) error {
 	p.reconcile(ctx)
 	g.Go("placement.reconciler", func() { p.reconciler(ctx) })
 	g.Go("placement.sweep", func() { p.sweep(ctx) })
+	g.Go("placement.leaders", func() { p.spreadLeaders(ctx) })
 	return nil
 }
 

@@ -494,53 +494,75 @@ func (c *Conn) probeMapping(ctx context.Context) error {
 // leaderWait bounds the wait for moved leaders in [Conn.SpreadLeaders].
 const leaderWait = 10 * time.Second
 
-// SpreadLeaders moves the leaders of the stream groups' mailbox streams,
-// outbox streams and state buckets so that the servers lead equal shares of
-// the deployment's writes: JetStream elects each stream's leader among its
-// replicas on its own, and two groups led by one server would take that
-// server's writes twice. Every record is about one write to each of three
-// families (its mailbox, its output, its state document), so each group's
-// stream of a family weighs the group's share of the partitions. Walking the
-// groups' streams in order (mailboxes, outboxes, state buckets), it gives
-// each the replica that leads the least weight so far (the current leader on
-// a tie) and asks the stream's leader to step down in favour of it (a
-// preferred placement, nats-server 2.11+). It
-// returns the leader of each stream afterwards. A stream that is not
-// replicated, or a server that is not current, is left as it is.
-// [Conn.Provision] calls it with several groups and more than one replica;
-// call it again after a server that died comes back.
-func (c *Conn) SpreadLeaders(ctx context.Context) (map[string]string, error) {
+// spreadItem is one stream [Conn.SpreadLeaders] places, with the share of
+// the deployment's writes it takes.
+type spreadItem struct {
+	name     string
+	weight   float64
+	optional bool // may not exist (yet): skipped then
+}
+
+// spreadItems lists the streams whose leaders are spread, in the order they
+// are placed: the groups' mailbox streams, outbox streams and state buckets
+// (each weighing the group's share of the partitions), then the lease bucket
+// and the timer stream, which take few writes.
+func (c *Conn) spreadItems() []spreadItem {
 	n := c.names
-	type item struct {
-		name   string
-		weight float64
-	}
-	var items []item
+	var items []spreadItem
+	share := func(g int) float64 { return float64(len(n.GroupPartitions(g))) / float64(n.Partitions()) }
 	for g, s := range n.MailboxStreams() {
-		items = append(items, item{s, float64(len(n.GroupPartitions(g))) / float64(n.Partitions())})
+		items = append(items, spreadItem{name: s, weight: share(g)})
 	}
 	for g, s := range n.OutboxStreams() {
-		items = append(items, item{s, float64(len(n.GroupPartitions(g))) / float64(n.Partitions())})
+		items = append(items, spreadItem{name: s, weight: share(g)})
 	}
 	for g, b := range n.StateBuckets() {
-		items = append(items, item{"KV_" + b, float64(len(n.GroupPartitions(g))) / float64(n.Partitions())})
+		items = append(items, spreadItem{name: "KV_" + b, weight: share(g)})
 	}
-	leaders := map[string]string{}
-	moved := map[string]string{}
+	return append(items,
+		spreadItem{name: "KV_" + n.PlaceBucket(), weight: 0.05, optional: true},
+		spreadItem{name: n.TimerStream(), weight: 0.05, optional: true})
+}
+
+// LeaderMove is a stream whose leader [Conn.SpreadLeaders] or
+// [Conn.SpreadLeader] would move, or moved.
+type LeaderMove struct {
+	Stream, From, To string
+}
+
+// leaderPlan walks the streams [Conn.spreadItems] lists and gives each the
+// replica that leads the least weight so far (the current leader on a tie),
+// among the replicas that are current. It returns every stream's leader now
+// and the moves that would spread them; steady is false when a replicated
+// stream has no leader or a replica that is not current (a server away or
+// catching up), when moving leaders would only add an election.
+func (c *Conn) leaderPlan(ctx context.Context) (leaders map[string]string, moves []LeaderMove, steady bool, err error) {
+	leaders = map[string]string{}
 	load := map[string]float64{}
-	for _, it := range items {
+	steady = true
+	for _, it := range c.spreadItems() {
 		s, err := c.JetStream().Stream(ctx, it.name)
 		if err != nil {
-			return nil, fmt.Errorf("spread leaders: stream %s: %w", it.name, err)
+			if it.optional && errors.Is(err, jetstream.ErrStreamNotFound) {
+				continue
+			}
+			return nil, nil, false, fmt.Errorf("spread leaders: stream %s: %w", it.name, err)
 		}
 		cl := s.CachedInfo().Cluster
-		if cl == nil || cl.Leader == "" || len(cl.Replicas) == 0 {
+		if cl == nil || len(cl.Replicas) == 0 {
+			continue
+		}
+		if cl.Leader == "" || len(cl.Replicas)+1 < s.CachedInfo().Config.Replicas {
+			steady = false // no leader, or a peer not even listed yet
+		}
+		if cl.Leader == "" {
 			continue
 		}
 		const eps = 1e-9
 		best := cl.Leader
 		for _, r := range cl.Replicas {
 			if !r.Current || r.Offline {
+				steady = false
 				continue
 			}
 			if load[r.Name] < load[best]-eps || (load[r.Name] < load[best]+eps && best != cl.Leader && r.Name < best) {
@@ -550,24 +572,50 @@ func (c *Conn) SpreadLeaders(ctx context.Context) (map[string]string, error) {
 		load[best] += it.weight
 		leaders[it.name] = cl.Leader
 		if best != cl.Leader {
-			if err := c.stepDown(ctx, it.name, best); err != nil {
-				return nil, err
-			}
-			moved[it.name] = best
+			moves = append(moves, LeaderMove{Stream: it.name, From: cl.Leader, To: best})
+		}
+	}
+	return leaders, moves, steady, nil
+}
+
+// SpreadLeaders moves the leaders of the stream groups' mailbox streams,
+// outbox streams and state buckets, and of the lease bucket and the timer
+// stream, so that the servers lead equal shares of the deployment's writes:
+// JetStream elects each stream's leader among its replicas on its own, and
+// two groups led by one server would take that server's writes twice. Every
+// record is about one write to each of three families (its mailbox, its
+// output, its state document), so each group's stream of a family weighs
+// the group's share of the partitions; the lease bucket and the timer stream
+// weigh little. Walking the streams in that order, it gives each the replica
+// that leads the least weight so far (the current leader on a tie) and asks
+// the stream's leader to step down in favour of it (a preferred placement,
+// nats-server 2.11+). It returns the leader of each stream afterwards. A
+// stream that is not replicated, or a server that is not current, is left as
+// it is. [Conn.Provision] calls it with several groups and more than one
+// replica; nodes call [Conn.SpreadLeader] from time to time, which moves one
+// leader at a time, so that the spread comes back after a server's restart.
+func (c *Conn) SpreadLeaders(ctx context.Context) (map[string]string, error) {
+	leaders, moves, _, err := c.leaderPlan(ctx)
+	if err != nil {
+		return nil, err
+	}
+	for _, m := range moves {
+		if err := c.stepDown(ctx, m.Stream, m.To); err != nil {
+			return nil, err
 		}
 	}
 	deadline := time.Now().Add(leaderWait)
-	for name, want := range moved {
+	for _, m := range moves {
 		for {
-			s, err := c.JetStream().Stream(ctx, name)
+			s, err := c.JetStream().Stream(ctx, m.Stream)
 			if err == nil && s.CachedInfo().Cluster != nil && s.CachedInfo().Cluster.Leader != "" {
-				leaders[name] = s.CachedInfo().Cluster.Leader
-				if leaders[name] == want {
+				leaders[m.Stream] = s.CachedInfo().Cluster.Leader
+				if leaders[m.Stream] == m.To {
 					break
 				}
 			}
 			if time.Now().After(deadline) {
-				c.log.Warn("a stream group's leader did not move where asked", "stream", name, "want", want, "leader", leaders[name])
+				c.log.Warn("a stream group's leader did not move where asked", "stream", m.Stream, "want", m.To, "leader", leaders[m.Stream])
 				break
 			}
 			select {
@@ -578,6 +626,26 @@ func (c *Conn) SpreadLeaders(ctx context.Context) (map[string]string, error) {
 		}
 	}
 	return leaders, nil
+}
+
+// SpreadLeader is one step of [Conn.SpreadLeaders]: when every replicated
+// stream it places has a leader and every replica is current, it asks the
+// leader of the first stream that is not where the spread wants it to step
+// down in favour of that server, and returns the move; it returns a zero
+// move when the leaders are spread, or when the cluster is not steady (a
+// server away or catching up: moving a leader then would only add an
+// election). It does not wait for the new leader. Call it again, a few
+// seconds apart, until it returns a zero move.
+func (c *Conn) SpreadLeader(ctx context.Context) (LeaderMove, error) {
+	_, moves, steady, err := c.leaderPlan(ctx)
+	if err != nil || !steady || len(moves) == 0 {
+		return LeaderMove{}, err
+	}
+	m := moves[0]
+	if err := c.stepDown(ctx, m.Stream, m.To); err != nil {
+		return LeaderMove{}, err
+	}
+	return m, nil
 }
 
 // stepDown asks stream's leader to step down in favour of server.

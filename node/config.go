@@ -48,6 +48,9 @@ type config struct {
 	Heartbeat    time.Duration // how often the node announces itself
 	HeartbeatTTL time.Duration // zero: three heartbeats
 	IdleTimeout  time.Duration // negative: never passivate
+	// SpreadLeaders is how often stream leaders are checked and spread
+	// again (actor.Options.SpreadLeaders); negative: never.
+	SpreadLeaders time.Duration
 
 	// ReplySubjects are the subjects besides mailboxes records may be sent
 	// and replied to (actor.Options.ReplySubjects): nil for the default,
@@ -251,6 +254,15 @@ func settings() []*cli.Setting[config] {
 				}
 				return cli.PositiveDuration(v, &c.IdleTimeout, `want a positive duration such as 2m or 30s, or "off" to never passivate`)
 			}},
+		{name: "spread-leaders", arg: "DURATION", def: "15s",
+			usage: `how often the node with the lowest id checks that the cluster's stream leaders (each stream group's mailbox, outbox and state, the lease bucket, the timer stream) are spread over the servers, and moves one leader back when a restart or an election left them on fewer servers; "off" never moves a leader (single server: nothing to do)`,
+			check: func(c *config, v string) string {
+				if strings.EqualFold(v, "off") {
+					c.SpreadLeaders = -1
+					return ""
+				}
+				return cli.PositiveDuration(v, &c.SpreadLeaders, `want a positive duration such as 15s or 1m, or "off" to never move a leader`)
+			}},
 		{name: "reply-subjects", arg: "PATTERNS", def: "",
 			defText: strings.Join(bus.DefaultReplySubjects, ",") + " (NATS request inboxes)",
 			usage:   `comma-separated NATS subject patterns besides mailboxes that records may name in EA-Reply and logic may reply to; "none" allows none. $-prefixed subjects and the runtime's own (outboxes of others, dead letters, control, orchestration) are always refused`,
@@ -351,6 +363,7 @@ func (c config) actorOptions(log *slog.Logger, reg prometheus.Registerer) actor.
 		Heartbeat:     c.Heartbeat,
 		HeartbeatTTL:  c.heartbeatTTL(),
 		IdleTimeout:   c.IdleTimeout,
+		SpreadLeaders: c.SpreadLeaders,
 		ReplySubjects: c.ReplySubjects,
 	}
 }

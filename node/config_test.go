@@ -215,7 +215,7 @@ func TestEnvNames(t *testing.T) {
 		"nats": "EA_NATS", "listen": "EA_LISTEN", "store": "EA_STORE", "sync-always": "EA_SYNC_ALWAYS",
 		"prefix": "EA_PREFIX", "replicas": "EA_REPLICAS", "metrics": "EA_METRICS",
 		"log-level": "EA_LOG_LEVEL", "log-format": "EA_LOG_FORMAT", "shutdown-grace": "EA_SHUTDOWN_GRACE", "memory-limit": "EA_MEMORY_LIMIT",
-		"node-id": "EA_NODE_ID", "heartbeat": "EA_HEARTBEAT", "heartbeat-ttl": "EA_HEARTBEAT_TTL", "idle": "EA_IDLE",
+		"node-id": "EA_NODE_ID", "heartbeat": "EA_HEARTBEAT", "heartbeat-ttl": "EA_HEARTBEAT_TTL", "idle": "EA_IDLE", "spread-leaders": "EA_SPREAD_LEADERS",
 		"reply-subjects": "EA_REPLY_SUBJECTS", "partitions": "EA_PARTITIONS", "stream-groups": "EA_STREAM_GROUPS", "migrate": "EA_MIGRATE", "record-store": "EA_RECORD_STORE",
 		"log-max-age": "EA_LOG_MAX_AGE", "log-max-bytes": "EA_LOG_MAX_BYTES", "dead-max-age": "EA_DEAD_MAX_AGE", "dead-max-bytes": "EA_DEAD_MAX_BYTES",
 		"server-config": "EA_SERVER_CONFIG", "creds": "EA_CREDS", "nkey": "EA_NKEY", "user": "EA_USER", "password-file": "EA_PASSWORD_FILE",

@@ -1,0 +1,58 @@
+package actor
+
+import (
+	"context"
+	"time"
+)
+
+// spreadAgain is how soon the spread is checked again after a leader moved:
+// one election at a time, each given time to settle.
+const spreadAgain = 5 * time.Second
+
+// spreadLeaders keeps the leaders of the deployment's replicated streams spread
+// over the cluster's servers (Options.SpreadLeaders): every period, if this
+// node is the live node with the lowest id and sees its own heartbeats, it
+// asks bus.Conn.SpreadLeader to move one leader, and checks again
+// spreadAgain later when it did. One node acts at a time (two that both
+// think themselves lowest for a moment compute the same plan from the same
+// stream infos, so at worst they ask the same step-down twice), and nothing
+// moves while a server is away or catching up.
+func (p *placement) spreadLeaders(ctx context.Context) {
+	every := p.n.opts.SpreadLeaders
+	if every < 0 {
+		return
+	}
+	wait := every
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(wait):
+		}
+		wait = every
+		if !p.spreader() {
+			continue
+		}
+		sctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		m, err := p.n.conn.SpreadLeader(sctx)
+		cancel()
+		switch {
+		case ctx.Err() != nil:
+			return
+		case err != nil:
+			p.n.log.Debug("spread stream leaders: not now", "err", err)
+		case m.Stream != "":
+			p.n.metrics.leaderMoves.Inc()
+			p.n.log.Info("moved a stream's leader to spread the cluster's writes again", "stream", m.Stream, "from", m.From, "to", m.To)
+			wait = spreadAgain
+		}
+	}
+}
+
+// spreader reports whether this node is the one that spreads leaders: the
+// live node with the lowest id, not blind.
+func (p *placement) spreader() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return !p.blind && len(p.live) > 0 && p.live[0] == p.id
+}
