@@ -50,7 +50,7 @@ import (
 //     so none is left to take the pin after the takeover. (Half that
 //     expiry cost twice the idle pull traffic, which slowed a loaded
 //     machine's nodes: every partition consumer asks again at every
-//     expiry and gets a heartbeat every half expiry.) That closes the one
+//     expiry. Its idle heartbeat comes every [pullHeartbeat].) That closes the one
 //     gap of the pinned group: a request sent before its reader learnt its
 //     pin id (an idle partition) carries no id, and the server would pin it.
 //     A healthy reader asks again at every expiry, which also keeps its pin
@@ -84,6 +84,16 @@ func pullExpiry(o Options) time.Duration {
 	return min(max(o.HeartbeatTTL-o.Heartbeat, time.Second), 10*time.Second)
 }
 
+// pullHeartbeat is how often the server tells a reader whose pull request
+// waits that the request is still there. Two missed in a row and nats.go
+// sends a new request: that is how a reader learns that the server holding
+// its request is gone (a consumer leader killed, DESIGN.md section 6: the
+// cluster's own events), so it bounds how long a partition waits after the
+// consumer has a leader again (measured: at 1s, up to 2.2s after the
+// election; at 500ms, within a second). A heartbeat is sent only while a
+// request waits with nothing to deliver, so a busy partition gets none.
+const pullHeartbeat = 500 * time.Millisecond
+
 // pinnedTTL is how long the server keeps a reader pinned without hearing a
 // pull request from it: the lease TTL, and at least two pull expiries, as a
 // healthy reader asks again at every expiry.
@@ -113,7 +123,7 @@ func (n *Node) pullOpts(info *jetstream.ConsumerInfo, batch int, onErr jetstream
 	exp := pullExpiry(n.opts)
 	opts := []jetstream.PullConsumeOpt{
 		jetstream.PullMaxMessages(batch),
-		jetstream.PullExpiry(exp), jetstream.PullHeartbeat(exp / 2),
+		jetstream.PullExpiry(exp), jetstream.PullHeartbeat(pullHeartbeat),
 		jetstream.ConsumeErrHandler(onErr),
 	}
 	if isFenced(info) {

@@ -58,7 +58,7 @@ func TestCheckerCatches(t *testing.T) {
 			tc.mut(l)
 			pub := l.write(t, ctx, conn.JetStream())
 			r := &recorder{TB: t}
-			checkLog(r, ctx, conn.JetStream(), pub)
+			checkLog(r, ctx, conn.JetStream(), pub, oneStream)
 			switch {
 			case tc.want == "" && len(r.errs) > 0:
 				t.Fatalf("errors for a correct log:\n%s", strings.Join(r.errs, "\n"))

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/effectors/effectors/bus"
 	"github.com/effectors/effectors/internal/proctest"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -69,7 +70,7 @@ type logSummary struct {
 //     its mailbox sequence;
 //   - every state document counts the sum of its good increments, its seq is
 //     its last mailbox record's and its status is IDLE.
-func checkLog(t testing.TB, ctx context.Context, js jetstream.JetStream, pub *publisher) logSummary {
+func checkLog(t testing.TB, ctx context.Context, js jetstream.JetStream, pub *publisher, lay layout) logSummary {
 	t.Helper()
 	sum := logSummary{reasons: map[string]int{}}
 	sent := map[string]input{} // input id -> input
@@ -83,10 +84,10 @@ func checkLog(t testing.TB, ctx context.Context, js jetstream.JetStream, pub *pu
 
 	// The mailboxes, in stream order.
 	f := &findings{t: t, what: "mailbox"}
-	mbox := map[string][]storedIn{} // counter -> its records in stream order
-	seqOf := map[string]uint64{}    // input id -> mailbox sequence
-	bySeq := map[uint64]string{}    // mailbox sequence -> input id
-	readStream(t, ctx, js, "EA_MBOX", "ea.mbox.*.counter.*", func(m jetstream.Msg, seq uint64) {
+	mbox := map[string][]storedIn{}  // counter -> its records in stream order
+	seqOf := map[string]uint64{}     // input id -> mailbox sequence (of its group's stream)
+	bySeq := map[counterSeq]string{} // counter and mailbox sequence -> input id
+	lay.read(t, ctx, js, lay.mailboxes, "ea.mbox.*.counter.*", func(m jetstream.Msg, seq uint64) {
 		c := token(m.Subject(), 4)
 		id := m.Headers().Get("Nats-Msg-Id")
 		in, ok := sent[id]
@@ -101,7 +102,7 @@ func checkLog(t testing.TB, ctx context.Context, js jetstream.JetStream, pub *pu
 			f.errorf("counter/%s: record %s stored twice, at seq %d and %d", c, id, seqOf[id], seq)
 			return
 		}
-		seqOf[id], bySeq[seq] = seq, id
+		seqOf[id], bySeq[counterSeq{c, seq}] = seq, id
 		mbox[c] = append(mbox[c], storedIn{seq: seq, in: in})
 		sum.inputs++
 		if in.bad != "" {
@@ -137,9 +138,9 @@ func checkLog(t testing.TB, ctx context.Context, js jetstream.JetStream, pub *pu
 	lastIn := map[string]uint64{} // counter -> mailbox seq of the cause of its last output
 	outIDs := map[string]uint64{} // output id -> its seq in EA_OUT
 	tag := regexp.MustCompile(`^(.+):0\.[0-9a-f]{20}$`)
-	readStream(t, ctx, js, "EA_OUT", "ea.out.counter.*", func(m jetstream.Msg, seq uint64) {
+	lay.read(t, ctx, js, lay.outboxes, lay.outFilter, func(m jetstream.Msg, seq uint64) {
 		sum.outputs++
-		c := token(m.Subject(), 3)
+		c := token(m.Subject(), lay.outToken)
 		id, cause := m.Headers().Get("Nats-Msg-Id"), m.Headers().Get("EA-Cause")
 		if first, twice := outIDs[id]; twice {
 			f.errorf("counter/%s: output id %s at EA_OUT seq %d and %d", c, id, first, seq)
@@ -192,28 +193,29 @@ func checkLog(t testing.TB, ctx context.Context, js jetstream.JetStream, pub *pu
 
 	// Dead letters: exactly the bad inputs, once each.
 	f = &findings{t: t, what: "dead letters"}
-	deadFor := map[uint64]bool{}
+	deadFor := map[counterSeq]bool{}
 	readStream(t, ctx, js, "EA_DEAD", "ea.dead.>", func(m jetstream.Msg, seq uint64) {
 		sum.dead++
 		h := m.Headers()
 		reason := h.Get("EA-Dead-Reason")
 		sum.reasons[reason]++
 		mseq, err := strconv.ParseUint(h.Get("EA-Seq"), 10, 64)
-		id := bySeq[mseq]
+		key := counterSeq{token(m.Subject(), 3), mseq}
+		id := bySeq[key]
 		switch {
 		case err != nil || id == "":
 			f.errorf("dead letter at EA_DEAD seq %d on %s (reason %s: %s) names mailbox seq %q, not one of our records",
 				seq, m.Subject(), reason, h.Get("EA-Error"), h.Get("EA-Seq"))
 		case sent[id].bad == "":
 			f.errorf("counter/%s: good input %s (mailbox seq %d) dead-lettered: reason %s: %s", counterOf[id], id, mseq, reason, h.Get("EA-Error"))
-		case deadFor[mseq]:
+		case deadFor[key]:
 			f.errorf("counter/%s: bad input %s (mailbox seq %d) dead-lettered twice", counterOf[id], id, mseq)
 		}
-		deadFor[mseq] = true
+		deadFor[key] = true
 	})
 	for c, recs := range mbox {
 		for _, r := range recs {
-			if r.in.bad != "" && !deadFor[r.seq] {
+			if r.in.bad != "" && !deadFor[counterSeq{c, r.seq}] {
 				f.errorf("counter/%s: bad input %s (mailbox seq %d, %s) has no dead letter", c, r.in.id, r.seq, r.in.bad)
 			}
 		}
@@ -222,12 +224,9 @@ func checkLog(t testing.TB, ctx context.Context, js jetstream.JetStream, pub *pu
 
 	// State documents.
 	f = &findings{t: t, what: "state"}
-	kv, err := js.KeyValue(ctx, "ea_state")
-	if err != nil {
-		t.Fatal(err)
-	}
+	kvs := lay.stateBuckets(t, ctx, js)
 	for _, c := range pub.counters {
-		d, err := proctest.ReadState(ctx, kv, "counter."+c)
+		d, err := readStateAny(ctx, kvs, "counter."+c)
 		if err != nil {
 			f.errorf("counter/%s: %v", c, err)
 			continue
@@ -239,6 +238,72 @@ func checkLog(t testing.TB, ctx context.Context, js jetstream.JetStream, pub *pu
 	}
 	f.done()
 	return sum
+}
+
+// counterSeq names a mailbox record by its counter and its sequence in the
+// counter's group's mailbox stream (each group's stream numbers its own).
+type counterSeq struct {
+	counter string
+	seq     uint64
+}
+
+// layout is where the deployment keeps the counters' records: one mailbox
+// stream, outbox stream and state bucket, or one of each per stream group.
+type layout struct {
+	mailboxes, outboxes, buckets []string
+	outFilter                    string // the counters' outboxes
+	outToken                     int    // the token of an outbox subject naming the counter's id
+}
+
+// oneStream is the default layout (no --stream-groups).
+var oneStream = layout{mailboxes: []string{"EA_MBOX"}, outboxes: []string{"EA_OUT"}, buckets: []string{"ea_state"},
+	outFilter: "ea.out.counter.*", outToken: 3}
+
+// layoutOf is the layout of names (prefix ea).
+func layoutOf(names bus.Names) layout {
+	if names.Groups() == 1 {
+		return oneStream
+	}
+	return layout{mailboxes: names.MailboxStreams(), outboxes: names.OutboxStreams(), buckets: names.StateBuckets(),
+		outFilter: "ea.out.*.counter.*", outToken: 4}
+}
+
+// read reads every stream of streams as readStream does, one after the
+// other.
+func (l layout) read(t testing.TB, ctx context.Context, js jetstream.JetStream, streams []string, filter string, fn func(jetstream.Msg, uint64)) {
+	t.Helper()
+	for _, s := range streams {
+		readStream(t, ctx, js, s, filter, fn)
+	}
+}
+
+// stateBuckets opens the layout's state buckets.
+func (l layout) stateBuckets(t testing.TB, ctx context.Context, js jetstream.JetStream) []jetstream.KeyValue {
+	t.Helper()
+	var kvs []jetstream.KeyValue
+	for _, b := range l.buckets {
+		kv, err := js.KeyValue(ctx, b)
+		if err != nil {
+			t.Fatalf("state bucket %s: %v", b, err)
+		}
+		kvs = append(kvs, kv)
+	}
+	return kvs
+}
+
+// readStateAny reads key's state document from whichever bucket holds it.
+func readStateAny(ctx context.Context, kvs []jetstream.KeyValue, key string) (proctest.StateDoc, error) {
+	var err error
+	for _, kv := range kvs {
+		var d proctest.StateDoc
+		if d, err = proctest.ReadState(ctx, kv, key); err == nil {
+			return d, nil
+		}
+		if !errors.Is(err, jetstream.ErrKeyNotFound) {
+			return d, err
+		}
+	}
+	return proctest.StateDoc{}, err
 }
 
 // token is the i-th dot-separated token of subject, "" if none.

@@ -6,31 +6,75 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"path/filepath"
+	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/effectors/effectors/actor/actortest"
+	"github.com/effectors/effectors/bus"
 	"github.com/effectors/effectors/internal/proctest"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
+// The cluster run's faults: the cluster's own routine events, which must
+// not count as node failures (DESIGN.md section 6).
+const (
+	faultKillLease = "kill-lease-leader" // kill -9 of the server leading the lease bucket; back after the TTL
+	faultKillGroup = "kill-group-leader" // kill -9 of a server leading a group's mailbox stream (not the lease bucket); back after the TTL
+	faultTermNATS  = "restart-server"    // SIGTERM of one server, started again at once
+	faultRolling   = "rolling-restart"   // SIGTERM and start again of each server in turn, each back and current before the next
+)
+
+// clusterFaults is one round of the cluster run.
+var clusterFaults = []string{faultKillLease, faultKillGroup, faultTermNATS, faultRolling}
+
 // clusterServer is one nats-server process of a 3-server JetStream cluster.
 type clusterServer struct {
-	name, addr, route, store string
-	proc                     *proctest.Proc
-	gen                      int
+	name, addr, route, store, conf string
+	proc                           *proctest.Proc
+	gen                            int
 }
 
-// startClusterServer starts s with routes to all, and waits until it says
-// it is ready.
-func startClusterServer(t testing.TB, s *clusterServer, routes string) {
+// writeClusterConf writes s's configuration file: JetStream storing in
+// s.store, routes to every server, and the mailbox mapping of names (an
+// operator's configuration for stream groups, docs/layout.md).
+func writeClusterConf(t testing.TB, s *clusterServer, routes []string, names bus.Names) {
+	t.Helper()
+	host, port, _ := strings.Cut(s.addr, ":")
+	rhost, rport, _ := strings.Cut(s.route, ":")
+	src, dest := names.MailboxMapping()
+	quoted := make([]string, len(routes))
+	for i, r := range routes {
+		quoted[i] = fmt.Sprintf("%q", r)
+	}
+	conf := fmt.Sprintf(`server_name: %q
+host: %q
+port: %s
+jetstream { store_dir: %q }
+cluster {
+  name: torture
+  host: %q
+  port: %s
+  routes: [%s]
+}
+mappings = { %q: %q }
+`, s.name, host, port, s.store, rhost, rport, strings.Join(quoted, ", "), src, dest)
+	s.conf = filepath.Join(t.TempDir(), s.name+".conf")
+	if err := os.WriteFile(s.conf, []byte(conf), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// startClusterServer starts s from its configuration file, and waits until
+// it says it is ready.
+func startClusterServer(t testing.TB, s *clusterServer) {
 	t.Helper()
 	s.gen++
-	host, port, _ := strings.Cut(s.addr, ":")
-	args := []string{"-a", host, "-p", port, "-js", "-sd", s.store, "-n", s.name,
-		"--cluster_name", "torture", "--cluster", "nats://" + s.route, "--routes", routes}
+	args := []string{"-c", s.conf}
 	for attempt := 1; ; attempt++ {
 		p := proctest.Start(t, fmt.Sprintf("%s-%d", s.name, s.gen), bins.natsServer, args, proctest.Environ())
 		deadline := time.Now().Add(30 * time.Second)
@@ -51,16 +95,55 @@ func startClusterServer(t testing.TB, s *clusterServer, routes string) {
 	}
 }
 
-// TestTortureCluster runs 3 nodes (--replicas 3) and the supervisor on a
-// 3-server cluster, and kills the server leading the mailbox stream, twice,
-// under load; then checks the log as TestTorture does. It runs in the long
-// form only (TORTURE=long, or TORTURE_CLUSTER=1).
+// TestTortureCluster runs 3 nodes (--replicas 3 --stream-groups 3
+// --partitions 16) and the supervisor on 3 nats-server processes forming a
+// JetStream cluster, under load with checked acks, and injects the
+// cluster's own routine events, TORTURE_ROUNDS (1) rounds of: kill -9 of the
+// server leading the lease bucket, kill -9 of a server leading a group's
+// mailbox stream (not the lease bucket), SIGTERM and restart of one server,
+// and a rolling SIGTERM restart of the three. For each it measures the
+// election (from the fault until every stream the counters need answers
+// with a leader, by the stream info API) and requires, as DESIGN.md section
+// 6 says, that no node lose a lease ("lost the lease" in no node's log) and
+// that no counter wait more than 2 s past the election. After the rolling
+// restart the nodes must spread the stream leaders again within a minute,
+// with no node restarting. At the end it checks the log as TestTorture does,
+// and that the nodes' ea_records_processed_total{outcome="ok"} adds up to
+// the good inputs. It runs in the long form only (TORTURE=long, or
+// TORTURE_CLUSTER=1); TORTURE_CLUSTER_FAULTS (comma-separated) runs only the
+// faults named.
 func TestTortureCluster(t *testing.T) {
 	if os.Getenv("TORTURE") != "long" && os.Getenv("TORTURE_CLUSTER") == "" {
 		t.Skip("the cluster run is part of the long form: TORTURE=long or TORTURE_CLUSTER=1")
 	}
-	p := plan{name: "cluster", nodes: 3, partitions: 64, counters: envInt(t, "TORTURE_COUNTERS", 200), rate: 250,
-		badEvery: 97, heartbeat: time.Second, ttl: 3 * time.Second, timeout: 8 * time.Minute} // inside go test's default 10m, so that cleanup stops every process
+	rounds := envInt(t, "TORTURE_ROUNDS", 1)
+	faults := clusterFaults
+	if v := os.Getenv("TORTURE_CLUSTER_FAULTS"); v != "" {
+		faults = strings.Split(v, ",")
+		for _, f := range faults {
+			if !slices.Contains(clusterFaults, f) {
+				t.Fatalf("TORTURE_CLUSTER_FAULTS: unknown fault %q, want some of %s", f, strings.Join(clusterFaults, ","))
+			}
+		}
+	}
+	p := plan{name: "cluster", nodes: 3, partitions: 16, counters: envInt(t, "TORTURE_COUNTERS", 300), rate: 150,
+		badEvery: 97, heartbeat: time.Second, ttl: 3 * time.Second, allow: 2 * time.Second,
+		timeout: time.Duration(4+4*rounds) * time.Minute}
+	if d, ok := t.Deadline(); ok && time.Until(d) < p.timeout+time.Minute {
+		p.timeout = time.Until(d) - time.Minute // inside go test's -timeout, so that cleanup stops every process
+	}
+	const groups = 3
+	names, err := bus.NewNames("ea")
+	if err == nil {
+		names, err = names.WithPartitions(p.partitions)
+	}
+	if err == nil {
+		names, err = names.WithGroups(groups)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	lay := layoutOf(names)
 	ctx, cancel := context.WithTimeout(context.Background(), p.timeout)
 	defer cancel()
 	t0 := time.Now()
@@ -73,7 +156,8 @@ func TestTortureCluster(t *testing.T) {
 		urls = append(urls, "nats://"+servers[i].addr)
 	}
 	for _, s := range servers {
-		startClusterServer(t, s, strings.Join(routes, ","))
+		writeClusterConf(t, s, routes, names)
+		startClusterServer(t, s)
 	}
 	url := strings.Join(urls, ",")
 	nc, err := nats.Connect(url, nats.Name("torture"), nats.MaxReconnects(-1), nats.ReconnectWait(100*time.Millisecond), nats.ReconnectBufSize(-1))
@@ -100,7 +184,8 @@ func TestTortureCluster(t *testing.T) {
 		id := fmt.Sprintf("n%d", i)
 		for attempt := 1; ; attempt++ {
 			metrics := proctest.FreeAddr(t)
-			args := []string{"--nats", url, "--replicas", "3", "--metrics", metrics, "--node-id", id,
+			args := []string{"--nats", url, "--replicas", "3", "--stream-groups", fmt.Sprint(groups), "--partitions", fmt.Sprint(p.partitions),
+				"--metrics", metrics, "--node-id", id,
 				"--heartbeat", p.heartbeat.String(), "--heartbeat-ttl", p.ttl.String(), "--idle", "5s", "--shutdown-grace", "5s"}
 			n := &member{Proc: proctest.Start(t, fmt.Sprintf("%s-%d", id, attempt), bins.node, args, proctest.Environ("EA_")), id: id, metrics: metrics}
 			for n.Running() && !n.ready() {
@@ -128,11 +213,20 @@ func TestTortureCluster(t *testing.T) {
 		sup.WaitHTTP(t, 120*time.Second, "http://"+supMetrics+"/readyz")
 		procs = append(procs, sup)
 	}
-	t.Logf("cluster of 3 servers, 3 nodes with --replicas 3 and %d supervisor(s) deployed in %s", len(procs)-len(nodes), time.Since(t0).Round(time.Millisecond))
+	t.Logf("cluster of 3 servers, 3 nodes with --replicas 3 --stream-groups %d --partitions %d and %d supervisor(s) deployed in %s",
+		groups, p.partitions, len(procs)-len(nodes), time.Since(t0).Round(time.Millisecond))
 
+	// The streams the counters need: a fault clears when each has a leader.
+	var needed []string
+	needed = append(needed, lay.mailboxes...)
+	needed = append(needed, lay.outboxes...)
+	for _, b := range lay.buckets {
+		needed = append(needed, "KV_"+b)
+	}
+	needed = append(needed, "EA_DEAD", "KV_ea_place")
 	// What the nodes provisioned must still be replicated after the
 	// supervisor provisioned too.
-	for _, name := range []string{"EA_MBOX", "EA_OUT", "EA_DEAD", "KV_ea_state", "KV_ea_place"} {
+	for _, name := range needed {
 		s, err := js.Stream(ctx, name)
 		if err != nil {
 			t.Fatalf("stream %s: %v", name, err)
@@ -141,15 +235,23 @@ func TestTortureCluster(t *testing.T) {
 			t.Errorf("stream %s has %d replica(s) after the supervisor started, want the nodes' 3: a server's death loses it", name, r)
 		}
 	}
+	healthy := func(what string) {
+		for _, name := range needed {
+			actortest.Eventually(t, 90*time.Second, name+" to have a leader and every replica current "+what, func() bool {
+				return streamHealthy(ctx, js, name)
+			})
+		}
+	}
 
 	counters := createCounters(t, nc, p.counters)
-	kv, err := js.KeyValue(ctx, "ea_state")
-	if err != nil {
-		t.Fatal(err)
-	}
 	pub := newPublisher(js, counters, p.rate, p.badEvery)
 	monCtx, stopMon := context.WithCancel(ctx)
-	mon := startMonitor(monCtx, kv, pub)
+	mon := startMonitor(monCtx, lay.stateBuckets(t, ctx, js), pub)
+	if os.Getenv("TORTURE_DEBUG") != "" {
+		mon.logf = func(format string, args ...any) {
+			t.Logf("%s "+format, append([]any{time.Since(t0).Round(time.Millisecond)}, args...)...)
+		}
+	}
 	defer func() { stopMon(); <-mon.done }()
 	stopPub := make(chan struct{})
 	pubDone := make(chan error, 1)
@@ -164,44 +266,112 @@ func TestTortureCluster(t *testing.T) {
 	}()
 	sleep(ctx, 2*time.Second)
 	waitRecovered(t, ctx, mon, mon.recoverFrom(), "warm-up", 60*time.Second)
+	// Let the nodes' spread settle (provisioning spread the groups' leaders;
+	// the lowest node places the lease bucket and the timer stream).
+	if took, err := waitSpread(ctx, js, names, 60*time.Second); err != nil {
+		t.Fatalf("the leaders did not spread after the start: %v", err)
+	} else {
+		t.Logf("leaders spread %s after warm-up", took.Round(time.Millisecond))
+	}
 
-	var events []event
-	for i := range 2 {
-		leader := streamLeader(t, ctx, js, "EA_MBOX")
-		var victim *clusterServer
+	leasesLost := func() int {
+		n := 0
+		for _, m := range nodes {
+			n += strings.Count(m.Stderr.String(), "lost the lease of a partition")
+		}
+		return n
+	}
+	byName := func(name string) *clusterServer {
 		for _, s := range servers {
-			if s.name == leader {
-				victim = s
+			if s.name == name {
+				return s
 			}
 		}
-		if victim == nil {
-			t.Fatalf("EA_MBOX's leader %q is none of the servers", leader)
+		t.Fatalf("no server named %q", name)
+		return nil
+	}
+
+	var events []event
+	var respread []time.Duration
+	// strike injects one fault on victim: kill -9 (back after the TTL) or
+	// SIGTERM (started again at once), and measures it.
+	strike := func(fault string, victim *clusterServer, kill bool) {
+		ev := event{fault: fault, target: victim.name, start: time.Now()}
+		lost := leasesLost()
+		sig := syscall.SIGTERM
+		if kill {
+			sig = syscall.SIGKILL
 		}
-		ev := event{fault: "kill-leader", target: victim.name, start: time.Now()}
-		if err := victim.proc.Signal(os.Kill); err != nil {
+		if err := victim.proc.Signal(sig); err != nil {
 			t.Fatal(err)
 		}
-		victim.proc.Wait(t, 30*time.Second)
-		actortest.Eventually(t, 60*time.Second, "EA_MBOX to elect a new leader", func() bool {
-			l := streamLeader(t, ctx, js, "EA_MBOX")
-			return l != "" && l != victim.name
-		})
-		// The fault clears when the mailbox stream has a new leader: nothing
-		// can be read or stored before.
+		victim.proc.Wait(t, 60*time.Second)
+		elected := make(chan time.Time, 1)
+		go func() { elected <- waitLeaders(ctx, js, needed, victim) }()
+		if !kill {
+			startClusterServer(t, victim)
+			ev.healed = time.Now()
+		}
+		ev.clear = <-elected
+		if ev.clear.IsZero() {
+			t.Fatalf("%s of %s: the streams did not all have a leader again", fault, victim.name)
+		}
+		mon.watchAgain() // its watch may have lived on the server that went
 		r := mon.recoverFrom()
-		ev.clear = r.at
-		elected := ev.clear.Sub(ev.start)
-		sleep(ctx, p.ttl)
-		startClusterServer(t, victim, strings.Join(routes, ","))
-		ev.healed = time.Now()
-		waitRecovered(t, ctx, mon, r, fmt.Sprintf("fault %d (kill-leader %s)", i+1, victim.name), 60*time.Second)
+		r.at = ev.clear
+		ev.election = ev.clear.Sub(ev.start)
+		if kill {
+			sleep(ctx, p.ttl)
+			startClusterServer(t, victim)
+			ev.healed = time.Now()
+		}
+		waitRecovered(t, ctx, mon, r, fmt.Sprintf("fault %d (%s %s)", len(events)+1, fault, victim.name), 90*time.Second)
 		ev.recovery = r.took
-		events = append(events, ev)
-		t.Logf("fault %d at %s: kill -9 of %s, EA_MBOX's leader; new leader after %s; server back after %s; every record stored at the election applied %s after it",
-			i+1, ev.start.Sub(t0).Round(time.Millisecond), victim.name, elected.Round(time.Millisecond),
-			ev.healed.Sub(ev.start).Round(time.Millisecond), ev.recovery.Round(time.Millisecond))
+		healthy(fmt.Sprintf("after %s of %s", fault, victim.name))
 		sleep(ctx, p.ttl)
-		waitRecovered(t, ctx, mon, mon.recoverFrom(), fmt.Sprintf("after fault %d", i+1), 60*time.Second)
+		waitRecovered(t, ctx, mon, mon.recoverFrom(), fmt.Sprintf("after fault %d", len(events)+1), 60*time.Second)
+		ev.leases = leasesLost() - lost
+		events = append(events, ev)
+		t.Logf("fault %d at %s: %s of %s; every stream led again after %s; server back after %s; every record stored at the election applied %s after it; %d leases lost",
+			len(events), ev.start.Sub(t0).Round(time.Millisecond), fault, victim.name, ev.election.Round(time.Millisecond),
+			ev.healed.Sub(ev.start).Round(time.Millisecond), ev.recovery.Round(time.Millisecond), ev.leases)
+	}
+	for round := range rounds {
+		for _, f := range faults {
+			switch f {
+			case faultKillLease:
+				strike(f, byName(streamLeader(t, ctx, js, "KV_ea_place")), true)
+			case faultKillGroup:
+				place := streamLeader(t, ctx, js, "KV_ea_place")
+				victim := ""
+				for _, s := range lay.mailboxes {
+					if l := streamLeader(t, ctx, js, s); l != "" && l != place {
+						victim = l
+						break
+					}
+				}
+				if victim == "" {
+					t.Fatalf("round %d: every group's mailbox stream is led by %s, the lease bucket's leader: the leaders did not spread", round+1, place)
+				}
+				strike(f, byName(victim), true)
+			case faultTermNATS:
+				strike(f, servers[round%len(servers)], false)
+			case faultRolling:
+				for _, s := range servers {
+					strike(f, s, false)
+				}
+				took, err := waitSpread(ctx, js, names, 90*time.Second)
+				if err != nil {
+					t.Errorf("round %d: the leaders did not spread again after the rolling restart: %v", round+1, err)
+				} else {
+					t.Logf("round %d: leaders spread again %s after the rolling restart", round+1, took.Round(time.Millisecond))
+					if took > time.Minute {
+						t.Errorf("round %d: the leaders spread again %s after the rolling restart, want within a minute", round+1, took.Round(time.Millisecond))
+					}
+				}
+				respread = append(respread, took)
+			}
+		}
 	}
 	for _, m := range procs {
 		if !m.Running() {
@@ -217,18 +387,175 @@ func TestTortureCluster(t *testing.T) {
 	waitRecovered(t, ctx, mon, last, "the end of the load", 2*time.Minute)
 	stopMon()
 	<-mon.done
-	for _, name := range []string{"EA_MBOX", "EA_OUT", "EA_DEAD"} {
-		actortest.Eventually(t, 60*time.Second, name+" to have a leader and every replica current", func() bool {
-			return streamHealthy(ctx, js, name)
-		})
-	}
+	healthy("at the end")
 	stalls := mon.allStalls()
 	checkStalls(t, p, stalls, events, nil, t0)
 	recoveries(events, stalls)
-	sum := checkLog(t, ctx, js, pub)
+	sum := checkLog(t, ctx, js, pub, lay)
 	t.Logf("log checked: %d inputs (%d bad), %d outputs, %d dead letters %v", sum.inputs, sum.bad, sum.outputs, sum.dead, sum.reasons)
+	var ok float64
+	for _, n := range nodes {
+		ok += metricValue(t, n.metrics, "ea_records_processed_total", `kind="counter"`, `outcome="ok"`)
+	}
+	if int(ok) != sum.inputs-sum.bad {
+		t.Errorf(`ea_records_processed_total{kind="counter",outcome="ok"} summed over the nodes is %v, want the %d good inputs applied`, ok, sum.inputs-sum.bad)
+	}
+	lost := 0
 	for i, e := range events {
-		t.Logf("fault %d, kill-leader of %s: recovery %s, %d counters past the allowance", i+1, e.target, e.recovery.Round(10*time.Millisecond), e.over)
+		lost += e.leases
+		t.Logf("fault %d, %s of %s: election %s, recovery %s, %d counters past the allowance, %d leases lost",
+			i+1, e.fault, e.target, e.election.Round(10*time.Millisecond), e.recovery.Round(10*time.Millisecond), e.over, e.leases)
+	}
+	if lost > 0 {
+		t.Errorf("%d leases lost across the cluster's events, want none (DESIGN.md section 6: the cluster's own events are not node failures)", lost)
+	}
+	clusterReport(t, p, rounds, events, respread, ok, sum.inputs-sum.bad)
+}
+
+// waitLeaders waits until every stream of needed answers with a leader that
+// is not victim while victim is down, polling each every 50 ms, and
+// returns the moment the last one did (zero if ctx ended first).
+func waitLeaders(ctx context.Context, js jetstream.JetStream, needed []string, victim *clusterServer) time.Time {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	var last time.Time
+	for _, name := range needed {
+		for {
+			ictx, icancel := context.WithTimeout(ctx, time.Second)
+			s, err := js.Stream(ictx, name)
+			icancel()
+			if err == nil && s.CachedInfo().Cluster != nil {
+				l := s.CachedInfo().Cluster.Leader
+				if l != "" && (l != victim.name || victim.proc.Running()) {
+					last = later(last, time.Now())
+					break
+				}
+			}
+			if ctx.Err() != nil {
+				return time.Time{}
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	return last
+}
+
+// waitSpread waits until no server leads more than a third of a record's
+// writes plus one group's share (what placing one stream at a time can
+// leave) and all three lead some, as actor's checkLeadersSpread asks, and
+// returns how long it took.
+func waitSpread(ctx context.Context, js jetstream.JetStream, names bus.Names, timeout time.Duration) (time.Duration, error) {
+	start := time.Now()
+	var why string
+	for time.Since(start) < timeout {
+		load := map[string]float64{}
+		var most float64
+		complete := true
+		for g := range names.Groups() {
+			w := float64(len(names.GroupPartitions(g))) / float64(names.Partitions())
+			most = max(most, w)
+			for _, s := range []string{names.MailboxStreamOf(g), names.OutboxStreamOf(g), "KV_" + names.StateBucketOf(g)} {
+				ictx, cancel := context.WithTimeout(ctx, 2*time.Second)
+				st, err := js.Stream(ictx, s)
+				cancel()
+				if err != nil || st.CachedInfo().Cluster == nil || st.CachedInfo().Cluster.Leader == "" {
+					complete = false
+					continue
+				}
+				load[st.CachedInfo().Cluster.Leader] += w
+			}
+		}
+		why = fmt.Sprintf("share of a record's writes each server leads: %v", load)
+		spread := complete && len(load) == 3
+		for _, l := range load {
+			if l > 1+most+1e-9 {
+				spread = false
+			}
+		}
+		if spread {
+			return time.Since(start), nil
+		}
+		if ctx.Err() != nil {
+			return 0, ctx.Err()
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	return 0, fmt.Errorf("not within %s: %s", timeout, why)
+}
+
+// metricValue sums the samples of metric at the /metrics of addr whose
+// labels include every one of labels (as written, such as `outcome="ok"`).
+func metricValue(t testing.TB, addr, metric string, labels ...string) float64 {
+	t.Helper()
+	code, body := proctest.Get("http://" + addr + "/metrics")
+	if code != 200 {
+		t.Fatalf("metrics of %s: status %d", addr, code)
+	}
+	var sum float64
+	for _, line := range strings.Split(body, "\n") {
+		if !strings.HasPrefix(line, metric+"{") {
+			continue
+		}
+		match := true
+		for _, l := range labels {
+			match = match && strings.Contains(line, l)
+		}
+		if !match {
+			continue
+		}
+		var v float64
+		if _, err := fmt.Sscan(line[strings.LastIndexByte(line, ' ')+1:], &v); err != nil {
+			t.Fatalf("metrics of %s: %q: %v", addr, line, err)
+		}
+		sum += v
+	}
+	return sum
+}
+
+// clusterReport logs the cluster run's table — per fault: how many kept
+// every counter within 2 s of the election, the election and the recovery
+// (p50 and max), the leases lost — and appends it to TORTURE_REPORT, if set.
+func clusterReport(t testing.TB, p plan, rounds int, events []event, respread []time.Duration, ok float64, good int) {
+	t.Helper()
+	var b strings.Builder
+	fmt.Fprintf(&b, "torture cluster, %s: 3 nats-server processes (R3), 3 nodes with --stream-groups 3 --partitions %d, %d counters, %d increments/s, lease TTL %s, %d round(s); allowance: the election + %s\n",
+		time.Now().UTC().Format(time.RFC3339), p.partitions, p.counters, p.rate, p.ttl, rounds, p.allow)
+	fmt.Fprintf(&b, "| fault | within allowance | election p50 | election max | recovery after it p50 | max | leases lost |\n| --- | --- | --- | --- | --- | --- | --- |\n")
+	for _, f := range clusterFaults {
+		var el, rec []time.Duration
+		okn, leases := 0, 0
+		for _, e := range events {
+			if e.fault != f {
+				continue
+			}
+			el, rec = append(el, e.election), append(rec, e.recovery)
+			leases += e.leases
+			if e.over == 0 {
+				okn++
+			}
+		}
+		if len(el) == 0 {
+			continue
+		}
+		slices.Sort(el)
+		slices.Sort(rec)
+		r := func(ds []time.Duration, i int) time.Duration { return ds[i].Round(10 * time.Millisecond) }
+		fmt.Fprintf(&b, "| %s | %d/%d | %s | %s | %s | %s | %d |\n", f, okn, len(el), r(el, (len(el)-1)/2), r(el, len(el)-1), r(rec, (len(rec)-1)/2), r(rec, len(rec)-1), leases)
+	}
+	for i, d := range respread {
+		fmt.Fprintf(&b, "\nround %d: leaders spread again %s after the rolling restart.", i+1, d.Round(100*time.Millisecond))
+	}
+	fmt.Fprintf(&b, "\nea_records_processed_total{outcome=\"ok\"} over the nodes: %v for %d good inputs applied.\n", ok, good)
+	t.Log("\n" + b.String())
+	if path := os.Getenv("TORTURE_REPORT"); path != "" {
+		f, err := os.OpenFile(path, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		if _, err := f.WriteString(b.String() + "\n"); err != nil {
+			t.Fatal(err)
+		}
 	}
 }
 

@@ -10,7 +10,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/effectors/effectors/internal/proctest"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/vmihailenco/msgpack/v5"
 )
@@ -24,16 +23,18 @@ import (
 //   - recoveries: from a given moment, how long until every record stored
 //     by then was applied.
 type monitor struct {
-	kv  jetstream.KeyValue
+	kvs []jetstream.KeyValue // the state buckets (one per stream group)
 	pub *publisher
 
 	mu         sync.Mutex
-	applied    map[string]uint64 // counter -> seq of its state document
-	lastUpdate time.Time         // of the watch
-	waiting    map[string]*stall // counter -> the stall going on
-	stalls     []stall           // ended, longer than minStall
-	recoveries []*recovery       // not yet recovered
-	rewatch    chan struct{}     // asks the watch loop to watch again
+	applied    map[string]uint64                // counter -> seq of its state document
+	lastUpdate time.Time                        // of the watch
+	waiting    map[string]*stall                // counter -> the stall going on
+	stalls     []stall                          // ended, longer than minStall
+	recoveries []*recovery                      // not yet recovered
+	rewatch    []chan struct{}                  // ask the watch loops to watch again, one per bucket
+	logf       func(format string, args ...any) // if set, says when watches open
+	stopping   sync.WaitGroup                   // watches being stopped
 
 	done chan struct{} // closed when both loops have returned
 }
@@ -58,31 +59,41 @@ const minStall = 500 * time.Millisecond
 
 // startMonitor starts following the state bucket; the monitor stops when
 // ctx ends (wait for it with <-m.done).
-func startMonitor(ctx context.Context, kv jetstream.KeyValue, pub *publisher) *monitor {
-	m := &monitor{kv: kv, pub: pub, applied: map[string]uint64{}, waiting: map[string]*stall{},
-		rewatch: make(chan struct{}, 1), done: make(chan struct{})}
+func startMonitor(ctx context.Context, kvs []jetstream.KeyValue, pub *publisher) *monitor {
+	m := &monitor{kvs: kvs, pub: pub, applied: map[string]uint64{}, waiting: map[string]*stall{},
+		done: make(chan struct{})}
 	var wg sync.WaitGroup
-	wg.Add(2)
-	go func() { defer wg.Done(); m.watchLoop(ctx) }()
+	wg.Add(1 + len(kvs))
+	for _, kv := range kvs {
+		rewatch := make(chan struct{}, 1)
+		m.rewatch = append(m.rewatch, rewatch)
+		go func() { defer wg.Done(); m.watchLoop(ctx, kv, rewatch) }()
+	}
 	go func() { defer wg.Done(); m.sampleLoop(ctx) }()
-	go func() { wg.Wait(); close(m.done) }()
+	go func() { wg.Wait(); m.stopping.Wait(); close(m.done) }()
 	return m
 }
 
 // watchAgain makes the monitor open a new watch of the state bucket (after a
 // server restart, rather than wait for the old one to notice).
 func (m *monitor) watchAgain() {
-	select {
-	case m.rewatch <- struct{}{}:
-	default:
+	for _, ch := range m.rewatch {
+		select {
+		case ch <- struct{}{}:
+		default:
+		}
 	}
 }
 
 // watchLoop keeps a watch on the counters' state documents, opening it again
 // when it ends or when asked to.
-func (m *monitor) watchLoop(ctx context.Context) {
+func (m *monitor) watchLoop(ctx context.Context, kv jetstream.KeyValue, rewatch <-chan struct{}) {
 	for ctx.Err() == nil {
-		w, err := m.kv.Watch(ctx, "counter.>", jetstream.IgnoreDeletes())
+		asked := time.Now()
+		w, err := kv.Watch(ctx, "counter.>", jetstream.IgnoreDeletes())
+		if m.logf != nil {
+			m.logf("monitor: watch of %s opened after %s: %v", kv.Bucket(), time.Since(asked).Round(time.Millisecond), err)
+		}
 		if err != nil {
 			select {
 			case <-ctx.Done():
@@ -90,24 +101,31 @@ func (m *monitor) watchLoop(ctx context.Context) {
 			}
 			continue
 		}
-		m.follow(ctx, w)
-		_ = w.Stop() // the watch is being replaced or the run is over
+		m.follow(ctx, w, rewatch)
+		// The watch is being replaced or the run is over. Stopping it
+		// deletes its consumer, which waits out the API timeout when the
+		// server that held it is gone: the new watch does not wait for it.
+		m.stopping.Add(1)
+		go func() { defer m.stopping.Done(); _ = w.Stop() }()
 	}
 }
 
 // follow reads w's updates until it ends, ctx ends or a rewatch is asked.
-func (m *monitor) follow(ctx context.Context, w jetstream.KeyWatcher) {
+func (m *monitor) follow(ctx context.Context, w jetstream.KeyWatcher, rewatch <-chan struct{}) {
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case <-m.rewatch:
+		case <-rewatch:
 			return
 		case e, ok := <-w.Updates():
 			if !ok {
 				return
 			}
 			if e == nil {
+				if m.logf != nil {
+					m.logf("monitor: initial values read")
+				}
 				continue // the end of the initial values
 			}
 			var doc struct {
@@ -211,7 +229,7 @@ func (m *monitor) behind(r *recovery) string {
 	for i, line := range out {
 		c := strings.TrimPrefix(strings.Fields(line)[0], "counter/")
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		d, err := proctest.ReadState(ctx, m.kv, "counter."+c)
+		d, err := readStateAny(ctx, m.kvs, "counter."+c)
 		cancel()
 		if err != nil {
 			out[i] += fmt.Sprintf(" (read directly: %v)", err)
