@@ -336,16 +336,28 @@ func (e *effector) publishWithDead(outs []output, dead []deadOutcome) error {
 // written; stop, that the effector must stop (terminated, or stopping).
 func (e *effector) write(next Document) (ok, stop bool) {
 	var rev uint64
+	unanswered := false // an attempt failed without an answer: it may have been stored
 	err := e.retryIO(func() error {
 		var err error
 		rev, err = e.node.states.Update(e.ctx, e.key, next, e.rev)
 		if errors.Is(err, kv.ErrConflict) {
 			return nil
 		}
+		if err != nil {
+			unanswered = true
+		}
 		return err
 	})
 	if err != nil {
 		return false, true
+	}
+	if rev == 0 && unanswered {
+		// Lost the compare-and-set after an attempt whose answer was lost
+		// (a leader election): the document there may be our own write.
+		if rev = e.landed(next); rev != 0 {
+			e.doc, e.rev = next, rev
+			return true, false
+		}
 	}
 	if rev == 0 { // lost the compare-and-set: someone else wrote
 		e.node.metrics.conflicts.WithLabelValues(e.kind.name).Inc()
@@ -353,6 +365,26 @@ func (e *effector) write(next Document) (ok, stop bool) {
 	}
 	e.doc, e.rev = next, rev
 	return true, false
+}
+
+// landed reads the state document and returns its revision when it is next
+// (the same seq and the same Updated, to the nanosecond: no other writer
+// makes that), 0 otherwise or when it cannot tell. Then a write whose answer
+// was lost counts as written, by this node: its records are counted ok here
+// and not applied again.
+func (e *effector) landed(next Document) uint64 {
+	var ent kv.Entry[Document]
+	if err := e.retryIO(func() error {
+		var err error
+		ent, err = e.node.states.Get(e.ctx, e.key)
+		return err
+	}); err != nil {
+		return 0
+	}
+	if ent.Value.Seq == next.Seq && ent.Value.Updated.Equal(next.Updated) {
+		return ent.Revision
+	}
+	return 0
 }
 
 // ack acknowledges a record to the partition's consumer.

@@ -282,7 +282,7 @@ func (n *Node) Run(ctx context.Context) error {
 		return fmt.Errorf("jetstream: %w", err)
 	}
 	n.js = js
-	pub, err := bus.NewPublisher(n.conn.NATS(), 0)
+	pub, err := n.conn.Publisher(0)
 	if err != nil {
 		return err
 	}

@@ -665,19 +665,21 @@ func (p *placement) reconcile(ctx context.Context) (failed bool) {
 			wg = &prepares
 		}
 		wg.Go(func() {
+			actx, cancel := p.attemptContext(ctx, s)
+			defer cancel()
 			// A lease to take is taken at once, whatever else the pass
 			// does: the old reader learns sooner that it lost it.
 			var rev uint64
 			if a == actOpen {
 				var err error
-				if rev, err = p.take(ctx, s); err != nil {
+				if rev, err = p.take(actx, s); err != nil {
 					report(s, err)
 					return
 				}
 			}
 			sem <- struct{}{}
 			defer func() { <-sem }()
-			o, err := p.act(ctx, s, a, reading[s], leases[s], owners[s], rev)
+			o, err := p.act(actx, s, a, reading[s], leases[s], owners[s], rev)
 			if o != nil {
 				ready <- o
 			} else if err == nil {
@@ -729,6 +731,23 @@ func (p *placement) failing(s slot, err error) {
 		return
 	}
 	p.n.log.Warn("placement: failed; trying again soon", "partition", s.String(), "err", err)
+}
+
+// attemptContext bounds an action on partition s after failures: by the
+// time since its first failure, from 1s to 10s. Right after a server's
+// restart or an election a request can be lost with no answer at all (sent
+// to a server as it went, or answered while the connection was down), and
+// JetStream's own 5s API timeout would then hold the partition that long;
+// a retry that is slow only because the cluster is slow gets more time at
+// each failure. A first attempt is not bounded beyond ctx.
+func (p *placement) attemptContext(ctx context.Context, s slot) (context.Context, context.CancelFunc) {
+	p.mu.Lock()
+	since, again := p.retrying[s]
+	p.mu.Unlock()
+	if !again {
+		return context.WithCancel(ctx)
+	}
+	return context.WithTimeout(ctx, min(max(time.Since(since), time.Second), 10*time.Second))
 }
 
 // opened ends a run of failures of partition s, if any: what had to be

@@ -192,6 +192,9 @@ type Conn struct {
 	lostErr error         // why; written before lost is closed, read after
 	// disconnects counts the times the connection went down (Disconnects).
 	disconnects atomic.Uint64
+	// drop is closed when the connection next goes down, then replaced
+	// (see Dropped).
+	drop atomic.Pointer[chan struct{}]
 
 	// The configuration left these at 0: Provision takes them from the
 	// provisioned streams (see Adopt).
@@ -226,7 +229,9 @@ func Connect(ctx context.Context, cfg Config) (*Conn, error) {
 		url = srv.ClientURL()
 		c.log.Info("embedded nats-server started", "url", url, "store", srv.StoreDir(), "sync_always", cfg.SyncAlways)
 	}
-	nc, err := dial(ctx, url, cfg, c.onClosed, func() { c.disconnects.Add(1) })
+	first := make(chan struct{})
+	c.drop.Store(&first)
+	nc, err := dial(ctx, url, cfg, c.onClosed, c.down)
 	if err != nil {
 		c.shutdownServer()
 		return nil, err
@@ -414,6 +419,32 @@ func (c *Conn) State() string {
 // uses the connection can work again (see [ErrConnLost]). Long-running work
 // should stop then, and the process exit non-zero or connect anew.
 func (c *Conn) Lost() <-chan struct{} { return c.lost }
+
+// down counts a disconnect and closes the channel Dropped handed out.
+func (c *Conn) down() {
+	c.disconnects.Add(1)
+	next := make(chan struct{})
+	close(*c.drop.Swap(&next))
+}
+
+// Dropped returns a channel closed when the connection next goes down. A
+// request whose answer had not come by then will not get it (an answer sent
+// while the client is disconnected is lost), so a caller waiting on it can
+// ask again over the new connection at once instead of waiting out its
+// timeout.
+func (c *Conn) Dropped() <-chan struct{} { return *c.drop.Load() }
+
+// Publisher returns a [Publisher] on the connection whose calls end with
+// [ErrAckLost] when the connection goes down before their acknowledgement
+// came (see [Conn.Dropped]). A timeout of 0 is [DefaultPublishTimeout].
+func (c *Conn) Publisher(timeout time.Duration) (*Publisher, error) {
+	p, err := NewPublisher(c.nc, timeout)
+	if err != nil {
+		return nil, err
+	}
+	p.dropped = c.Dropped
+	return p, nil
+}
 
 // Disconnects returns how many times the connection went down so far
 // (reconnected since, or not). Reading it is cheap: code that must not act

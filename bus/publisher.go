@@ -19,6 +19,12 @@ import (
 // acknowledgement when its context has no deadline: jetstream's own default.
 const DefaultPublishTimeout = 5 * time.Second
 
+// ErrAckLost is returned by a [Publisher] made by [Conn.Publisher] when the
+// connection went down before the acknowledgement came: the message may or
+// may not be stored. Publish it again (with its Nats-Msg-Id, or its expected
+// last sequence, the server keeps it once).
+var ErrAckLost = errors.New("the connection to NATS dropped before the acknowledgement came: the message may or may not be stored; publish it again")
+
 // Publisher publishes a message to a stream and waits for the server's
 // acknowledgement, as jetstream's PublishMsg does, at less cost per call:
 // every call shares one subscription for the answers and reuses its reply
@@ -40,6 +46,10 @@ type Publisher struct {
 	sub     *nats.Subscription
 	next    atomic.Uint64
 	pool    sync.Pool // of *waiter
+
+	// dropped, when set (Conn.Publisher), returns a channel closed when the
+	// connection next goes down.
+	dropped func() <-chan struct{}
 
 	mu      sync.Mutex // guards waiting
 	waiting map[uint64]*waiter
@@ -142,6 +152,10 @@ func (p *Publisher) PublishMsg(ctx context.Context, msg *nats.Msg) (*jetstream.P
 func (p *Publisher) call(ctx context.Context, w *waiter, msg *nats.Msg) (*nats.Msg, error) {
 	n := p.next.Add(1)
 	out := nats.Msg{Subject: msg.Subject, Reply: p.prefix + strconv.FormatUint(n, 10), Header: msg.Header, Data: msg.Data}
+	var dropped <-chan struct{} // nil: never
+	if p.dropped != nil {
+		dropped = p.dropped()
+	}
 	p.mu.Lock()
 	p.waiting[n] = w
 	p.mu.Unlock()
@@ -152,6 +166,9 @@ func (p *Publisher) call(ctx context.Context, w *waiter, msg *nats.Msg) (*nats.M
 	select {
 	case ans := <-w.answer:
 		return ans, nil
+	case <-dropped:
+		p.forget(n, w)
+		return nil, ErrAckLost
 	case <-ctx.Done():
 		p.forget(n, w)
 		return nil, ctx.Err()

@@ -179,3 +179,68 @@ func TestNewPublisherRefuses(t *testing.T) {
 		t.Errorf("negative timeout: err = %v, want ErrInvalidConfig", err)
 	}
 }
+
+// TestPublisherAckLost: a call waiting for an acknowledgement when the
+// connection drops (here the server restarts) ends at once with ErrAckLost,
+// not after its timeout, and the Publisher works over the new connection.
+func TestPublisherAckLost(t *testing.T) {
+	t.Parallel()
+	srv := bustest.NewServer(t)
+	conn := srv.Connect(t)
+	if _, err := conn.JetStream().CreateStream(t.Context(), jetstream.StreamConfig{Name: "S", Subjects: []string{"s.>"}}); err != nil {
+		t.Fatal(err)
+	}
+	p, err := conn.Publisher(time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	// A subscriber that never answers on unanswered.>: the call waits for
+	// its timeout unless the connection drops.
+	nc, _ := srv.Client(t)
+	sub, err := nc.SubscribeSync("unanswered.>")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Unsubscribe()
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	start := time.Now()
+	go func() {
+		_, err := p.PublishMsg(t.Context(), nats.NewMsg("unanswered.a"))
+		done <- err
+	}()
+	time.Sleep(200 * time.Millisecond)
+	select {
+	case err := <-done:
+		t.Fatalf("the call ended before the connection dropped: %v", err)
+	default:
+	}
+	srv.Restart(t)
+	select {
+	case err := <-done:
+		if !errors.Is(err, bus.ErrAckLost) {
+			t.Fatalf("err = %v, want ErrAckLost", err)
+		}
+		t.Logf("ended %s after the call, with the connection's drop", time.Since(start).Round(time.Millisecond))
+	case <-time.After(20 * time.Second):
+		t.Fatal("the call did not end within 20s of the connection dropping (its timeout is a minute)")
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+	defer cancel()
+	for {
+		ack, err := p.PublishMsg(ctx, nats.NewMsg("s.after"))
+		if err == nil {
+			if ack.Sequence == 0 {
+				t.Fatalf("ack %+v", ack)
+			}
+			break
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("no publish acknowledged over the new connection: %v", err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
