@@ -7,7 +7,7 @@ import (
 
 // spreadAgain is how soon the spread is checked again after a leader moved:
 // one election at a time, each given time to settle.
-const spreadAgain = 5 * time.Second
+const spreadAgain = 3 * time.Second
 
 // spreadLeaders keeps the leaders of the deployment's replicated streams spread
 // over the cluster's servers (Options.SpreadLeaders): every period, if this

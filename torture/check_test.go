@@ -5,6 +5,7 @@ package torture
 import (
 	"context"
 	"errors"
+	"fmt"
 	"regexp"
 	"strconv"
 	"strings"
@@ -316,49 +317,80 @@ func token(subject string, i int) string {
 }
 
 // readStream calls fn for every message of stream on filter, in stream
-// order, with its stream sequence.
+// order, with its stream sequence. A read that fails (a leader moving: the
+// nodes spread leaders again after a restart) goes on from the last
+// sequence read, for up to a minute.
 func readStream(t testing.TB, ctx context.Context, js jetstream.JetStream, stream, filter string, fn func(jetstream.Msg, uint64)) {
 	t.Helper()
-	s, err := js.Stream(ctx, stream)
-	if err != nil {
-		t.Fatalf("stream %s: %v", stream, err)
-	}
-	info, err := s.Info(ctx, jetstream.WithSubjectFilter(filter))
-	if err != nil {
-		t.Fatalf("stream %s: %v", stream, err)
-	}
-	want := 0
-	for _, n := range info.State.Subjects {
-		want += int(n)
-	}
-	if want == 0 {
-		return
-	}
-	cons, err := s.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{FilterSubjects: []string{filter}})
-	if err != nil {
-		t.Fatalf("stream %s: %v", stream, err)
-	}
-	read := 0
-	for read < want {
-		batch, err := cons.Fetch(min(1000, want-read), jetstream.FetchMaxWait(5*time.Second))
-		if err != nil {
+	deadline := time.Now().Add(time.Minute)
+	var last uint64 // the last sequence read
+	read, want := 0, -1
+	for {
+		err := readFrom(ctx, js, stream, filter, &last, &read, &want, fn)
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
 			t.Fatalf("read %s: %v", stream, err)
+		}
+		t.Logf("read %s: %v; going on from seq %d", stream, err, last+1)
+		time.Sleep(250 * time.Millisecond)
+	}
+}
+
+// readFrom is one try of readStream: it counts the messages on filter
+// (once), and reads from after *last until *read reaches it.
+func readFrom(ctx context.Context, js jetstream.JetStream, stream, filter string, last *uint64, read, want *int, fn func(jetstream.Msg, uint64)) error {
+	ictx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	s, err := js.Stream(ictx, stream)
+	if err != nil {
+		return err
+	}
+	if *want < 0 {
+		info, err := s.Info(ictx, jetstream.WithSubjectFilter(filter))
+		if err != nil {
+			return err
+		}
+		*want = 0
+		for _, n := range info.State.Subjects {
+			*want += int(n)
+		}
+	}
+	if *read >= *want {
+		return nil
+	}
+	cfg := jetstream.OrderedConsumerConfig{FilterSubjects: []string{filter}}
+	if *last > 0 {
+		cfg.DeliverPolicy = jetstream.DeliverByStartSequencePolicy
+		cfg.OptStartSeq = *last + 1
+	}
+	cons, err := s.OrderedConsumer(ictx, cfg)
+	if err != nil {
+		return err
+	}
+	for *read < *want {
+		batch, err := cons.Fetch(min(1000, *want-*read), jetstream.FetchMaxWait(5*time.Second))
+		if err != nil {
+			return err
 		}
 		got := 0
 		for m := range batch.Messages() {
 			meta, err := m.Metadata()
 			if err != nil {
-				t.Fatalf("read %s: %v", stream, err)
+				return err
 			}
 			fn(m, meta.Sequence.Stream)
+			*last = meta.Sequence.Stream
+			*read++
 			got++
 		}
 		if err := batch.Error(); err != nil && !errors.Is(err, nats.ErrTimeout) {
-			t.Fatalf("read %s: %v", stream, err)
+			return err
 		}
 		if got == 0 {
-			t.Fatalf("read %s: %d of %d records on %s, then nothing more", stream, read, want, filter)
+			return fmt.Errorf("%d of %d records on %s, then nothing more", *read, *want, filter)
 		}
-		read += got
 	}
+	return nil
 }

@@ -216,7 +216,8 @@ func TestTortureCluster(t *testing.T) {
 	t.Logf("cluster of 3 servers, 3 nodes with --replicas 3 --stream-groups %d --partitions %d and %d supervisor(s) deployed in %s",
 		groups, p.partitions, len(procs)-len(nodes), time.Since(t0).Round(time.Millisecond))
 
-	// The streams the counters need: a fault clears when each has a leader.
+	// The streams the counters need: a fault clears when each has a leader
+	// (and each partition consumer of the counters, below).
 	var needed []string
 	needed = append(needed, lay.mailboxes...)
 	needed = append(needed, lay.outboxes...)
@@ -234,6 +235,14 @@ func TestTortureCluster(t *testing.T) {
 		if r := s.CachedInfo().Config.Replicas; r != 3 {
 			t.Errorf("stream %s has %d replica(s) after the supervisor started, want the nodes' 3: a server's death loses it", name, r)
 		}
+	}
+	// And the counters' partition consumers, each with its own leader.
+	assets := make([]asset, 0, len(needed)+p.partitions)
+	for _, name := range needed {
+		assets = append(assets, asset{stream: name})
+	}
+	for part := range p.partitions {
+		assets = append(assets, asset{stream: names.PartitionStream(part), consumer: names.PartitionConsumer("counter", part)})
 	}
 	healthy := func(what string) {
 		for _, name := range needed {
@@ -307,7 +316,7 @@ func TestTortureCluster(t *testing.T) {
 		}
 		victim.proc.Wait(t, 60*time.Second)
 		elected := make(chan time.Time, 1)
-		go func() { elected <- waitLeaders(ctx, js, needed, victim) }()
+		go func() { elected <- waitLeaders(ctx, js, assets, victim) }()
 		if !kill {
 			startClusterServer(t, victim)
 			ev.healed = time.Now()
@@ -412,24 +421,40 @@ func TestTortureCluster(t *testing.T) {
 	clusterReport(t, p, rounds, events, respread, ok, sum.inputs-sum.bad)
 }
 
-// waitLeaders waits until every stream of needed answers with a leader that
-// is not victim while victim is down, polling each every 50 ms, and
-// returns the moment the last one did (zero if ctx ended first).
-func waitLeaders(ctx context.Context, js jetstream.JetStream, needed []string, victim *clusterServer) time.Time {
+// asset is a stream, or a consumer of one, whose leader a fault may take.
+type asset struct{ stream, consumer string }
+
+func (a asset) String() string {
+	if a.consumer == "" {
+		return a.stream
+	}
+	return a.stream + " > " + a.consumer
+}
+
+// waitLeaders waits until every stream and consumer of needed answers with
+// a leader that is not victim while victim is down, polling each every 50
+// ms, and returns the moment the last one did (zero if ctx ended first).
+func waitLeaders(ctx context.Context, js jetstream.JetStream, needed []asset, victim *clusterServer) time.Time {
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
 	var last time.Time
-	for _, name := range needed {
+	for _, a := range needed {
 		for {
 			ictx, icancel := context.WithTimeout(ctx, time.Second)
-			s, err := js.Stream(ictx, name)
-			icancel()
-			if err == nil && s.CachedInfo().Cluster != nil {
-				l := s.CachedInfo().Cluster.Leader
-				if l != "" && (l != victim.name || victim.proc.Running()) {
-					last = later(last, time.Now())
-					break
+			var cl *jetstream.ClusterInfo
+			s, err := js.Stream(ictx, a.stream)
+			if err == nil && a.consumer == "" {
+				cl = s.CachedInfo().Cluster
+			} else if err == nil {
+				var c jetstream.Consumer
+				if c, err = s.Consumer(ictx, a.consumer); err == nil {
+					cl = c.CachedInfo().Cluster
 				}
+			}
+			icancel()
+			if cl != nil && cl.Leader != "" && (cl.Leader != victim.name || victim.proc.Running()) {
+				last = later(last, time.Now())
+				break
 			}
 			if ctx.Err() != nil {
 				return time.Time{}
