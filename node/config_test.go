@@ -28,7 +28,7 @@ func TestParseConfigDefaults(t *testing.T) {
 		Partitions: 0, RecordStore: true, Replicas: 0, // 0: what is provisioned
 		Metrics: "127.0.0.1:9464", LogLevel: slog.LevelInfo, LogFormat: "text",
 		ShutdownGrace: 10 * time.Second, MemoryLimit: -1, Heartbeat: time.Second, IdleTimeout: 2 * time.Minute,
-		RemoteTimeout: 10 * time.Second,
+		SpreadLeaders: 15 * time.Second, RemoteTimeout: 10 * time.Second,
 	}
 	if len(cfg.explicit) != 0 {
 		t.Errorf("explicit = %v, want none", cfg.explicit)
@@ -164,6 +164,8 @@ func TestParseConfigErrors(t *testing.T) {
 			`--heartbeat-ttl 3s must exceed --heartbeat 5s: a node would count as dead between two of its own heartbeats (use about 3 heartbeats)`},
 		{[]string{"--idle", "0"}, nil, `--idle "0": want a positive duration such as 2m or 30s, or "off" to never passivate`},
 		{[]string{"--idle", "never"}, nil, `--idle "never": want a positive duration such as 2m or 30s, or "off" to never passivate`},
+		{[]string{"--spread-leaders", "0"}, nil, `--spread-leaders "0": want a positive duration such as 15s or 1m, or "off" to never move a leader`},
+		{nil, map[string]string{"EA_SPREAD_LEADERS": "sometimes"}, `--spread-leaders "sometimes" (from EA_SPREAD_LEADERS): want a positive duration such as 15s or 1m, or "off" to never move a leader`},
 		{[]string{"--memory-limit", "10MiB"}, nil, `--memory-limit "10MiB": want a size such as 80MiB, 512MiB or 2GiB (at least 16MiB), or "off" for no limit`},
 		{[]string{"--bogus"}, nil, `flag provided but not defined: -bogus`},
 		{[]string{"--nats"}, nil, `flag needs an argument: -nats`},
@@ -242,9 +244,11 @@ func TestActorOptions(t *testing.T) {
 		args []string
 		want actor.Options
 	}{
-		{nil, actor.Options{ShutdownGrace: 10 * time.Second, Heartbeat: time.Second, HeartbeatTTL: 3 * time.Second, IdleTimeout: 2 * time.Minute}},
-		{[]string{"--node-id", "a1", "--heartbeat", "250ms", "--heartbeat-ttl", "1s", "--idle", "off", "--shutdown-grace", "2s"},
-			actor.Options{NodeID: "a1", ShutdownGrace: 2 * time.Second, Heartbeat: 250 * time.Millisecond, HeartbeatTTL: time.Second, IdleTimeout: -1}},
+		{nil, actor.Options{ShutdownGrace: 10 * time.Second, Heartbeat: time.Second, HeartbeatTTL: 3 * time.Second, IdleTimeout: 2 * time.Minute, SpreadLeaders: 15 * time.Second}},
+		{[]string{"--node-id", "a1", "--heartbeat", "250ms", "--heartbeat-ttl", "1s", "--idle", "off", "--shutdown-grace", "2s", "--spread-leaders", "off"},
+			actor.Options{NodeID: "a1", ShutdownGrace: 2 * time.Second, Heartbeat: 250 * time.Millisecond, HeartbeatTTL: time.Second, IdleTimeout: -1, SpreadLeaders: -1}},
+		{[]string{"--spread-leaders", "1m"},
+			actor.Options{ShutdownGrace: 10 * time.Second, Heartbeat: time.Second, HeartbeatTTL: 3 * time.Second, IdleTimeout: 2 * time.Minute, SpreadLeaders: time.Minute}},
 	} {
 		cfg, err := parseConfig("ea-node", tc.args, envOf(nil))
 		if err != nil {

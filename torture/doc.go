@@ -85,10 +85,18 @@
 // # Cluster
 //
 // TestTortureCluster (long form, or TORTURE_CLUSTER=1) runs 3 nats-server
-// processes as a JetStream cluster, the nodes with --replicas 3 and the
-// supervisor, checks that every stream and bucket is still replicated 3
-// times once all are up, kills the server leading the mailbox stream (kill
-// -9; back after the lease TTL), twice, under load, and checks the log as
-// above. The fault clears when the mailbox stream has elected a new leader. TORTURE_NO_SUPERVISOR=1 leaves the supervisor out (see
-// BENCHMARKS.md: it provisions with one replica).
+// processes as a JetStream cluster (their configuration files carry the
+// mailbox mapping), the nodes with --replicas 3 --stream-groups 3
+// --partitions 16 and the supervisor, checks that every stream and bucket is
+// still replicated 3 times once all are up, and injects the cluster's own
+// events under load, TORTURE_ROUNDS rounds (1) of: kill -9 of the server
+// leading the lease bucket, kill -9 of a server leading a group's mailbox
+// stream, SIGTERM and restart of one server, and a rolling restart of the
+// three (rolling-nodes, a rolling restart of the nodes, when
+// TORTURE_CLUSTER_FAULTS asks for it). A fault clears when every stream the
+// counters need and each of their partition consumers answers with a leader
+// again (the election, measured); no counter may then wait more than 2 s,
+// no node may log "lost the lease", the leaders must be spread again within
+// a minute of a rolling restart, and the nodes' ok outcomes must add up to
+// the good inputs. TORTURE_NO_SUPERVISOR=1 leaves the supervisor out.
 package torture
