@@ -373,18 +373,27 @@ func (e *effector) write(next Document) (ok, stop bool) {
 // was lost counts as written, by this node: its records are counted ok here
 // and not applied again.
 func (e *effector) landed(next Document) uint64 {
-	var ent kv.Entry[Document]
-	if err := e.retryIO(func() error {
-		var err error
-		ent, err = e.node.states.Get(e.ctx, e.key)
-		return err
-	}); err != nil {
-		return 0
+	// Reads may be served by a replica that has not applied the write yet
+	// (direct gets): an older document is read again a few times.
+	for try := 0; ; try++ {
+		var ent kv.Entry[Document]
+		if err := e.retryIO(func() error {
+			var err error
+			ent, err = e.node.states.Get(e.ctx, e.key)
+			return err
+		}); err != nil {
+			return 0
+		}
+		switch {
+		case ent.Value.Seq == next.Seq && ent.Value.Updated.Equal(next.Updated):
+			return ent.Revision
+		case ent.Value.Seq >= next.Seq || try == 4:
+			return 0
+		}
+		if !sleep(e.ctx, 50*time.Millisecond) {
+			return 0
+		}
 	}
-	if ent.Value.Seq == next.Seq && ent.Value.Updated.Equal(next.Updated) {
-		return ent.Revision
-	}
-	return 0
 }
 
 // ack acknowledges a record to the partition's consumer.
