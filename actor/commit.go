@@ -137,6 +137,16 @@ func (e *effector) process(batch []delivery, prev *commitment) *commitment {
 			return prev
 		}
 		if !alone && len(dead) == 0 {
+			if prev != nil && (prev.err != nil || e.node.conn.Disconnects() != prev.dis) {
+				// prev's outputs were sent over a connection that has
+				// dropped since (or did not all go): some may be lost
+				// while this batch's, sent now, would be stored, out of
+				// order. Finish prev first.
+				if !settle() {
+					return nil
+				}
+			}
+			c.dis, c.dropped = e.node.conn.Disconnects(), e.node.conn.Dropped()
 			c.futures, c.err = e.startPublish(outs)
 			if !settle() {
 				return nil
@@ -192,7 +202,9 @@ type commitment struct {
 	outs    []output
 	dead    []deadOutcome
 	futures []jetstream.PubAckFuture
-	err     error // why the outputs could not all be sent; finish sends them again
+	err     error           // why the outputs could not all be sent; finish sends them again
+	dis     uint64          // the connection's disconnects when the outputs were sent
+	dropped <-chan struct{} // the connection's Dropped channel then
 	okN     int
 	start   time.Time
 }
@@ -206,7 +218,7 @@ type commitment struct {
 func (e *effector) finish(c *commitment, after []delivery) bool {
 	err := c.err
 	if err == nil {
-		err = e.awaitPublish(c.futures)
+		err = e.awaitPublish(c.futures, c.dropped)
 	}
 	if err != nil {
 		err = e.retryIO(func() error { return e.publish(c.outs) })

@@ -34,11 +34,12 @@ func (e *effector) publish(outs []output) error {
 		_, err := e.node.pub.PublishMsg(e.ctx, outs[0].message())
 		return wrapPublish(outs[0].subject, err)
 	}
+	dropped := e.node.conn.Dropped()
 	acks, err := e.startPublish(outs)
 	if err != nil {
 		return err
 	}
-	return e.awaitPublish(acks)
+	return e.awaitPublish(acks, dropped)
 }
 
 // startPublish publishes outputs as publish does without awaiting the
@@ -54,7 +55,16 @@ func (e *effector) startPublish(outs []output) ([]jetstream.PubAckFuture, error)
 	}
 	js, nc := e.node.js, e.node.conn.NATS()
 	var acks []jetstream.PubAckFuture
+	// Outputs sent over one connection are stored in order, up to the
+	// first one lost with it. One sent after the connection dropped could
+	// be stored before an earlier one that was lost: stop, and let the
+	// caller publish them all again, in order (their ids make the server
+	// keep each once).
+	dis, dropped := e.node.conn.Disconnects(), e.node.conn.Dropped()
 	for _, o := range outs {
+		if e.node.conn.Disconnects() != dis {
+			return nil, wrapPublish(o.subject, bus.ErrAckLost)
+		}
 		msg := o.message()
 		if !o.stream {
 			if err := nc.PublishMsg(msg); err != nil {
@@ -64,7 +74,7 @@ func (e *effector) startPublish(outs []output) ([]jetstream.PubAckFuture, error)
 		}
 		f, err := js.PublishMsgAsync(msg)
 		if errors.Is(err, jetstream.ErrTooManyStalledMsgs) {
-			if err := e.awaitPublish(acks); err != nil {
+			if err := e.awaitPublish(acks, dropped); err != nil {
 				return nil, err
 			}
 			acks = acks[:0]
@@ -79,13 +89,23 @@ func (e *effector) startPublish(outs []output) ([]jetstream.PubAckFuture, error)
 }
 
 // awaitPublish awaits the acknowledgements startPublish returned: nil once
-// all are stored, the first failure otherwise.
-func (e *effector) awaitPublish(acks []jetstream.PubAckFuture) error {
+// all are stored, the first failure otherwise. dropped is the connection's
+// Dropped channel from before they were sent: when it closes first, an
+// acknowledgement still awaited may never come (bus.ErrAckLost), and the
+// caller publishes again at once rather than after the async timeout.
+func (e *effector) awaitPublish(acks []jetstream.PubAckFuture, dropped <-chan struct{}) error {
 	for _, f := range acks {
 		select {
 		case <-f.Ok():
 		case err := <-f.Err():
 			return wrapPublish(f.Msg().Subject, err)
+		case <-dropped:
+			select {
+			case <-f.Ok():
+				continue
+			default:
+			}
+			return wrapPublish(f.Msg().Subject, bus.ErrAckLost)
 		case <-e.ctx.Done():
 			return e.ctx.Err()
 		}
