@@ -45,13 +45,25 @@ type stored struct {
 func (n *Node) deadLetter(ctx context.Context, subject string, rec stored, reason string, why error) error {
 	limit := n.conn.MaxPayload()
 	msg := deadLetterMsg(subject, rec, reason, why, limit, false)
-	_, err := n.conn.JetStream().PublishMsg(ctx, msg)
+	err := n.publishSync(ctx, msg)
 	if bus.TooLarge(err) {
 		n.log.Warn("dead letter refused as too large; writing it without the record's headers and payload", "subject", subject, "seq", rec.seq, "err", err)
 		msg = deadLetterMsg(subject, rec, reason, why, limit, true)
-		_, err = n.conn.JetStream().PublishMsg(ctx, msg)
+		err = n.publishSync(ctx, msg)
 	}
 	return wrapPublish(subject, err)
+}
+
+// publishSync publishes msg to a stream and waits for its acknowledgement,
+// through the node's Publisher once it runs (an acknowledgement lost with a
+// dropped connection ends the wait at once: bus.ErrAckLost).
+func (n *Node) publishSync(ctx context.Context, msg *nats.Msg) error {
+	if n.pub != nil {
+		_, err := n.pub.PublishMsg(ctx, msg)
+		return err
+	}
+	_, err := n.conn.JetStream().PublishMsg(ctx, msg)
+	return err
 }
 
 // deadLetterMsg returns the dead letter of rec on subject: the record's

@@ -18,8 +18,11 @@ import (
 // TestTimersAcrossNodeKill runs two ea-node processes, sets 1,000 timers
 // on ten counters through the timer-set control endpoint (each an inc by 1,
 // due 2 to 7 seconds later), kills one node with SIGKILL while they fire and
-// starts another in its place. Every counter ends at exactly 100, and every
-// counter's mailbox holds each timer's record exactly once.
+// starts another in its place. Every counter ends at exactly 100, every
+// counter's mailbox holds each timer's record exactly once, and no timer
+// reaches its mailbox later than the lease TTL plus 3 s after it was due
+// (those the killed node had in hand are handed over after the forward
+// consumer's ack wait, the TTL).
 func TestTimersAcrossNodeKill(t *testing.T) {
 	if testing.Short() {
 		t.Skip("process test: skipped with -short")
@@ -40,7 +43,9 @@ func TestTimersAcrossNodeKill(t *testing.T) {
 	for i := range counters {
 		createEffector(t, nc, "ea", "counter", fmt.Sprint("c", i))
 	}
+	due := make([]time.Time, counters*per)
 	for i := range counters * per {
+		due[i] = time.Now().Add(time.Duration(2000+i*5) * time.Millisecond)
 		body, _ := json.Marshal(map[string]any{
 			"id": fmt.Sprint("c", i%counters), "name": fmt.Sprint("t", i),
 			"after": fmt.Sprintf("%dms", 2000+i*5), "type": "inc", "payload": map[string]int{"by": 1},
@@ -77,6 +82,8 @@ func TestTimersAcrossNodeKill(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	var latest time.Duration // the latest a timer reached its mailbox after it was due
+	latestName := ""
 	for i := range counters {
 		d, err := proctest.ReadState(ctx, bucket, fmt.Sprint("counter.c", i))
 		if err != nil {
@@ -100,6 +107,13 @@ func TestTimersAcrossNodeKill(t *testing.T) {
 				n++
 				if name := m.Headers().Get("EA-Timer"); name != "" {
 					seen[name]++
+					var j int
+					meta, err := m.Metadata()
+					if _, serr := fmt.Sscanf(name, "t%d", &j); err == nil && serr == nil && j >= 0 && j < len(due) {
+						if late := meta.Timestamp.Sub(due[j]); late > latest {
+							latest, latestName = late, name
+						}
+					}
 				}
 			}
 			if n == 0 {
@@ -111,5 +125,10 @@ func TestTimersAcrossNodeKill(t *testing.T) {
 				t.Errorf("timer %s of c%d: %d records in the mailbox, want 1", name, i, seen[name])
 			}
 		}
+	}
+	ttl := 2 * time.Second // chaosNodeArgs' --heartbeat-ttl
+	t.Logf("the latest timer (%s) reached its mailbox %s after it was due", latestName, latest.Round(time.Millisecond))
+	if latest > ttl+3*time.Second {
+		t.Errorf("timer %s reached its mailbox %s after it was due, want within the lease TTL + 3s = %s", latestName, latest.Round(time.Millisecond), ttl+3*time.Second)
 	}
 }
