@@ -60,7 +60,7 @@ type Options struct {
 	// that the leaders of the deployment's replicated streams are spread
 	// over the cluster's servers (bus.Conn.SpreadLeader: mailbox, outbox
 	// and state streams of each group, the lease bucket, the timer stream)
-	// and, when they are not and every replica is current, moves one leader
+	// and, when they are not and no server is away, moves one leader
 	// (a preferred step-down); after a move it checks again 3s later. A
 	// server's restart or a leader's election leaves the leaders where the
 	// elections put them, often on one server; this brings the spread back

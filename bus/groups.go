@@ -528,14 +528,16 @@ func (c *Conn) spreadItems() []spreadItem {
 // [Conn.SpreadLeader] would move, or moved.
 type LeaderMove struct {
 	Stream, From, To string
+	ready            bool // To is current: the step-down can be asked for
 }
 
 // leaderPlan walks the streams [Conn.spreadItems] lists and gives each the
 // replica that leads the least weight so far (the current leader on a tie),
-// among the replicas that are current. It returns every stream's leader now
-// and the moves that would spread them; steady is false when a replicated
-// stream has no leader or a replica that is not current (a server away or
-// catching up), when moving leaders would only add an election.
+// among the replicas that are online. It returns every stream's leader now
+// and the moves that would spread them (each ready when its target replica
+// is current); steady is false when a replicated stream has no leader, a
+// replica offline or a peer missing (a server away), when moving leaders
+// would only add an election.
 func (c *Conn) leaderPlan(ctx context.Context) (leaders map[string]string, moves []LeaderMove, steady bool, err error) {
 	leaders = map[string]string{}
 	load := map[string]float64{}
@@ -560,11 +562,13 @@ func (c *Conn) leaderPlan(ctx context.Context) (leaders map[string]string, moves
 		}
 		const eps = 1e-9
 		best := cl.Leader
+		current := map[string]bool{}
 		for _, r := range cl.Replicas {
-			if !r.Current || r.Offline {
-				steady = false
+			if r.Offline {
+				steady = false // a server away: moving a leader would only add an election
 				continue
 			}
+			current[r.Name] = r.Current
 			if load[r.Name] < load[best]-eps || (load[r.Name] < load[best]+eps && best != cl.Leader && r.Name < best) {
 				best = r.Name
 			}
@@ -572,7 +576,10 @@ func (c *Conn) leaderPlan(ctx context.Context) (leaders map[string]string, moves
 		load[best] += it.weight
 		leaders[it.name] = cl.Leader
 		if best != cl.Leader {
-			moves = append(moves, LeaderMove{Stream: it.name, From: cl.Leader, To: best})
+			// A replica a moment behind (under load, or catching up) is
+			// placed all the same, so that the plan does not change with
+			// every lag; the move waits until it is current.
+			moves = append(moves, LeaderMove{Stream: it.name, From: cl.Leader, To: best, ready: current[best]})
 		}
 	}
 	return leaders, moves, steady, nil
@@ -599,13 +606,18 @@ func (c *Conn) SpreadLeaders(ctx context.Context) (map[string]string, error) {
 	if err != nil {
 		return nil, err
 	}
+	var asked []LeaderMove
 	for _, m := range moves {
+		if !m.ready {
+			continue // its target is not current yet: the nodes move it later
+		}
 		if err := c.stepDown(ctx, m.Stream, m.To); err != nil {
 			return nil, err
 		}
+		asked = append(asked, m)
 	}
 	deadline := time.Now().Add(leaderWait)
-	for _, m := range moves {
+	for _, m := range asked {
 		for {
 			s, err := c.JetStream().Stream(ctx, m.Stream)
 			if err == nil && s.CachedInfo().Cluster != nil && s.CachedInfo().Cluster.Leader != "" {
@@ -629,23 +641,29 @@ func (c *Conn) SpreadLeaders(ctx context.Context) (map[string]string, error) {
 }
 
 // SpreadLeader is one step of [Conn.SpreadLeaders]: when every replicated
-// stream it places has a leader and every replica is current, it asks the
-// leader of the first stream that is not where the spread wants it to step
-// down in favour of that server, and returns the move; it returns a zero
-// move when the leaders are spread, or when the cluster is not steady (a
-// server away or catching up: moving a leader then would only add an
-// election). It does not wait for the new leader. Call it again, a few
-// seconds apart, until it returns a zero move.
+// stream it places has a leader and no replica is offline, it asks the
+// leader of the first stream that is not where the spread wants it, and
+// whose wanted server is current, to step down in favour of that server,
+// and returns the move; it returns a zero move when the leaders are spread,
+// when no wanted server is current yet, or when the cluster is not steady (a
+// server away: moving a leader then would only add an election). It does
+// not wait for the new leader. Call it again, a few seconds apart, until it
+// returns a zero move.
 func (c *Conn) SpreadLeader(ctx context.Context) (LeaderMove, error) {
 	_, moves, steady, err := c.leaderPlan(ctx)
-	if err != nil || !steady || len(moves) == 0 {
+	if err != nil || !steady {
 		return LeaderMove{}, err
 	}
-	m := moves[0]
-	if err := c.stepDown(ctx, m.Stream, m.To); err != nil {
-		return LeaderMove{}, err
+	for _, m := range moves {
+		if !m.ready {
+			continue
+		}
+		if err := c.stepDown(ctx, m.Stream, m.To); err != nil {
+			return LeaderMove{}, err
+		}
+		return m, nil
 	}
-	return m, nil
+	return LeaderMove{}, nil
 }
 
 // stepDown asks stream's leader to step down in favour of server.

@@ -107,8 +107,9 @@ func startClusterServer(t testing.TB, s *clusterServer) {
 // server leading the lease bucket, kill -9 of a server leading a group's
 // mailbox stream (not the lease bucket), SIGTERM and restart of one server,
 // and a rolling SIGTERM restart of the three. For each it measures the
-// election (from the fault until every stream the counters need answers
-// with a leader, by the stream info API) and requires, as DESIGN.md section
+// election (from the fault until the meta leader, every stream the counters
+// need and each of their partition consumers answer with a leader again, by
+// the JetStream API: account, stream and consumer info) and requires, as DESIGN.md section
 // 6 says, that no node lose a lease ("lost the lease" in no node's log) and
 // that no counter wait more than 2 s past the election. After the rolling
 // restart the nodes must spread the stream leaders again within a minute,
@@ -226,7 +227,8 @@ func TestTortureCluster(t *testing.T) {
 		groups, p.partitions, len(procs)-len(nodes), time.Since(t0).Round(time.Millisecond))
 
 	// The streams the counters need: a fault clears when each has a leader
-	// (and each partition consumer of the counters, below).
+	// (and each partition consumer of the counters and the meta leader,
+	// below).
 	var needed []string
 	needed = append(needed, lay.mailboxes...)
 	needed = append(needed, lay.outboxes...)
@@ -246,7 +248,8 @@ func TestTortureCluster(t *testing.T) {
 		}
 	}
 	// And the counters' partition consumers, each with its own leader.
-	assets := make([]asset, 0, len(needed)+p.partitions)
+	assets := make([]asset, 0, 1+len(needed)+p.partitions)
+	assets = append(assets, asset{}) // the meta leader
 	for _, name := range needed {
 		assets = append(assets, asset{stream: name})
 	}
@@ -462,19 +465,25 @@ func TestTortureCluster(t *testing.T) {
 	clusterReport(t, p, rounds, events, respread, ok, sum.inputs-sum.bad)
 }
 
-// asset is a stream, or a consumer of one, whose leader a fault may take.
+// asset is a stream, or a consumer of one, whose leader a fault may take;
+// the zero asset is the meta leader, which creates and updates consumers
+// (a node opening a partition, the monitor's watches).
 type asset struct{ stream, consumer string }
 
 func (a asset) String() string {
-	if a.consumer == "" {
+	switch {
+	case a.stream == "":
+		return "the meta leader"
+	case a.consumer == "":
 		return a.stream
 	}
 	return a.stream + " > " + a.consumer
 }
 
-// waitLeaders waits until every stream and consumer of needed answers with
-// a leader that is not victim while victim is down, polling each every 50
-// ms, and returns the moment the last one did (zero if ctx ended first).
+// waitLeaders waits until the meta leader answers and every stream and
+// consumer of needed answers with a leader that is not victim while victim
+// is down, polling each every 50 ms, and returns the moment the last one
+// did (zero if ctx ended first).
 func waitLeaders(ctx context.Context, js jetstream.JetStream, needed []asset, victim *clusterServer) time.Time {
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
@@ -482,6 +491,19 @@ func waitLeaders(ctx context.Context, js jetstream.JetStream, needed []asset, vi
 	for _, a := range needed {
 		for {
 			ictx, icancel := context.WithTimeout(ctx, time.Second)
+			if a.stream == "" { // only the meta leader answers account info
+				_, err := js.AccountInfo(ictx)
+				icancel()
+				if err == nil {
+					last = later(last, time.Now())
+					break
+				}
+				if ctx.Err() != nil {
+					return time.Time{}
+				}
+				time.Sleep(50 * time.Millisecond)
+				continue
+			}
 			var cl *jetstream.ClusterInfo
 			s, err := js.Stream(ictx, a.stream)
 			if err == nil && a.consumer == "" {

@@ -93,9 +93,9 @@
 // leading the lease bucket, kill -9 of a server leading a group's mailbox
 // stream, SIGTERM and restart of one server, and a rolling restart of the
 // three (rolling-nodes, a rolling restart of the nodes, when
-// TORTURE_CLUSTER_FAULTS asks for it). A fault clears when every stream the
-// counters need and each of their partition consumers answers with a leader
-// again (the election, measured); no counter may then wait more than 2 s,
+// TORTURE_CLUSTER_FAULTS asks for it). A fault clears when the meta leader,
+// every stream the counters need and each of their partition consumers
+// answer with a leader again (the election, measured); no counter may then wait more than 2 s,
 // no node may log "lost the lease", the leaders must be spread again within
 // a minute of a rolling restart, and the nodes' ok outcomes must add up to
 // the good inputs. TORTURE_NO_SUPERVISOR=1 leaves the supervisor out.
