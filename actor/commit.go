@@ -40,7 +40,9 @@ import (
 // above. When prev cannot be finished, this batch, built on it, is put back
 // behind it and nothing is returned. A record alone, and a batch with dead
 // letters or records already applied, finish prev first and are applied
-// as before.
+// as before; so does a batch whose prev sent its outputs over a connection
+// that has dropped since (or could not send them all): some of prev's may be
+// lost, and this batch's, sent first, would be stored before them.
 func (e *effector) process(batch []delivery, prev *commitment) *commitment {
 	start := time.Now()
 	m := e.node.metrics

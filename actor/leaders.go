@@ -15,8 +15,9 @@ const spreadAgain = 3 * time.Second
 // asks bus.Conn.SpreadLeader to move one leader, and checks again
 // spreadAgain later when it did. One node acts at a time (two that both
 // think themselves lowest for a moment compute the same plan from the same
-// stream infos, so at worst they ask the same step-down twice), and nothing
-// moves while a server is away or catching up.
+// stream infos, so at worst they ask the same step-down twice), nothing
+// moves while a server is away, and a leader moves only to a replica that
+// is current.
 func (p *placement) spreadLeaders(ctx context.Context) {
 	every := p.n.opts.SpreadLeaders
 	if every < 0 {

@@ -424,7 +424,9 @@ func (c *Conn) Lost() <-chan struct{} { return c.lost }
 func (c *Conn) down() {
 	c.disconnects.Add(1)
 	next := make(chan struct{})
-	close(*c.drop.Swap(&next))
+	if old := c.drop.Swap(&next); old != nil {
+		close(*old)
+	}
 }
 
 // Dropped returns a channel closed when the connection next goes down. A
@@ -432,7 +434,12 @@ func (c *Conn) down() {
 // while the client is disconnected is lost), so a caller waiting on it can
 // ask again over the new connection at once instead of waiting out its
 // timeout.
-func (c *Conn) Dropped() <-chan struct{} { return *c.drop.Load() }
+func (c *Conn) Dropped() <-chan struct{} {
+	if ch := c.drop.Load(); ch != nil {
+		return *ch
+	}
+	return nil // never: a Conn not made by Connect
+}
 
 // Publisher returns a [Publisher] on the connection whose calls end with
 // [ErrAckLost] when the connection goes down before their acknowledgement
