@@ -139,7 +139,7 @@ func (e *effector) process(batch []delivery, prev *commitment) *commitment {
 			return prev
 		}
 		if !alone && len(dead) == 0 {
-			if prev != nil && (prev.err != nil || e.node.conn.Disconnects() != prev.dis) {
+			if prev != nil && (prev.err != nil || isDropped(prev.dropped)) {
 				// prev's outputs were sent over a connection that has
 				// dropped since (or did not all go): some may be lost
 				// while this batch's, sent now, would be stored, out of
@@ -148,7 +148,7 @@ func (e *effector) process(batch []delivery, prev *commitment) *commitment {
 					return nil
 				}
 			}
-			c.dis, c.dropped = e.node.conn.Disconnects(), e.node.conn.Dropped()
+			c.dropped = e.node.conn.Dropped()
 			c.futures, c.err = e.startPublish(outs)
 			if !settle() {
 				return nil
@@ -205,8 +205,7 @@ type commitment struct {
 	dead    []deadOutcome
 	futures []jetstream.PubAckFuture
 	err     error           // why the outputs could not all be sent; finish sends them again
-	dis     uint64          // the connection's disconnects when the outputs were sent
-	dropped <-chan struct{} // the connection's Dropped channel then
+	dropped <-chan struct{} // the connection's Dropped channel when they were sent
 	okN     int
 	start   time.Time
 }

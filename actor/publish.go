@@ -60,9 +60,9 @@ func (e *effector) startPublish(outs []output) ([]jetstream.PubAckFuture, error)
 	// be stored before an earlier one that was lost: stop, and let the
 	// caller publish them all again, in order (their ids make the server
 	// keep each once).
-	dis, dropped := e.node.conn.Disconnects(), e.node.conn.Dropped()
+	dropped := e.node.conn.Dropped()
 	for _, o := range outs {
-		if e.node.conn.Disconnects() != dis {
+		if isDropped(dropped) {
 			return nil, wrapPublish(o.subject, bus.ErrAckLost)
 		}
 		msg := o.message()
@@ -86,6 +86,17 @@ func (e *effector) startPublish(outs []output) ([]jetstream.PubAckFuture, error)
 		acks = append(acks, f)
 	}
 	return acks, nil
+}
+
+// isDropped reports whether the connection dropped since ch, a
+// bus.Conn.Dropped channel, was taken.
+func isDropped(ch <-chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
 }
 
 // awaitPublish awaits the acknowledgements startPublish returned: nil once

@@ -636,17 +636,7 @@ func clusterReport(t testing.TB, p plan, rounds int, events []event, respread []
 	if ok >= 0 {
 		fmt.Fprintf(&b, "\nea_records_processed_total{outcome=\"ok\"} over the nodes: %v for %d good inputs applied.\n", ok, good)
 	}
-	t.Log("\n" + b.String())
-	if path := os.Getenv("TORTURE_REPORT"); path != "" {
-		f, err := os.OpenFile(path, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer f.Close()
-		if _, err := f.WriteString(b.String() + "\n"); err != nil {
-			t.Fatal(err)
-		}
-	}
+	writeReport(t, b.String())
 }
 
 // streamLeader is the name of the server leading stream, "" if none now.

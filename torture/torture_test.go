@@ -417,14 +417,21 @@ func report(t testing.TB, p plan, events []event) {
 		slices.Sort(ds)
 		fmt.Fprintf(&b, "| %s | %d/%d | %s | %s |\n", f, ok, len(es), ds[(len(ds)-1)/2].Round(10*time.Millisecond), ds[len(ds)-1].Round(10*time.Millisecond))
 	}
-	t.Log("\n" + b.String())
+	writeReport(t, b.String())
+}
+
+// writeReport logs a run's table and appends it to the file TORTURE_REPORT
+// names, if any.
+func writeReport(t testing.TB, table string) {
+	t.Helper()
+	t.Log("\n" + table)
 	if path := os.Getenv("TORTURE_REPORT"); path != "" {
 		f, err := os.OpenFile(path, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer f.Close()
-		if _, err := f.WriteString(b.String() + "\n"); err != nil {
+		if _, err := f.WriteString(table + "\n"); err != nil {
 			t.Fatal(err)
 		}
 	}
