@@ -187,17 +187,7 @@ func (e *effector) refuseHeld(reason string, why error, applied func(uint64) boo
 // then cancels it. The records held stay unacknowledged for whoever reads
 // the partition next.
 func (e *effector) stop(grace time.Duration) {
-	e.mu.Lock()
-	e.stopped = true
-	e.held = nil
-	var own jetstream.ConsumeContext
-	if e.ovf != nil {
-		own = e.ovf.cc
-	}
-	e.mu.Unlock()
-	if own != nil {
-		own.Stop() // the consumer stays: whoever reads the partition next reads from it
-	}
+	e.halt()
 	done := make(chan struct{})
 	go func() { e.drainers.Wait(); close(done) }()
 	select {
@@ -231,11 +221,31 @@ func (e *effector) crashed(point crashPoint, seq uint64) bool {
 // which could apply later records before them (advanceWith).
 func (e *effector) giveUp() {
 	e.part.fail()
+	e.halt()
+	e.cancel()
+}
+
+// halt marks the effector stopped, drops what it holds (unacknowledged, for
+// whoever reads next) and stops reading its own consumer, if it has one (the
+// consumer stays: whoever reads the partition next reads from it). Every
+// way an effector stops goes through it: a stopped effector may be
+// forgotten by its partition at its next delivery (see partition.deliver),
+// and a reading of its own left running would then pull on for nobody,
+// keeping the consumer's pin and its records unacknowledged from the next
+// reader (TestCrash stalled on that: the crashed node's reading kept the pin
+// after the node stopped).
+func (e *effector) halt() {
 	e.mu.Lock()
 	e.stopped = true
 	e.held = nil
+	var own jetstream.ConsumeContext
+	if e.ovf != nil {
+		own = e.ovf.cc
+	}
 	e.mu.Unlock()
-	e.cancel()
+	if own != nil {
+		own.Stop()
+	}
 }
 
 // dropped handles a record the effector could not finish and that stays

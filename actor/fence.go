@@ -437,9 +437,7 @@ func (e *effector) fence() error {
 			return errAbandon
 		}
 		if e.part.failed() {
-			e.mu.Lock()
-			e.stopped = true
-			e.mu.Unlock()
+			e.halt()
 			e.cancel()
 			return errAbandon
 		}
