@@ -45,6 +45,11 @@ const TimerConsumerName = "supervisor-timers"
 // MaxTimers is how many task timeouts may be pending at once.
 const MaxTimers = 100_000
 
+// DefaultAckWait is [Options.AckWait] when it is left 0: a record a dead
+// supervisor took reaches another within it, as a node's records do within
+// its lease TTL (3 s by default) plus a second or two.
+const DefaultAckWait = 5 * time.Second
+
 // ConsumerName is the durable consumer every supervisor process pulls the
 // supervisors' mailboxes from (<prefix>.mbox.supervisor.>): records are
 // shared out among the processes running.
@@ -61,10 +66,16 @@ type Options struct {
 	// Registerer receives the supervisor's Prometheus metrics. Nil: not
 	// registered.
 	Registerer prometheus.Registerer
-	// AckWait is how long the server waits for a mailbox record to be
-	// acknowledged before redelivering it. Default 30s.
+	// AckWait is how long the server waits for a mailbox record (a result,
+	// a timeout, a dead letter) to be acknowledged before it delivers it
+	// again, to any supervisor: how long a record a supervisor took waits
+	// when that supervisor dies. A record being applied is kept in progress
+	// meanwhile, so a slow change is not handed to another supervisor.
+	// Default 5s, at least 1s.
 	AckWait time.Duration
-	// RequestTimeout bounds the work of one API request. Default 30s.
+	// RequestTimeout bounds the work of one API request, and of one change
+	// a record brings (a graph node asking a model runs inside it) unless
+	// AckWait is longer. Default 30s.
 	RequestTimeout time.Duration
 	// Tracer, when set, traces every step: a span per change of an
 	// orchestration (start, result, input, cancel), child of the span that
@@ -126,7 +137,7 @@ func New(conn *bus.Conn, opts Options) (*Supervisor, error) {
 		opts.Logger = slog.Default()
 	}
 	if opts.AckWait == 0 {
-		opts.AckWait = 30 * time.Second
+		opts.AckWait = DefaultAckWait
 	}
 	if opts.RequestTimeout == 0 {
 		opts.RequestTimeout = 30 * time.Second
@@ -640,9 +651,11 @@ func (s *Supervisor) handleDead(m jetstream.Msg) {
 // applyResult applies a worker's answer rec to orchestration id and
 // acknowledges m, or asks for it again later.
 func (s *Supervisor) applyResult(m jetstream.Msg, id string, rec records.Record) {
-	ctx, cancel := context.WithTimeout(s.runCtx, s.opts.AckWait)
+	ctx, cancel := context.WithTimeout(s.runCtx, max(s.opts.AckWait, s.opts.RequestTimeout))
 	defer cancel()
+	stop := keepInProgress(m, s.opts.AckWait/3)
 	_, err := s.advance(ctx, id, event{kind: evResult, rec: rec})
+	stop()
 	var st *staleError
 	switch {
 	case err == nil:
@@ -677,6 +690,34 @@ func (s *Supervisor) applyResult(m jetstream.Msg, id string, rec records.Record)
 			s.log.Warn("applying a result failed; will retry", "orchestration", id, "record", rec.ID, "err", err, "retry_in", delay)
 		}
 		_ = m.NakWithDelay(delay)
+	}
+}
+
+// keepInProgress tells the server every period that m is still being
+// worked on, until the returned stop is called (after which it sends
+// nothing more): a change slower than the ack wait (a model's answer, a
+// write waiting on an election) keeps its record rather than having it
+// delivered to another supervisor meanwhile.
+func keepInProgress(m jetstream.Msg, period time.Duration) (stop func()) {
+	var mu sync.Mutex
+	stopped := false
+	var t *time.Timer
+	mu.Lock()
+	defer mu.Unlock()
+	t = time.AfterFunc(period, func() {
+		mu.Lock()
+		defer mu.Unlock()
+		if stopped {
+			return
+		}
+		_ = m.InProgress()
+		t.Reset(period)
+	})
+	return func() {
+		mu.Lock()
+		stopped = true
+		t.Stop()
+		mu.Unlock()
 	}
 }
 
