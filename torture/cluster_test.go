@@ -4,7 +4,9 @@ package torture
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
@@ -40,6 +42,7 @@ var (
 // clusterServer is one nats-server process of a 3-server JetStream cluster.
 type clusterServer struct {
 	name, addr, route, store, conf string
+	monitor                        string // host:port of its monitoring endpoints (/jsz)
 	proc                           *proctest.Proc
 	gen                            int
 }
@@ -59,6 +62,7 @@ func writeClusterConf(t testing.TB, s *clusterServer, routes []string, names bus
 	conf := fmt.Sprintf(`server_name: %q
 host: %q
 port: %s
+http: %q
 jetstream { store_dir: %q }
 cluster {
   name: torture
@@ -67,7 +71,7 @@ cluster {
   routes: [%s]
 }
 mappings = { %q: %q }
-`, s.name, host, port, s.store, rhost, rport, strings.Join(quoted, ", "), src, dest)
+`, s.name, host, port, s.monitor, s.store, rhost, rport, strings.Join(quoted, ", "), src, dest)
 	s.conf = filepath.Join(t.TempDir(), s.name+".conf")
 	if err := os.WriteFile(s.conf, []byte(conf), 0o644); err != nil {
 		t.Fatal(err)
@@ -157,7 +161,7 @@ func TestTortureCluster(t *testing.T) {
 	servers := make([]*clusterServer, 3)
 	var routes, urls []string
 	for i := range servers {
-		servers[i] = &clusterServer{name: fmt.Sprint("s", i), addr: proctest.FreeAddr(t), route: proctest.FreeAddr(t), store: t.TempDir()}
+		servers[i] = &clusterServer{name: fmt.Sprint("s", i), addr: proctest.FreeAddr(t), route: proctest.FreeAddr(t), monitor: proctest.FreeAddr(t), store: t.TempDir()}
 		routes = append(routes, "nats://"+servers[i].route)
 		urls = append(urls, "nats://"+servers[i].addr)
 	}
@@ -211,6 +215,22 @@ func TestTortureCluster(t *testing.T) {
 		nodes = append(nodes, startNode(fmt.Sprintf("n%d", i)))
 	}
 	var retired []*member // nodes stopped by rolling-nodes
+	// TORTURE_LOGDIR=dir keeps every node's log there (n0-1.log, …), with
+	// the test's start time, to follow an event past the allowance.
+	if dir := os.Getenv("TORTURE_LOGDIR"); dir != "" {
+		defer func() {
+			if err := os.MkdirAll(dir, 0o755); err != nil {
+				t.Errorf("TORTURE_LOGDIR: %v", err)
+				return
+			}
+			_ = os.WriteFile(filepath.Join(dir, "start"), []byte(t0.UTC().Format(time.RFC3339Nano)+"\n"), 0o644)
+			for _, m := range append(slices.Clone(nodes), retired...) {
+				if err := os.WriteFile(filepath.Join(dir, m.Name+".log"), []byte(m.Stderr.String()), 0o644); err != nil {
+					t.Errorf("TORTURE_LOGDIR: %v", err)
+				}
+			}
+		}()
+	}
 	// TORTURE_NO_SUPERVISOR=1 leaves the supervisor out. It has no
 	// --replicas: it once provisioned with one replica and scaled the
 	// nodes' streams and buckets down (see BENCHMARKS.md), which the check
@@ -327,8 +347,9 @@ func TestTortureCluster(t *testing.T) {
 			t.Fatal(err)
 		}
 		victim.proc.Wait(t, 60*time.Second)
-		elected := make(chan time.Time, 1)
+		elected, jsz := make(chan time.Time, 1), make(chan time.Time, 1)
 		go func() { elected <- waitLeaders(ctx, js, assets, victim) }()
+		go func() { jsz <- waitLeadersJSZ(ctx, servers, assets, victim) }()
 		if !kill {
 			startClusterServer(t, victim)
 			ev.healed = time.Now()
@@ -336,6 +357,11 @@ func TestTortureCluster(t *testing.T) {
 		ev.clear = <-elected
 		if ev.clear.IsZero() {
 			t.Fatalf("%s of %s: the streams did not all have a leader again", fault, victim.name)
+		}
+		if at := <-jsz; at.IsZero() {
+			t.Errorf("%s of %s: /jsz never showed every stream and consumer led again", fault, victim.name)
+		} else {
+			ev.electionJSZ = at.Sub(ev.start)
 		}
 		mon.watchAgain() // its watch may have lived on the server that went
 		r := mon.recoverFrom()
@@ -353,8 +379,8 @@ func TestTortureCluster(t *testing.T) {
 		waitRecovered(t, ctx, mon, mon.recoverFrom(), fmt.Sprintf("after fault %d", len(events)+1), 60*time.Second)
 		ev.leases = leasesLost() - lost
 		events = append(events, ev)
-		t.Logf("fault %d at %s: %s of %s; every stream led again after %s; server back after %s; every record stored at the election applied %s after it; %d leases lost",
-			len(events), ev.start.Sub(t0).Round(time.Millisecond), fault, victim.name, ev.election.Round(time.Millisecond),
+		t.Logf("fault %d at %s: %s of %s; every stream led again after %s (%s by /jsz); server back after %s; every record stored at the election applied %s after it; %d leases lost",
+			len(events), ev.start.Sub(t0).Round(time.Millisecond), fault, victim.name, ev.election.Round(time.Millisecond), ev.electionJSZ.Round(time.Millisecond),
 			ev.healed.Sub(ev.start).Round(time.Millisecond), ev.recovery.Round(time.Millisecond), ev.leases)
 	}
 	for round := range rounds {
@@ -528,6 +554,94 @@ func waitLeaders(ctx context.Context, js jetstream.JetStream, needed []asset, vi
 	return last
 }
 
+// waitLeadersJSZ is waitLeaders read from the servers' own monitoring
+// endpoints: it polls /jsz (accounts, streams and consumers) of every server
+// running, every 100 ms, until the meta leader and every stream and consumer
+// of needed are each led by a running server that says so itself (its own
+// /jsz names itself the leader; a follower's view of the leader may be
+// stale), not victim while victim is down; it returns that moment (zero if
+// ctx ended first). This is the election as the servers see it, before any
+// client could learn of it.
+func waitLeadersJSZ(ctx context.Context, servers []*clusterServer, needed []asset, victim *clusterServer) time.Time {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	client := &http.Client{Timeout: time.Second}
+	for {
+		led := map[asset]bool{}
+		for _, s := range servers {
+			if s == victim && !victim.proc.Running() {
+				continue
+			}
+			for _, a := range jszLeads(ctx, client, s) {
+				led[a] = true
+			}
+		}
+		all := true
+		for _, a := range needed {
+			all = all && led[a]
+		}
+		if all {
+			return time.Now()
+		}
+		sleep(ctx, 100*time.Millisecond)
+		if ctx.Err() != nil {
+			return time.Time{}
+		}
+	}
+}
+
+// jszLeads returns what server s says it leads itself, by its /jsz: the
+// meta leader (the zero asset), streams and their consumers. Nothing if it
+// does not answer.
+func jszLeads(ctx context.Context, client *http.Client, s *clusterServer) []asset {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+s.monitor+"/jsz?accounts=true&streams=true&consumers=true", nil)
+	if err != nil {
+		return nil
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return nil
+	}
+	defer resp.Body.Close()
+	type cluster struct {
+		Leader string `json:"leader"`
+	}
+	var jsz struct {
+		Meta *cluster `json:"meta_cluster"`
+		Accounts []struct {
+			Streams []struct {
+				Name      string   `json:"name"`
+				Cluster   *cluster `json:"cluster"`
+				Consumers []struct {
+					Name    string   `json:"name"`
+					Cluster *cluster `json:"cluster"`
+				} `json:"consumer_detail"`
+			} `json:"stream_detail"`
+		} `json:"account_details"`
+	}
+	if resp.StatusCode != http.StatusOK || json.NewDecoder(resp.Body).Decode(&jsz) != nil {
+		return nil
+	}
+	mine := func(c *cluster) bool { return c != nil && c.Leader == s.name }
+	var out []asset
+	if mine(jsz.Meta) {
+		out = append(out, asset{})
+	}
+	for _, acc := range jsz.Accounts {
+		for _, st := range acc.Streams {
+			if mine(st.Cluster) {
+				out = append(out, asset{stream: st.Name})
+			}
+			for _, c := range st.Consumers {
+				if mine(c.Cluster) {
+					out = append(out, asset{stream: st.Name, consumer: c.Name})
+				}
+			}
+		}
+	}
+	return out
+}
+
 // waitSpread waits until no server leads more than a third of a record's
 // writes plus one group's share (what placing one stream at a time can
 // leave) and all three lead some, as actor's checkLeadersSpread asks, and
@@ -608,15 +722,16 @@ func clusterReport(t testing.TB, p plan, rounds int, events []event, respread []
 	var b strings.Builder
 	fmt.Fprintf(&b, "torture cluster, %s: 3 nats-server processes (R3), 3 nodes with --stream-groups 3 --partitions %d, %d counters, %d increments/s, lease TTL %s, %d round(s); allowance: the election + %s\n",
 		time.Now().UTC().Format(time.RFC3339), p.partitions, p.counters, p.rate, p.ttl, rounds, p.allow)
-	fmt.Fprintf(&b, "| fault | within allowance | election p50 | election max | recovery after it p50 | max | leases lost |\n| --- | --- | --- | --- | --- | --- | --- |\n")
+	fmt.Fprintf(&b, "| fault | within allowance | election p50 (API) | max | election p50 (/jsz) | max | recovery after it p50 | max | max after the /jsz election | leases lost |\n| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n")
 	for _, f := range append(slices.Clone(clusterFaults), clusterMore...) {
-		var el, rec []time.Duration
+		var el, jsz, rec, recJSZ []time.Duration
 		okn, leases := 0, 0
 		for _, e := range events {
 			if e.fault != f {
 				continue
 			}
-			el, rec = append(el, e.election), append(rec, e.recovery)
+			el, jsz, rec = append(el, e.election), append(jsz, e.electionJSZ), append(rec, e.recovery)
+			recJSZ = append(recJSZ, e.recovery+e.election-e.electionJSZ)
 			leases += e.leases
 			if e.over == 0 {
 				okn++
@@ -626,9 +741,12 @@ func clusterReport(t testing.TB, p plan, rounds int, events []event, respread []
 			continue
 		}
 		slices.Sort(el)
+		slices.Sort(jsz)
 		slices.Sort(rec)
+		slices.Sort(recJSZ)
 		r := func(ds []time.Duration, i int) time.Duration { return ds[i].Round(10 * time.Millisecond) }
-		fmt.Fprintf(&b, "| %s | %d/%d | %s | %s | %s | %s | %d |\n", f, okn, len(el), r(el, (len(el)-1)/2), r(el, len(el)-1), r(rec, (len(rec)-1)/2), r(rec, len(rec)-1), leases)
+		fmt.Fprintf(&b, "| %s | %d/%d | %s | %s | %s | %s | %s | %s | %s | %d |\n", f, okn, len(el), r(el, (len(el)-1)/2), r(el, len(el)-1),
+			r(jsz, (len(jsz)-1)/2), r(jsz, len(jsz)-1), r(rec, (len(rec)-1)/2), r(rec, len(rec)-1), r(recJSZ, len(recJSZ)-1), leases)
 	}
 	for i, d := range respread {
 		fmt.Fprintf(&b, "\nround %d: leaders spread again %s after the rolling restart.", i+1, d.Round(100*time.Millisecond))

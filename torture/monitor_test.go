@@ -85,9 +85,16 @@ func (m *monitor) watchAgain() {
 	}
 }
 
-// watchLoop keeps a watch on the counters' state documents, opening it again
-// when it ends or when asked to.
+// watchLoop keeps a watch on the counters' state documents, opening a new
+// one when it ends or when asked to. A watch being replaced is followed
+// until the new one has read its initial values: a watch whose consumer
+// lived on a server that went sees nothing until nats.go notices, and the
+// new one may take seconds to open right after an election (its request
+// lost), so switching at once could leave the monitor blind meanwhile and
+// count the counters as stalled though they applied (updates are merged:
+// the highest seq seen wins).
 func (m *monitor) watchLoop(ctx context.Context, kv jetstream.KeyValue, rewatch <-chan struct{}) {
+	retire := func() {} // stops following the watch being replaced
 	for ctx.Err() == nil {
 		asked := time.Now()
 		w, err := kv.Watch(ctx, "counter.>", jetstream.IgnoreDeletes())
@@ -101,22 +108,46 @@ func (m *monitor) watchLoop(ctx context.Context, kv jetstream.KeyValue, rewatch 
 			}
 			continue
 		}
-		m.follow(ctx, w, rewatch)
-		// The watch is being replaced or the run is over. Stopping it
-		// deletes its consumer, which waits out the API timeout when the
-		// server that held it is gone: the new watch does not wait for it.
-		m.stopping.Add(1)
-		go func() { defer m.stopping.Done(); _ = w.Stop() }()
-	}
-}
-
-// follow reads w's updates until it ends, ctx ends or a rewatch is asked.
-func (m *monitor) follow(ctx context.Context, w jetstream.KeyWatcher, rewatch <-chan struct{}) {
-	for {
+		current, ended, stop := make(chan struct{}), make(chan struct{}), make(chan struct{})
+		m.stopping.Add(2)
+		go func() {
+			defer m.stopping.Done()
+			m.follow(ctx, w, stop, current)
+			close(ended)
+			// Stopping a watch deletes its consumer, which waits out the
+			// API timeout when the server that held it is gone: nothing
+			// waits for it.
+			_ = w.Stop()
+		}()
+		old := retire
+		go func() {
+			defer m.stopping.Done()
+			select {
+			case <-current:
+			case <-ended:
+			case <-ctx.Done():
+			}
+			old()
+		}()
+		var once sync.Once
+		retire = func() { once.Do(func() { close(stop) }) }
 		select {
 		case <-ctx.Done():
 			return
 		case <-rewatch:
+		case <-ended:
+		}
+	}
+}
+
+// follow reads w's updates until it ends, ctx ends or stop is closed;
+// current is closed once its initial values are read.
+func (m *monitor) follow(ctx context.Context, w jetstream.KeyWatcher, stop <-chan struct{}, current chan<- struct{}) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-stop:
 			return
 		case e, ok := <-w.Updates():
 			if !ok {
@@ -125,6 +156,10 @@ func (m *monitor) follow(ctx context.Context, w jetstream.KeyWatcher, rewatch <-
 			if e == nil {
 				if m.logf != nil {
 					m.logf("monitor: initial values read")
+				}
+				if current != nil {
+					close(current)
+					current = nil
 				}
 				continue // the end of the initial values
 			}

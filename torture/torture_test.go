@@ -106,7 +106,8 @@ type event struct {
 	healed        time.Time // the fault undone: process back, SIGCONT, link up, server ready
 	recovery      time.Duration
 	over          int           // counters that stalled past the allowance after it
-	election      time.Duration // cluster run: until every stream needed had a leader again
+	election      time.Duration // cluster run: until every stream needed had a leader again, by the JetStream API
+	electionJSZ   time.Duration // cluster run: the same by the servers' /jsz
 	leases        int           // cluster run: "lost the lease" in the nodes' logs over it
 }
 
