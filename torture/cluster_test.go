@@ -607,7 +607,7 @@ func jszLeads(ctx context.Context, client *http.Client, s *clusterServer) []asse
 		Leader string `json:"leader"`
 	}
 	var jsz struct {
-		Meta *cluster `json:"meta_cluster"`
+		Meta     *cluster `json:"meta_cluster"`
 		Accounts []struct {
 			Streams []struct {
 				Name      string   `json:"name"`
