@@ -2,12 +2,25 @@ package actor
 
 import (
 	"context"
+	"errors"
 	"time"
+
+	"github.com/effectors/effectors/bus"
 )
 
 // spreadAgain is how soon the spread is checked again after a leader moved:
 // one election at a time, each given time to settle.
 const spreadAgain = 3 * time.Second
+
+// spreadCalm is how long every stream's leader must have been in place
+// (bus.Conn.SpreadLeader's calm) before a leader is moved: a move is an
+// election of its own, and writes in flight to the leader stepping down wait
+// for their answer (sent again after ackTimeout). Right after a server's
+// return, or between the steps of a rolling restart, the records waiting
+// are worth more than the spread: in the cluster torture runs a move a
+// moment after a restarted server came back held some counters 2 s. It also
+// spaces the moves themselves.
+const spreadCalm = 5 * time.Second
 
 // spreadLeaders keeps the leaders of the deployment's replicated streams spread
 // over the cluster's servers (Options.SpreadLeaders): every period, if this
@@ -16,8 +29,8 @@ const spreadAgain = 3 * time.Second
 // spreadAgain later when it did. One node acts at a time (two that both
 // think themselves lowest for a moment compute the same plan from the same
 // stream infos, so at worst they ask the same step-down twice), nothing
-// moves while a server is away, and a leader moves only to a replica that
-// is current.
+// moves while a server is away nor within spreadCalm of any stream's
+// election, and a leader moves only to a replica that is current.
 func (p *placement) spreadLeaders(ctx context.Context) {
 	every := p.n.opts.SpreadLeaders
 	if every < 0 {
@@ -35,11 +48,14 @@ func (p *placement) spreadLeaders(ctx context.Context) {
 			continue
 		}
 		sctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		m, err := p.n.conn.SpreadLeader(sctx)
+		m, err := p.n.conn.SpreadLeader(sctx, spreadCalm)
 		cancel()
 		switch {
 		case ctx.Err() != nil:
 			return
+		case errors.Is(err, bus.ErrUnsteady):
+			p.n.log.Debug("spread stream leaders: not now", "err", err)
+			wait = min(every, spreadAgain)
 		case err != nil:
 			p.n.log.Debug("spread stream leaders: not now", "err", err)
 		case m.Stream != "":

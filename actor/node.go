@@ -274,15 +274,22 @@ func (n *Node) Run(ctx context.Context) error {
 
 	// An acknowledgement lost with a stream leader's death would leave a
 	// batch waiting for good: each asynchronous publish gives up as a
-	// synchronous one does, and the batch publishes again (ids make the
-	// second copy a duplicate).
+	// synchronous one does, after ackTimeout, and the batch publishes again
+	// (ids make the second copy a duplicate).
 	js, err := jetstream.New(n.conn.NATS(), jetstream.WithPublishAsyncMaxPending(outputWindow),
-		jetstream.WithPublishAsyncTimeout(bus.DefaultPublishTimeout))
+		jetstream.WithPublishAsyncTimeout(ackTimeout))
 	if err != nil {
 		return fmt.Errorf("jetstream: %w", err)
 	}
 	n.js = js
-	pub, err := n.conn.Publisher(0)
+	// A write sent to a stream's leader as it stepped down or died may get
+	// no answer at all: a leader election ends the wait for it, as a
+	// dropped connection does (bus.Conn.FollowElections), and it is sent
+	// again at once.
+	if err := n.conn.FollowElections(); err != nil {
+		n.log.Warn("leader elections not followed: a write unanswered across one is sent again after its timeout", "err", err, "fix", "allow subscribing to "+n.names.StreamLeaderElected())
+	}
+	pub, err := n.conn.Publisher(ackTimeout)
 	if err != nil {
 		return err
 	}
@@ -312,6 +319,22 @@ func (n *Node) Run(ctx context.Context) error {
 		return fmt.Errorf("bucket %s: %w (was it provisioned?)", n.names.PlaceBucket(), err)
 	}
 	place := newPlacement(n, placeBucket)
+	// The heartbeats go over a connection of their own (DESIGN.md section
+	// 6): they must not queue behind the node's records, outputs and state
+	// writes, nor wait on that connection's reconnects.
+	beatConn, err := n.conn.Side(ctx, "heartbeat")
+	if err != nil {
+		return fmt.Errorf("heartbeat connection: %w", err)
+	}
+	defer beatConn.Close()
+	beatJS, err := jetstream.New(beatConn)
+	if err != nil {
+		return fmt.Errorf("heartbeat connection: jetstream: %w", err)
+	}
+	if place.beats, err = beatJS.KeyValue(ctx, n.names.PlaceBucket()); err != nil {
+		return fmt.Errorf("heartbeat connection: bucket %s: %w", n.names.PlaceBucket(), err)
+	}
+	place.beatConn = beatConn
 	n.place.Store(place)
 	placeCtx, stopPlace := context.WithCancel(runCtx)
 	stopPlacement := func() {

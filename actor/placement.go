@@ -126,13 +126,18 @@ type lease struct {
 
 // placement is a node's part in placement; see the comment above.
 type placement struct {
-	n     *Node
-	id    string
-	kv    jetstream.KeyValue
-	kinds []string
-	beat  time.Duration
-	ttl   time.Duration
-	idle  time.Duration
+	n  *Node
+	id string
+	kv jetstream.KeyValue
+	// beats is the same bucket over the node's heartbeat connection,
+	// beatConn (see Conn.Side); nil when the node has none. Set before
+	// start, read only after.
+	beats    jetstream.KeyValue
+	beatConn *nats.Conn
+	kinds    []string
+	beat     time.Duration
+	ttl      time.Duration
+	idle     time.Duration
 
 	mu      sync.Mutex // guards the fields below
 	members map[string]*member
@@ -303,15 +308,28 @@ func (p *placement) putMember(ctx context.Context, m memberDoc) error {
 	if err != nil {
 		return err
 	}
+	// A heartbeat says the node can work: none while its own connection is
+	// down, whatever the heartbeat connection could do.
+	if st := p.n.conn.State(); st != bus.StateConnected {
+		return fmt.Errorf("announce node %s: %w (%s)", p.id, errConnDown, st)
+	}
+	kv := p.kv
+	if p.beats != nil && !p.beatConn.IsClosed() {
+		kv = p.beats // closed for good: the node's own connection carries them
+	}
 	sent, gen := p.n.claim.clock(), p.n.conn.Disconnects()
 	ctx, cancel := context.WithTimeout(ctx, p.putTimeout())
 	defer cancel()
-	if _, err := p.kv.Put(ctx, p.n.names.NodeKey(p.id), b); err != nil {
+	if _, err := kv.Put(ctx, p.n.names.NodeKey(p.id), b); err != nil {
 		return fmt.Errorf("announce node %s: %w", p.id, err)
 	}
 	p.renewed(sent, gen)
 	return nil
 }
+
+// errConnDown: the node's own connection to NATS is down, so it sends no
+// heartbeat (see putMember).
+var errConnDown = errors.New("the node's connection to NATS is down")
 
 // putTimeout bounds one heartbeat write: half a beat, at least 250ms. A
 // write the bucket does not answer by then (its leader is gone) is sent
@@ -488,16 +506,28 @@ func (p *placement) refresh(now time.Time) {
 	// While our own heartbeats do not come back on the watch (the watch
 	// stalled, say on a server that died, or we are cut off), silence from
 	// the others proves nothing: keep them alive until it recovers.
-	blind := false
+	//
+	// Nobody expires either while our own heartbeat is merely late (a beat
+	// and a quarter): the watch may have stalled a moment ago, and another
+	// node's heartbeat that came late just before it (its put waited on an
+	// election) would make it look gone a TTL after its last one while we
+	// are not blind yet. A cluster torture run showed it: a node's watch
+	// stalled 1.9 s after a server's restart, another's heartbeat had been
+	// 1 s late, and its partitions were taken. A lease counts as expired
+	// only after a full TTL during which the bucket answered (DESIGN.md
+	// section 6): our own heartbeat coming back is how we know it answers.
+	blind, unsure := false, false
 	if me, ok := p.members[p.id]; !ok || now.Sub(me.seen) >= p.quiet() {
 		blind = true
+	} else if now.Sub(me.seen) >= p.beat+p.beat/4 {
+		unsure = true
 	}
 	var live []string
 	hosts := map[string][]string{}
 	plain := map[string]bool{}
 	p.blind = blind
 	for id, m := range p.members {
-		if id != p.id && (m.gone || now.Sub(m.seen) >= p.ttl) && !(blind && slices.Contains(p.live, id)) {
+		if id != p.id && (m.gone || now.Sub(m.seen) >= p.ttl) && !((blind || unsure) && slices.Contains(p.live, id)) {
 			continue
 		}
 		live = append(live, id)
@@ -665,21 +695,22 @@ func (p *placement) reconcile(ctx context.Context) (failed bool) {
 			wg = &prepares
 		}
 		wg.Go(func() {
-			actx, cancel := p.attemptContext(ctx, s)
-			defer cancel()
 			// A lease to take is taken at once, whatever else the pass
 			// does: the old reader learns sooner that it lost it.
 			var rev uint64
 			if a == actOpen {
+				actx, cancel := p.attemptContext(ctx, s)
 				var err error
-				if rev, err = p.take(actx, s); err != nil {
+				rev, err = p.take(actx, s)
+				cancel()
+				if err != nil {
 					report(s, err)
 					return
 				}
 			}
 			sem <- struct{}{}
 			defer func() { <-sem }()
-			o, err := p.act(actx, s, a, reading[s], leases[s], owners[s], rev)
+			o, err := p.act(ctx, s, a, reading[s], leases[s], owners[s], rev)
 			if o != nil {
 				ready <- o
 			} else if err == nil {
@@ -703,7 +734,9 @@ func (p *placement) reconcile(ctx context.Context) (failed bool) {
 				break more
 			}
 		}
-		names, err := p.n.consumerNames(ctx)
+		lctx, cancel := context.WithTimeout(ctx, firstAttempt)
+		names, err := p.n.consumerNames(lctx)
+		cancel()
 		for _, o := range batch {
 			if err != nil {
 				o.part.stop(0) // the lease stays ours: the next pass opens it again
@@ -733,22 +766,31 @@ func (p *placement) failing(s slot, err error) {
 	p.n.log.Warn("placement: failed; trying again soon", "partition", s.String(), "err", err)
 }
 
-// attemptContext bounds an action on partition s after failures: by the
-// time since its first failure, from 1s to 10s. Right after a server's
-// restart or an election a request can be lost with no answer at all (sent
-// to a server as it went, or answered while the connection was down), and
-// JetStream's own 5s API timeout would then hold the partition that long;
-// a retry that is slow only because the cluster is slow gets more time at
-// each failure. A first attempt is not bounded beyond ctx.
+// attemptContext bounds the calls to the server of one attempt at an action
+// on partition s: firstAttempt (1s) at first, then a quarter of the time
+// since its first failure, from 1s to 10s. Right after a server's restart
+// or an election a request can be lost with no answer at all (sent to a
+// server as it went, to a stream or consumer whose leader died, or answered
+// while the connection was down): JetStream's own 5s API timeout held
+// partitions that long after an election in the cluster torture runs, while
+// the same request sent again was answered in 30 ms. A retry that is slow
+// only because the cluster is slow gets more time as the failures go on.
+// Callers take it after waiting for anything else (a claim worker, records
+// in hand finishing), so that only the server's time counts.
 func (p *placement) attemptContext(ctx context.Context, s slot) (context.Context, context.CancelFunc) {
 	p.mu.Lock()
 	since, again := p.retrying[s]
 	p.mu.Unlock()
 	if !again {
-		return context.WithCancel(ctx)
+		return context.WithTimeout(ctx, firstAttempt)
 	}
-	return context.WithTimeout(ctx, min(max(time.Since(since), time.Second), 10*time.Second))
+	return context.WithTimeout(ctx, min(max(time.Since(since)/4, firstAttempt), 10*time.Second))
 }
+
+// firstAttempt bounds the first attempt of a call to the server that a
+// partition waits on (see attemptContext); an answer takes milliseconds
+// when the stream or consumer it needs has a leader.
+const firstAttempt = time.Second
 
 // opened ends a run of failures of partition s, if any: what had to be
 // done about it is done.
@@ -773,7 +815,9 @@ type opening struct {
 // startReading starts reading a prepared partition; names are the mailbox stream's
 // consumers, listed after its reset.
 func (p *placement) startReading(ctx context.Context, o *opening, names []string) error {
-	if err := o.part.start(ctx, o.cons, names); err != nil {
+	sctx, cancel := p.attemptContext(ctx, o.slot)
+	defer cancel()
+	if err := o.part.start(sctx, o.cons, names); err != nil {
 		return fmt.Errorf("open partition %s: %w", o.slot, err)
 	}
 	p.readMu.Lock()
@@ -808,9 +852,13 @@ func (p *placement) act(ctx context.Context, s slot, a action, part *partition, 
 		return nil, nil
 	case actClose:
 		part.stop(p.n.opts.ShutdownGrace)
-		return nil, p.handOver(ctx, s, owner)
+		actx, cancel := p.attemptContext(ctx, s)
+		defer cancel()
+		return nil, p.handOver(actx, s, owner)
 	case actFree:
-		return nil, p.handOver(ctx, s, owner)
+		actx, cancel := p.attemptContext(ctx, s)
+		defer cancel()
+		return nil, p.handOver(actx, s, owner)
 	case actReopen:
 		if l.rev != part.lease {
 			p.n.log.Warn("the lease of a partition changed while it was read: reading it again under a lease of its own", "partition", s.String(), "holder", l.node, "lease_rev", l.rev, "read_under", part.lease)
@@ -821,13 +869,15 @@ func (p *placement) act(ctx context.Context, s slot, a action, part *partition, 
 	if l.node != "" && l.node != p.id {
 		o.from = l.node
 	}
+	actx, cancel := p.attemptContext(ctx, s)
+	defer cancel()
 	var err error
 	if a == actReopen {
-		if rev, err = p.take(ctx, s); err != nil {
+		if rev, err = p.take(actx, s); err != nil {
 			return nil, err
 		}
 	}
-	if o.part, o.cons, err = p.n.preparePartition(ctx, p.n.kindSpec(s.kind), s.num, rev); err != nil {
+	if o.part, o.cons, err = p.n.preparePartition(actx, p.n.kindSpec(s.kind), s.num, rev); err != nil {
 		return nil, fmt.Errorf("open partition %s: %w", s, err)
 	}
 	if o.from == "" {
@@ -855,6 +905,8 @@ func (p *placement) reopen(part *partition) { p.poke() }
 func (p *placement) stopFenced(ctx context.Context, part *partition) {
 	owns := part.ownConsumers()
 	part.stop(p.n.opts.ShutdownGrace)
+	ctx, cancel := context.WithTimeout(ctx, firstAttempt) // the new reader unpins too
+	defer cancel()
 	for _, name := range append(owns, part.name) {
 		if err := p.n.unpin(ctx, part.num, name); err != nil && ctx.Err() == nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
 			p.n.log.Debug("placement: unpin on the way out", "consumer", name, "err", err)

@@ -183,6 +183,16 @@ func (e *effector) retryIO(op func() error) error {
 	}
 }
 
+// ackTimeout is how long a node waits for JetStream's acknowledgement of a
+// write (an output, a state document, a dead letter) before it sends the
+// write again. A write sent to a stream leader as that server stopped gets
+// no answer at all, and no error: with nats.go's 5 s default, counters
+// waited 3 s past the election after a server's restart in the cluster
+// torture runs. An answer takes milliseconds when the stream has a leader;
+// a write sent again is harmless (outputs carry ids the duplicate window
+// drops, a state document's compare-and-set finds its own write: landed).
+const ackTimeout = 2 * time.Second
+
 // isTimeout reports whether err is a request that got no answer in time.
 func isTimeout(err error) bool {
 	return errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout) ||

@@ -108,6 +108,32 @@ func TestClusterProvisionsReplicas(t *testing.T) {
 	if err := conn.Provision(t.Context()); err != nil {
 		t.Fatalf("second Provision: %v", err)
 	}
+
+	// A stream leader's election closes Dropped's channel once the
+	// connection follows elections, though the connection stays up: a write
+	// sent to the old leader is sent again at once, not after its timeout.
+	if err := conn.FollowElections(); err != nil {
+		t.Fatal(err)
+	}
+	if err := conn.NATS().Flush(); err != nil {
+		t.Fatal(err)
+	}
+	dropped, disconnects := conn.Dropped(), conn.Disconnects()
+	stream := "KV_" + n.PlaceBucket()
+	if _, err := conn.NATS().Request(n.StreamStepDown(stream), nil, 5*time.Second); err != nil {
+		t.Fatalf("step down the leader of %s: %v", stream, err)
+	}
+	select {
+	case <-dropped:
+	case <-time.After(15 * time.Second):
+		t.Fatalf("Dropped's channel still open 15s after the leader of %s stepped down (%d elections heard)", stream, conn.Elections())
+	}
+	if conn.Elections() == 0 {
+		t.Error("Elections() = 0 after an election closed Dropped's channel")
+	}
+	if got := conn.Disconnects(); got != disconnects {
+		t.Errorf("Disconnects() = %d after an election, want %d: elections are not disconnects", got, disconnects)
+	}
 }
 
 // TestClusterKeepsWhatIsProvisioned: a connection that does not say how many

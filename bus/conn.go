@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -185,6 +186,7 @@ type Conn struct {
 	cfg    Config
 	server *Server
 	log    *slog.Logger
+	url    string // the servers Connect dialled (see Side)
 
 	closing atomic.Bool   // Close was called: a closed connection is expected
 	closed  chan struct{} // closed by the connection's closed handler
@@ -192,9 +194,14 @@ type Conn struct {
 	lostErr error         // why; written before lost is closed, read after
 	// disconnects counts the times the connection went down (Disconnects).
 	disconnects atomic.Uint64
-	// drop is closed when the connection next goes down, then replaced
-	// (see Dropped).
+	// drop is closed when the connection next goes down, or a stream's
+	// leader is elected once FollowElections was called, then replaced (see
+	// Dropped).
 	drop atomic.Pointer[chan struct{}]
+	// elections is the advisory subscription of FollowElections, made once.
+	elections     sync.Once
+	electionsErr  error
+	electionsSeen atomic.Uint64 // advisories received
 
 	// The configuration left these at 0: Provision takes them from the
 	// provisioned streams (see Adopt).
@@ -231,6 +238,7 @@ func Connect(ctx context.Context, cfg Config) (*Conn, error) {
 	}
 	first := make(chan struct{})
 	c.drop.Store(&first)
+	c.url = url
 	nc, err := dial(ctx, url, cfg, c.onClosed, c.down)
 	if err != nil {
 		c.shutdownServer()
@@ -379,6 +387,23 @@ func dial(ctx context.Context, url string, cfg Config, closed nats.ConnHandler, 
 	}
 }
 
+// Side opens another connection to the servers c is connected to, with the
+// same options (credentials, TLS), named after c's with "-" and what, for
+// traffic that must not queue behind c's: a node's heartbeats, which must
+// not wait behind its records and state writes nor on its reconnects. It
+// reconnects forever like c, and its disconnects are logged (with
+// connection=what), not counted in [Conn.Disconnects] or [Conn.Dropped].
+// The caller closes it; [Conn.Close] does not.
+func (c *Conn) Side(ctx context.Context, what string) (*nats.Conn, error) {
+	if c.url == "" {
+		return nil, fmt.Errorf("%w: a side connection needs a Conn made by Connect", ErrInvalidConfig)
+	}
+	cfg := c.cfg
+	cfg.Name = c.cfg.Name + "-" + what
+	cfg.Logger = c.log.With("connection", what)
+	return dial(ctx, c.url, cfg, func(*nats.Conn) {}, func() {})
+}
+
 // Names returns the subject, stream and bucket names of this connection.
 func (c *Conn) Names() Names { return c.names }
 
@@ -423,17 +448,54 @@ func (c *Conn) Lost() <-chan struct{} { return c.lost }
 // down counts a disconnect and closes the channel Dropped handed out.
 func (c *Conn) down() {
 	c.disconnects.Add(1)
+	c.interrupt()
+}
+
+// interrupt closes the channel Dropped handed out, and hands out a new one.
+func (c *Conn) interrupt() {
 	next := make(chan struct{})
 	if old := c.drop.Swap(&next); old != nil {
 		close(*old)
 	}
 }
 
-// Dropped returns a channel closed when the connection next goes down. A
-// request whose answer had not come by then will not get it (an answer sent
-// while the client is disconnected is lost), so a caller waiting on it can
-// ask again over the new connection at once instead of waiting out its
-// timeout.
+// FollowElections makes the channel [Conn.Dropped] hands out close, as at a
+// disconnect, whenever JetStream elects a stream's leader
+// ([Names.StreamLeaderElected], a stepped-down or dead leader's successor):
+// a write sent to the old leader as it went may never be answered, not even
+// with an error, and a caller waiting on Dropped sends it again at once
+// rather than waiting out its timeout. [Conn.Disconnects] does not count
+// elections. It needs permission to subscribe to the advisory subject
+// (deploy/nats grants it to nodes); on a single server, where no leader is
+// ever elected again, it costs nothing. Calling it again does nothing and
+// returns the first call's error.
+func (c *Conn) FollowElections() error {
+	c.elections.Do(func() {
+		if c.nc == nil {
+			c.electionsErr = fmt.Errorf("%w: FollowElections needs a Conn made by Connect", ErrInvalidConfig)
+			return
+		}
+		_, err := c.nc.Subscribe(c.names.StreamLeaderElected(), func(*nats.Msg) {
+			c.electionsSeen.Add(1)
+			c.interrupt()
+		})
+		if err != nil {
+			c.electionsErr = fmt.Errorf("follow stream leader elections: %w", err)
+		}
+	})
+	return c.electionsErr
+}
+
+// Elections returns how many stream leader elections the connection heard
+// of since [Conn.FollowElections].
+func (c *Conn) Elections() uint64 { return c.electionsSeen.Load() }
+
+// Dropped returns a channel closed when the connection next goes down, or,
+// after [Conn.FollowElections], when a stream's leader is next elected. A
+// request whose answer had not come by then may not get it (an answer sent
+// while the client is disconnected is lost; a leader that stepped down does
+// not answer what it had not stored), so a caller waiting on it can ask
+// again at once instead of waiting out its timeout.
 func (c *Conn) Dropped() <-chan struct{} {
 	if ch := c.drop.Load(); ch != nil {
 		return *ch
@@ -442,8 +504,9 @@ func (c *Conn) Dropped() <-chan struct{} {
 }
 
 // Publisher returns a [Publisher] on the connection whose calls end with
-// [ErrAckLost] when the connection goes down before their acknowledgement
-// came (see [Conn.Dropped]). A timeout of 0 is [DefaultPublishTimeout].
+// [ErrAckLost] when the connection goes down (or, after
+// [Conn.FollowElections], a stream's leader is elected) before their
+// acknowledgement came (see [Conn.Dropped]). A timeout of 0 is [DefaultPublishTimeout].
 func (c *Conn) Publisher(timeout time.Duration) (*Publisher, error) {
 	p, err := NewPublisher(c.nc, timeout)
 	if err != nil {

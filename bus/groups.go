@@ -33,6 +33,11 @@ const MaxGroups = 64
 // rather than read the wrong stream.
 var ErrGroupsUnsupported = errors.New("bus: not supported with stream groups yet")
 
+// ErrUnsteady: the cluster is not steady (a replica offline, a peer missing,
+// a stream without a leader), so no stream leader is moved now
+// ([Conn.SpreadLeader]).
+var ErrUnsteady = errors.New("bus: the cluster is not steady (a server away or a stream electing)")
+
 // Stream metadata keys of a group's mailbox stream: they tell a process that
 // did not configure the layout what it is (see [Conn.Provision]).
 const (
@@ -538,7 +543,7 @@ type LeaderMove struct {
 // is current); steady is false when a replicated stream has no leader, a
 // replica offline or a peer missing (a server away), when moving leaders
 // would only add an election.
-func (c *Conn) leaderPlan(ctx context.Context) (leaders map[string]string, moves []LeaderMove, steady bool, err error) {
+func (c *Conn) leaderPlan(ctx context.Context) (leaders map[string]string, moves []LeaderMove, steady bool, elected time.Time, err error) {
 	leaders = map[string]string{}
 	load := map[string]float64{}
 	steady = true
@@ -548,7 +553,7 @@ func (c *Conn) leaderPlan(ctx context.Context) (leaders map[string]string, moves
 			if it.optional && errors.Is(err, jetstream.ErrStreamNotFound) {
 				continue
 			}
-			return nil, nil, false, fmt.Errorf("spread leaders: stream %s: %w", it.name, err)
+			return nil, nil, false, time.Time{}, fmt.Errorf("spread leaders: stream %s: %w", it.name, err)
 		}
 		cl := s.CachedInfo().Cluster
 		if cl == nil || len(cl.Replicas) == 0 {
@@ -559,6 +564,9 @@ func (c *Conn) leaderPlan(ctx context.Context) (leaders map[string]string, moves
 		}
 		if cl.Leader == "" {
 			continue
+		}
+		if cl.LeaderSince != nil && cl.LeaderSince.After(elected) {
+			elected = *cl.LeaderSince
 		}
 		const eps = 1e-9
 		best := cl.Leader
@@ -582,7 +590,7 @@ func (c *Conn) leaderPlan(ctx context.Context) (leaders map[string]string, moves
 			moves = append(moves, LeaderMove{Stream: it.name, From: cl.Leader, To: best, ready: current[best]})
 		}
 	}
-	return leaders, moves, steady, nil
+	return leaders, moves, steady, elected, nil
 }
 
 // SpreadLeaders moves the leaders of the stream groups' mailbox streams,
@@ -602,7 +610,7 @@ func (c *Conn) leaderPlan(ctx context.Context) (leaders map[string]string, moves
 // replica; nodes call [Conn.SpreadLeader] from time to time, which moves one
 // leader at a time, so that the spread comes back after a server's restart.
 func (c *Conn) SpreadLeaders(ctx context.Context) (map[string]string, error) {
-	leaders, moves, _, err := c.leaderPlan(ctx)
+	leaders, moves, _, _, err := c.leaderPlan(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -644,15 +652,25 @@ func (c *Conn) SpreadLeaders(ctx context.Context) (map[string]string, error) {
 // stream it places has a leader and no replica is offline, it asks the
 // leader of the first stream that is not where the spread wants it, and
 // whose wanted server is current, to step down in favour of that server,
-// and returns the move; it returns a zero move when the leaders are spread,
-// when no wanted server is current yet, or when the cluster is not steady (a
-// server away: moving a leader then would only add an election). It does
-// not wait for the new leader. Call it again, a few seconds apart, until it
-// returns a zero move.
-func (c *Conn) SpreadLeader(ctx context.Context) (LeaderMove, error) {
-	_, moves, steady, err := c.leaderPlan(ctx)
-	if err != nil || !steady {
+// and returns the move; it returns a zero move when the leaders are spread
+// or when no wanted server is current yet, and an error wrapping
+// [ErrUnsteady] when the cluster is not steady: a server away (moving a
+// leader then would only add an election), or a stream whose leader was
+// elected less than calm ago (by the servers' clock, leader_since: after a
+// server's restart or during a rolling restart, the writes waiting are
+// worth more than the spread, and a step-down is an election of its own).
+// It does not wait for the new leader. Call it again, a few seconds apart,
+// until it returns a zero move.
+func (c *Conn) SpreadLeader(ctx context.Context, calm time.Duration) (LeaderMove, error) {
+	_, moves, steady, elected, err := c.leaderPlan(ctx)
+	if err != nil {
 		return LeaderMove{}, err
+	}
+	if !steady {
+		return LeaderMove{}, fmt.Errorf("spread leaders: %w", ErrUnsteady)
+	}
+	if since := time.Since(elected); since < calm {
+		return LeaderMove{}, fmt.Errorf("spread leaders: a leader was elected %s ago: %w", since.Round(time.Millisecond), ErrUnsteady)
 	}
 	for _, m := range moves {
 		if !m.ready {

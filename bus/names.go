@@ -397,6 +397,13 @@ func (n Names) StreamStepDown(stream string) string {
 	return "$JS.API.STREAM.LEADER.STEPDOWN." + stream
 }
 
+// StreamLeaderElected is the subject of JetStream's advisories that a
+// stream (any, hence the wildcard) has a new leader:
+// $JS.EVENT.ADVISORY.STREAM.LEADER_ELECTED.>.
+func (n Names) StreamLeaderElected() string {
+	return "$JS.EVENT.ADVISORY.STREAM.LEADER_ELECTED.>"
+}
+
 // OrchStream is the stream behind the orchestration bucket: KV_<prefix>_orch.
 func (n Names) OrchStream() string { return "KV_" + n.OrchBucket() }
 

@@ -20,10 +20,11 @@ import (
 const DefaultPublishTimeout = 5 * time.Second
 
 // ErrAckLost is returned by a [Publisher] made by [Conn.Publisher] when the
-// connection went down before the acknowledgement came: the message may or
+// connection went down before the acknowledgement came, or (after
+// [Conn.FollowElections]) a stream's leader was elected: the message may or
 // may not be stored. Publish it again (with its Nats-Msg-Id, or its expected
 // last sequence, the server keeps it once).
-var ErrAckLost = errors.New("the connection to NATS dropped before the acknowledgement came: the message may or may not be stored; publish it again")
+var ErrAckLost = errors.New("the acknowledgement was lost (the connection to NATS dropped, or a stream's leader changed): the message may or may not be stored; publish it again")
 
 // Publisher publishes a message to a stream and waits for the server's
 // acknowledgement, as jetstream's PublishMsg does, at less cost per call:

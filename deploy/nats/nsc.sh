@@ -30,7 +30,7 @@ CLIENT_ALLOW_SUB='_INBOX.>,ea.out.>'
 
 NODE_ALLOW_PUB='ea.>,_INBOX.>,$SRV.>,$KV.ea_state.>,$KV.ea_place.>,$KV.ea_keys.>,$JS.API.>,$JS.ACK.>,$JS.FC.>'
 NODE_DENY_PUB='$KV.ea_orch.>,$JS.API.STREAM.DELETE.>,$JS.API.STREAM.PURGE.EA_MBOX,$JS.API.STREAM.PURGE.EA_OUT,$JS.API.STREAM.PURGE.EA_DEAD,$JS.API.STREAM.PURGE.KV_ea_state,$JS.API.STREAM.PURGE.KV_ea_orch,$JS.API.STREAM.PURGE.KV_ea_place,$JS.API.STREAM.PURGE.KV_ea_keys'
-NODE_ALLOW_SUB='ea.>,_INBOX.>,$SRV.>'
+NODE_ALLOW_SUB='ea.>,_INBOX.>,$SRV.>,$JS.EVENT.ADVISORY.STREAM.LEADER_ELECTED.>'
 
 SUPERVISOR_ALLOW_PUB='ea.mbox.*.*,ea.ctl.>,ea.orch.>,ea.out.supervisor.*,_INBOX.>,$SRV.>,ea.timer.set.supervisor-timer.>,$KV.ea_orch.>,$KV.ea_keys.>,$JS.API.>,$JS.ACK.>,$JS.FC.>'
 SUPERVISOR_DENY_PUB='$JS.API.STREAM.PURGE.>,$JS.API.STREAM.DELETE.>,$JS.API.STREAM.MSG.DELETE.>'

@@ -294,7 +294,10 @@ func (b builder) node() Permissions {
 			Why:      "nor are the one-stream layout's, which keep their records after a move to stream groups",
 		})
 	}
-	p.Subscribe = []Rule{{Subjects: []string{b.p + ">", "_INBOX.>", "$SRV.>"}}}
+	p.Subscribe = []Rule{
+		{Subjects: []string{b.p + ">", "_INBOX.>", "$SRV.>"}},
+		{Subjects: []string{b.n.StreamLeaderElected()}, Why: "a stream leader's election ends the wait for writes sent to the old leader (bus.Conn.FollowElections)"},
+	}
 	return p
 }
 
