@@ -177,18 +177,38 @@ func (t *timerService) stop(drain bool) {
 
 // ack acknowledges each fired timer once its forward is stored, or asks for
 // it again a second later when the forward failed or took over 10 seconds.
-// While a forward waits (a mailbox stream electing a leader), the fired
-// timer is marked in progress every half ack wait, so that the short ack
-// wait (handAckWait) does not hand it to another node meanwhile.
+// While a forward waits (a mailbox stream electing a leader), every fired
+// timer in hand (the one waited on and those queued behind it) is marked in
+// progress every half ack wait, so that the short ack wait (handAckWait)
+// hands none of them to another node meanwhile, which would forward it
+// again (harmless, the mailbox drops the copy, but it is work). What it
+// holds is bounded by the consumer's acknowledgements pending.
 func (t *timerService) ack(ctx context.Context, n *Node) {
 	defer close(t.acked)
 	progress := time.NewTicker(handAckWait(n.opts) / 2)
 	defer progress.Stop()
-	for p := range t.pending {
+	incoming := t.pending // nil once closed
+	var queue []pendingForward
+	for incoming != nil || len(queue) > 0 {
+		if len(queue) == 0 {
+			p, ok := <-incoming
+			if !ok {
+				return
+			}
+			queue = append(queue, p)
+		}
+		p := queue[0]
 		timeout := time.NewTimer(10 * time.Second)
 	wait:
 		for {
 			select {
+			case q, ok := <-incoming:
+				if !ok {
+					incoming = nil
+				} else {
+					queue = append(queue, q)
+				}
+				continue
 			case <-p.f.Ok():
 				_ = p.m.Ack()
 			case err := <-p.f.Err():
@@ -197,7 +217,9 @@ func (t *timerService) ack(ctx context.Context, n *Node) {
 			case <-timeout.C:
 				_ = p.m.NakWithDelay(time.Second)
 			case <-progress.C:
-				_ = p.m.InProgress()
+				for _, q := range queue {
+					_ = q.m.InProgress()
+				}
 				continue
 			case <-ctx.Done():
 				// Not acknowledged: redelivered after the ack wait, to this
@@ -206,6 +228,8 @@ func (t *timerService) ack(ctx context.Context, n *Node) {
 			break wait
 		}
 		timeout.Stop()
+		queue[0] = pendingForward{}
+		queue = queue[1:]
 	}
 }
 
