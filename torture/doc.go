@@ -95,8 +95,11 @@
 // three (rolling-nodes, a rolling restart of the nodes, when
 // TORTURE_CLUSTER_FAULTS asks for it). A fault clears when the meta leader,
 // every stream the counters need and each of their partition consumers
-// answer with a leader again (the election, measured); no counter may then wait more than 2 s,
+// answer with a leader again (the election, measured through the JetStream
+// API, and reported beside the same measured from the servers' /jsz); no
+// counter may then wait more than 2 s,
 // no node may log "lost the lease", the leaders must be spread again within
 // a minute of a rolling restart, and the nodes' ok outcomes must add up to
-// the good inputs. TORTURE_NO_SUPERVISOR=1 leaves the supervisor out.
+// the good inputs. TORTURE_NO_SUPERVISOR=1 leaves the supervisor out;
+// TORTURE_LOGDIR=dir keeps every node's log there.
 package torture
