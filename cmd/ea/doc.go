@@ -34,6 +34,12 @@
 //	   and the runtime sent it to dead letters; the reason is printed
 //	7  replay: the state rebuilt from the record log differs from the
 //	   stored state; the first difference is printed
+//	8  failed: the work was done and failed. send --wait (or dead replay
+//	   --wait): the effector applied the record and answered it with an
+//	   error record (type "error" or ending in ".error", such as the
+//	   task.error of a task whose model is down), whose message is printed;
+//	   orch start --wait: the orchestration ended FAILED (its error is
+//	   printed after its status)
 //
 // Failures are fast: a request the NATS user may not make ends at once
 // with "permission denied" (the server's asynchronous permission violation
