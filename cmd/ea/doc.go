@@ -25,7 +25,8 @@
 //	1  error (anything not below), permission denied by NATS
 //	2  usage: bad arguments or flags, or input the runtime refused (a bad
 //	   id, JSON, header or reply subject)
-//	3  not found: effector, kind, orchestration or definition
+//	3  not found: effector, kind, orchestration, definition, or the timer
+//	   timer cancel names
 //	4  unavailable: NATS unreachable, no node hosting the kind, no
 //	   supervisor or record store answering, a timeout
 //	5  conflict: already exists, terminated, not waiting for input,
