@@ -163,10 +163,22 @@ func (c Command) serve(ctx context.Context, program string, cfg config, log *slo
 	reason := "connecting to NATS"
 	if cfg.NATS == "" {
 		reason = "starting the embedded NATS server"
+		// A restart right after a stop: the node before this one may
+		// still hold the store and the ports while its server writes its
+		// state to disk. Wait for it, before binding the metrics port.
+		awaitStopping(ctx, cfg.Store, log)
 	}
 	proc, err := cli.StartProcess(cli.ProcessOptions{Program: program, Metrics: cfg.Metrics, Reason: reason, Log: log})
 	if err != nil {
 		return err
+	}
+	var marker *stopMarker
+	if cfg.NATS == "" {
+		// Deferred calls run last first: the stopping marker goes once the
+		// metrics port is closed (proc.Close), after the embedded server
+		// released the store and its port (cli.CloseConn below).
+		marker = &stopMarker{dir: cfg.Store, log: log}
+		defer marker.unmark()
 	}
 	defer proc.Close()
 	state, metrics := proc.State, proc.Metrics
@@ -201,6 +213,16 @@ func (c Command) serve(ctx context.Context, program string, cfg config, log *slo
 		return err
 	}
 	defer cli.CloseConn(conn, log)
+	if marker != nil {
+		// From the signal to stop on (or serve's return, whichever comes
+		// first, before CloseConn), a node started on this store waits for
+		// this one (see StoppingFile).
+		stopMarking := context.AfterFunc(ctx, marker.mark)
+		defer func() {
+			stopMarking()
+			marker.mark()
+		}()
+	}
 	if err := proc.Registry.Register(cli.NewConnStateCollector(conn, bus.ConnStates())); err != nil {
 		return fmt.Errorf("register metrics: %w", err)
 	}

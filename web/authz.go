@@ -24,8 +24,9 @@ import (
 //   - an orchestration belongs to the owner it was started with;
 //   - an admin sees and acts on everything.
 //
-// Something that exists and belongs to someone else is refused with
-// forbidden; something that does not exist is not_found. Ids are one
+// Something that exists and belongs to someone else, or to no one (admins
+// only), is refused with forbidden, saying which; something that does not
+// exist is not_found. Ids are one
 // namespace for everyone (create answers exists for another user's id), so
 // forbidden tells nothing that create would not.
 
@@ -41,6 +42,18 @@ func (s *session) forbid(format string, args ...any) (string, error) {
 	return CodeForbidden, fmt.Errorf(format, args...)
 }
 
+// forbidOwned refuses what (e.g. "effector counter/c1"), of owner, to the
+// connection, which sees only its own (e.g. "its own effectors"): what
+// belongs to another user, or has no owner at all (created or sent without
+// one: only admins see it), said as it is.
+func (s *session) forbidOwned(what, owner, own string) (string, error) {
+	name := s.identity().Name
+	if owner == "" {
+		return s.forbid("%s has no owner (made without one: by the ea CLI, a Go client or an admin acting for no one), so only admins see it: %s sees only %s", what, name, own)
+	}
+	return s.forbid("%s belongs to another user: %s sees only %s", what, name, own)
+}
+
 // ownEffector returns the state document of ref when the connection may
 // act on it, or an error frame's code and error.
 func (s *session) ownEffector(ctx context.Context, ref records.Ref) (actor.Document, string, error) {
@@ -49,7 +62,7 @@ func (s *session) ownEffector(ctx context.Context, ref records.Ref) (actor.Docum
 		return doc, codeOf(err), err
 	}
 	if !s.sees(doc.Owner) {
-		code, err := s.forbid("effector %s belongs to another user: %s sees only its own effectors", ref, s.identity().Name)
+		code, err := s.forbidOwned("effector "+ref.String(), doc.Owner, "its own effectors")
 		return actor.Document{}, code, err
 	}
 	return doc, "", nil
@@ -116,7 +129,7 @@ func (s *session) ownOrchestration(ctx context.Context, id string) (string, erro
 		return CodeNotFound, fmt.Errorf("orchestration %s: %w", id, supervisor.ErrUnknownOrchestration)
 	}
 	if !s.sees(o.Owner) {
-		return s.forbid("orchestration %s belongs to another user: %s sees only its own orchestrations", id, s.identity().Name)
+		return s.forbidOwned("orchestration "+id, o.Owner, "its own orchestrations")
 	}
 	return "", nil
 }

@@ -161,8 +161,8 @@ func (s *session) deadLetter(ctx context.Context, typ string, seq uint64) (bus.S
 		return m, CodeUnavailable, fmt.Errorf("dead letter %s #%d: %w", stream, seq, err)
 	}
 	m.Seq = seq
-	if !s.sees(m.Header.Get(records.HeaderOwner)) {
-		code, err := s.forbid("dead letter #%d belongs to another user: %s acts only on dead letters of its own records", seq, s.identity().Name)
+	if owner := m.Header.Get(records.HeaderOwner); !s.sees(owner) {
+		code, err := s.forbidOwned(fmt.Sprintf("dead letter #%d", seq), owner, "dead letters of its own records")
 		return bus.StoredMsg{}, code, err
 	}
 	return m, "", nil

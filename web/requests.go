@@ -194,7 +194,7 @@ func (s *session) answer(ctx context.Context, h head, data []byte) (any, string,
 			return nil, "", err
 		}
 		if !s.sees(rec.Owner) {
-			code, err := s.forbid("record %s belongs to another user: %s sees only records with its EA-Owner", truncate(f.ID, 64), s.identity().Name)
+			code, err := s.forbidOwned("record "+truncate(f.ID, 64), rec.Owner, "records with its EA-Owner")
 			return nil, code, err
 		}
 		return rec.JSON(), "", nil

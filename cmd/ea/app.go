@@ -31,6 +31,7 @@ const (
 	exitUnavailable = 4
 	exitConflict    = 5
 	exitDead        = 6
+	exitFailed      = 8
 )
 
 // DefaultNATS is where ea connects by default: the embedded server of an
@@ -177,6 +178,8 @@ func exitStatus(err error) int {
 		return exitConflict
 	case errors.Is(err, errDeadLettered):
 		return exitDead
+	case errors.Is(err, errFailed):
+		return exitFailed
 	case errors.Is(err, actor.ErrInvalid), errors.Is(err, store.ErrInvalid), errors.Is(err, supervisor.ErrInvalid),
 		errors.Is(err, actor.ErrForbidden), errors.Is(err, actor.ErrTooLarge):
 		// The server refused what was given: the caller's input.
@@ -643,7 +646,9 @@ Exit status: 0 ok, 1 error (or permission denied), 2 usage (bad arguments, or in
 refused), 3 not found, 4 unavailable (NATS, or no node / supervisor / record
 store answering), 5 conflict (already exists, terminated, not waiting, finished),
 6 dead-lettered (send --wait: the runtime sent the record to dead letters),
-7 replay differs (the state rebuilt from the record log is not the stored one).
+7 replay differs (the state rebuilt from the record log is not the stored one),
+8 failed (send --wait: applied, but answered with an error record such as
+task.error; orch start --wait: the orchestration FAILED).
 
 Try (after make run):
   ea create counter/c1

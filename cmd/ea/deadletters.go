@@ -40,6 +40,12 @@ type deadCheck struct {
 	cursor actor.Document
 	// denied, when set: this user may not read the dead letters.
 	denied error
+	// out finds the failure record the effector answered the record with
+	// (core/task's task.error), for work applied that failed.
+	out outputCheck
+	// again: JetStream took the send for a duplicate of a record stored
+	// before the send (see sent).
+	again bool
 }
 
 // deadCheckFor reads where ref's cursor and dead letters stand, before a
@@ -56,12 +62,16 @@ func (a *app) deadCheckFor(ctx context.Context, c *actor.Client, ref records.Ref
 	s, err := conn.JetStream().Stream(sctx, d.stream)
 	if denied := end(); denied != nil {
 		d.denied = denied
-		return d, nil
+		d.out, err = a.outputCheckFor(ctx, ref)
+		return d, err
 	}
 	if err != nil {
 		return d, fmt.Errorf("dead letters (stream %s): %w", d.stream, err)
 	}
 	d.after = s.CachedInfo().State.LastSeq
+	if d.out, err = a.outputCheckFor(ctx, ref); err != nil {
+		return d, err
+	}
 	return d, nil
 }
 
@@ -71,7 +81,7 @@ func (a *app) deadCheckFor(ctx context.Context, c *actor.Client, ref records.Ref
 // before the send: then every dead letter of ref is looked at.
 func (d deadCheck) sent(rec records.Record) deadCheck {
 	if rec.Seq <= d.cursor.Seq || slices.Contains(d.cursor.Ahead, rec.Seq) {
-		d.after = 0
+		d.after, d.again = 0, true
 	}
 	return d
 }

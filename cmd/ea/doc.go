@@ -25,7 +25,8 @@
 //	1  error (anything not below), permission denied by NATS
 //	2  usage: bad arguments or flags, or input the runtime refused (a bad
 //	   id, JSON, header or reply subject)
-//	3  not found: effector, kind, orchestration or definition
+//	3  not found: effector, kind, orchestration, definition, or the timer
+//	   timer cancel names
 //	4  unavailable: NATS unreachable, no node hosting the kind, no
 //	   supervisor or record store answering, a timeout
 //	5  conflict: already exists, terminated, not waiting for input,
@@ -34,6 +35,12 @@
 //	   and the runtime sent it to dead letters; the reason is printed
 //	7  replay: the state rebuilt from the record log differs from the
 //	   stored state; the first difference is printed
+//	8  failed: the work was done and failed. send --wait (or dead replay
+//	   --wait): the effector applied the record and answered it with an
+//	   error record (type "error" or ending in ".error", such as the
+//	   task.error of a task whose model is down), whose message is printed;
+//	   orch start --wait: the orchestration ended FAILED (its error is
+//	   printed after its status)
 //
 // Failures are fast: a request the NATS user may not make ends at once
 // with "permission denied" (the server's asynchronous permission violation

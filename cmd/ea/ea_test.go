@@ -415,7 +415,7 @@ func TestErrors(t *testing.T) {
 		{"tail bad source", []string{"tail", "inbox", "counter/x"}, exitUsage, `"inbox"`},
 		{"tail bad since", []string{"tail", "outbox", "counter/x", "--since", "yesterday"}, exitUsage, "--since"},
 		{"tail since and from", []string{"tail", "outbox", "counter/x", "--since", "1m", "--from", "3"}, exitUsage, "give one of them"},
-		{"tail bad last", []string{"tail", "outbox", "counter/x", "--last", "5000"}, exitUsage, "--last"},
+		{"tail bad last", []string{"tail", "outbox", "counter/x", "--last", "-1"}, exitUsage, "--last"},
 		{"tail dead bad kind", []string{"tail", "dead", "a.b"}, exitUsage, "kind"},
 		{"top bad interval", []string{"top", "--interval", "1ns"}, exitUsage, "--interval"},
 		{"completion fish", []string{"completion", "fish"}, exitUsage, "want bash or zsh"},

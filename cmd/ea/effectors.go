@@ -125,8 +125,11 @@ envelope headers are flags. ea prints the record as stored (id, stream
 sequence) once JetStream has it.
 
 --wait also waits until the effector's cursor passed the record, then says
-what became of it, on what the runtime wrote: applied (prints the state), or
-sent to dead letters (prints the reason; exit status 6). A NATS user who may
+what became of it, on what the runtime wrote: applied (prints the state),
+sent to dead letters (prints the reason; exit status 6), or applied but
+answered with an error record, an output caused by the record whose type
+is "error" or ends in ".error" (a task whose model is down answers
+task.error; prints its message; exit status 8). A NATS user who may
 not read dead letters (the client role of deploy/nats) learns "dead-lettered"
 only when the state document stopped at the record with an error, and
 "processed" otherwise.
@@ -232,8 +235,11 @@ only when the state document stopped at the record with an error, and
 // sentOutcome prints what became of a record sent with --wait, once the
 // state document doc says ref's cursor passed it: applied, or sent to dead
 // letters (exit status 6), decided on the dead letter stream, which the
-// runtime writes before it moves the cursor. A user who may not read dead
-// letters gets what the state document alone can say.
+// runtime writes before it moves the cursor, or applied but answered with a
+// failure record (exit status 8: a task whose run failed), decided on the
+// outbox, which the runtime writes before it moves the cursor too. A user
+// who may not read dead letters gets what the state document alone can
+// say.
 func (a *app) sentOutcome(ctx context.Context, ref records.Ref, sent records.Record, doc actor.Document, dead deadCheck) error {
 	outcome := "applied"
 	if dead.denied == nil {
@@ -253,6 +259,19 @@ func (a *app) sentOutcome(ctx context.Context, ref records.Ref, sent records.Rec
 		}
 		outcome = "processed"
 		fmt.Fprintf(a.stderr, "ea send: %s processed record %s, but this NATS user may not read dead letters (%s), so whether it was applied or dead-lettered is not checked\n", ref, sent.ID, dead.stream)
+	}
+	// Applied is not succeeded: work that failed as an outcome (a task
+	// whose model is down) is an output of a failure type.
+	if dead.out.denied == nil {
+		out, failed, err := dead.out.find(ctx, a.conn, sent, dead.again)
+		if err != nil {
+			return fmt.Errorf("record %s %s (seq %d), but reading what %s answered: %w", sent.ID, outcome, sent.Seq, ref, err)
+		}
+		if failed {
+			return &failedError{rec: sent, ref: ref, out: out}
+		}
+	} else {
+		fmt.Fprintf(a.stderr, "ea send: %s %s record %s, but this NATS user may not read its outputs (%s), so whether the work failed is not checked\n", ref, outcome, sent.ID, dead.out.stream)
 	}
 	if !a.g.json {
 		fmt.Fprintf(a.stdout, "sent %s to %s: id %s, seq %d, %s\n", typeOf(sent), ref, sent.ID, sent.Seq, outcome)

@@ -40,7 +40,8 @@ func cmdOrchStart() *command {
 		short: "start an orchestration",
 		long: `Start the orchestration definition <name> with the given input (JSON, or stdin
 with "-") and print its id. --wait waits until it is no longer RUNNING (WAITING
-for input, or final) and prints its status.`,
+for input, or final) and prints its status; when it ended FAILED, ea says
+so with its error on stderr and exits with status 8.`,
 		flags: func(fs *flag.FlagSet) {
 			fs.BoolVar(&wait, "wait", false, "wait until it waits for input or finishes, then print its status")
 		},
@@ -77,7 +78,13 @@ for input, or final) and prints its status.`,
 			if err != nil {
 				return err
 			}
-			return a.printOrch(o)
+			if err := a.printOrch(o); err != nil {
+				return err
+			}
+			if o.Status == supervisor.StatusFailed {
+				return &orchFailedError{o: o}
+			}
+			return nil
 		},
 	}
 }

@@ -41,7 +41,8 @@ keep printing new ones until interrupted:
   ea tail dead                            every dead letter, with its reason
   ea tail dead counter                    dead letters of one kind (or counter/c1: one effector)
 
-Where to start: by default the last --last records (10); --since TIME (RFC 3339,
+Where to start: by default the last --last records (10, any number: the record
+store answers 1000 at a time, so more are read in pages); --since TIME (RFC 3339,
 or a duration meaning that long ago, e.g. 10m) or --from SEQ (a stream sequence:
 records at or after it in their stream, as printed in the "#" column) start
 there instead. Mailbox, outbox, process and type records come from the record
@@ -53,15 +54,15 @@ record store's JSON (dead letters add "reason", "error", "dead_seq").`,
 			fs.BoolVar(&o.follow, "f", false, "short for --follow")
 			fs.StringVar(&o.since, "since", "", "start at this time: RFC 3339, or a duration ago such as 10m")
 			fs.Uint64Var(&o.from, "from", 0, "start at this stream sequence")
-			fs.IntVar(&o.last, "last", 10, "without --since or --from: how many of the latest records to print first (0-1000)")
+			fs.IntVar(&o.last, "last", 10, "without --since or --from: how many of the latest records to print first (0 or more; above 1000 read in pages)")
 			fs.DurationVar(&o.poll, "poll", 500*time.Millisecond, "with --follow: how often to ask the record store for new records")
 		},
 		run: func(ctx context.Context, a *app, args []string) error {
 			if len(args) == 0 {
 				return usagef(a.fs.Name(), "needs what to print: mailbox, outbox, effector, process, type or dead")
 			}
-			if o.last < 0 || o.last > store.MaxLimit {
-				return usagef(a.fs.Name(), "--last %d: want 0 to %d", o.last, store.MaxLimit)
+			if o.last < 0 {
+				return usagef(a.fs.Name(), "--last %d: want 0 or more", o.last)
 			}
 			if o.poll <= 0 {
 				return usagef(a.fs.Name(), "--poll %v: want a positive duration", o.poll)
@@ -166,13 +167,26 @@ func (a *app) tailStore(ctx context.Context, q store.Query, o tailOpts, since ti
 	if o.from == 0 && since.IsZero() {
 		// The latest records: newest first, printed oldest first.
 		if o.last > 0 {
+			// Newest first, a page of at most store.MaxLimit at a time
+			// until --last are read or the log begins.
 			lq := q
-			lq.Order, lq.Limit = store.NewestFirst, o.last
-			page, err := query(lq)
-			if err != nil {
-				return err
+			lq.Order = store.NewestFirst
+			var recs []store.Record
+			for len(recs) < o.last {
+				lq.Limit = min(o.last-len(recs), store.MaxLimit)
+				page, err := query(lq)
+				if err != nil {
+					return err
+				}
+				recs = append(recs, page.Records...)
+				if !page.More || page.Cursor == "" {
+					break
+				}
+				lq.Cursor = page.Cursor
 			}
-			recs := page.Records
+			if len(recs) > o.last {
+				recs = recs[:o.last]
+			}
 			slices.Reverse(recs)
 			for _, rec := range recs {
 				if err := show(rec); err != nil {

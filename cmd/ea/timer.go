@@ -82,19 +82,21 @@ func cmdTimerCancel() *command {
 	return &command{
 		name: "cancel", args: "<kind>/<id> <name>",
 		short: "cancel a timer or reminder",
+		long: `Cancel the timer or reminder <name> of <kind>/<id>. A timer that is not there
+(never set, already fired, or cancelled before) is an error: exit status 3,
+and nothing was cancelled.`,
 		run: onEffector(2, 2, func(cctx context.Context, a *app, c *actor.Client, ref records.Ref, args []string) error {
 			ok, err := c.CancelTimer(cctx, ref, args[1])
 			if err != nil {
 				return hostless("timer cancel", ref, err)
 			}
+			if !ok {
+				return withCode(exitNotFound, fmt.Errorf("timer cancel %s %s: no timer %q: it was never set, has fired already (a one-shot timer), or was cancelled before; nothing was cancelled (ea timer ls %s lists its timers)", ref, args[1], args[1], ref))
+			}
 			if a.g.json {
 				return a.printJSON(actor.TimerCancelReply{Cancelled: ok})
 			}
-			what := "cancelled"
-			if !ok {
-				what = "not found (never set, already fired, or cancelled)"
-			}
-			_, err = fmt.Fprintf(a.stdout, "timer %s of %s: %s\n", args[1], ref, what)
+			_, err = fmt.Fprintf(a.stdout, "timer %s of %s: cancelled\n", args[1], ref)
 			return err
 		}),
 	}

@@ -17,4 +17,8 @@
 // the fallback, finish, after MaxRounds decisions too. Every decision — the
 // model's choice, the step taken, whether it was a fallback and why — is in
 // the orchestration's results (ea.orch.status) and in the supervisor's log.
+// An orchestration that ends with no answer at all — every question a
+// thread was asked answered with an error (the model is down), and no final
+// message from the model — kills its threads and ends FAILED, the last
+// error in its status (ea orch start --wait exits 8), not COMPLETED.
 package threads

@@ -201,6 +201,9 @@ func Define(svc *core.Services, cfg Config) (supervisor.Definition, error) {
 			}
 		}
 		s.Log = append(s.Log, fmt.Sprintf("finish: killed %d thread(s)", len(s.Threads)))
+		if err := unanswered(s); err != nil {
+			return U{}, graph.Permanent(err)
+		}
 		return graph.Replace(s), nil
 	})
 	b.AddEdge(graph.START, "open").AddEdge("finish", graph.END)
@@ -264,6 +267,22 @@ func DecideInput(s State) string {
 		fmt.Fprintf(&b, "- %s was asked %q and answered: %s\n", a.Thread, a.Question, a.Text)
 	}
 	return b.String()
+}
+
+// unanswered is why an orchestration that ends with no final answer
+// failed: no thread answered (every answer an error: the model is down,
+// say). A run with one answer, or a final message of the model's, has
+// done its work.
+func unanswered(s State) error {
+	if s.Final != "" || len(s.Answers) == 0 {
+		return nil
+	}
+	for _, a := range s.Answers {
+		if a.Error == "" {
+			return nil
+		}
+	}
+	return fmt.Errorf("no thread answered the goal (%d question(s) asked): %s", len(s.Answers), s.Answers[len(s.Answers)-1].Error)
 }
 
 func lastAnswer(s State) string {

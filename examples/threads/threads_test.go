@@ -38,6 +38,9 @@ type model struct {
 func (m *model) respond(r llmtest.Request) llmtest.Reply {
 	switch r.System() {
 	case threads.WorkerPrompt:
+		if r.LastUser() == goalNobodyAnswers {
+			return llmtest.Reply{Status: 400}
+		}
 		return llmtest.Reply{Text: fmt.Sprintf("on %q, remembering %d turn(s)", r.LastUser(), (len(r.Messages)-2)/2)}
 	case threads.DecidePrompt:
 		goal := strings.TrimPrefix(strings.SplitN(r.LastUser(), "\n", 2)[0], "Goal: ")
@@ -283,5 +286,39 @@ func TestFallback(t *testing.T) {
 	}
 	if !strings.Contains(e.logs.String(), "fallback=true") {
 		t.Fatal("no fallback in the log")
+	}
+}
+
+// goalNobodyAnswers is a goal the workers' model answers with an error.
+const goalNobodyAnswers = "nobody answers"
+
+// With the model down for the threads and for the decision, nothing was
+// answered: the orchestration kills its thread and ends FAILED with the
+// threads' error, not COMPLETED with no answer.
+func TestNoAnswerFails(t *testing.T) {
+	e := setup(t, &model{decisions: map[string][]string{}})
+	id, err := e.sup.Start(t.Context(), threads.Name, map[string]string{"goal": goalNobodyAnswers})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var o supervisor.Orchestration
+	actortest.Eventually(t, 60*time.Second, "orchestration ended", func() bool {
+		o, err = e.sup.Status(t.Context(), id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return o.Status != supervisor.StatusRunning
+	})
+	if o.Status != supervisor.StatusFailed || !strings.Contains(o.Error, "no thread answered") || !strings.Contains(o.Error, "could not process the task") {
+		t.Fatalf("orchestration %s, error %q; want FAILED: no thread answered, with the worker's error", o.Status, o.Error)
+	}
+	var s threads.State
+	if err := json.Unmarshal(o.Results, &s); err != nil {
+		t.Fatal(err)
+	}
+	for _, th := range s.Threads {
+		if st := e.status(t, th); st != actor.StatusTerminated {
+			t.Errorf("thread %s: %s, want TERMINATED", th, st)
+		}
 	}
 }
