@@ -150,8 +150,8 @@ func (e *effector) deadLetter(d delivery, reason string, failure error) error {
 //
 // A timeout means a server too busy to answer in time rather than one out of
 // reach: retrying at once would only add to its load, so the first wait is
-// longer. The first failure of an operation is logged as a warning, later
-// ones at debug level.
+// longer. The waits double up to retryIOMax. The first failure of an
+// operation is logged as a warning, later ones at debug level.
 func (e *effector) retryIO(op func() error) error {
 	wait := 20 * time.Millisecond
 	for attempt := 0; ; attempt++ {
@@ -179,9 +179,17 @@ func (e *effector) retryIO(op func() error) error {
 		if !sleep(e.ctx, wait) {
 			return errAbandon
 		}
-		wait = min(2*wait, 2*time.Second)
+		wait = min(2*wait, retryIOMax)
 	}
 }
+
+// retryIOMax bounds the wait between two attempts of a write: half a second,
+// so that a write that failed all through a server's restart or an election
+// is tried again within half a second of the cluster answering (with 2 s,
+// writes that failed a few times while a server stopped waited up to 2 s
+// after their nodes had reconnected). A write's retries are one request
+// each, and a node has a bounded number of records in hand.
+const retryIOMax = 500 * time.Millisecond
 
 // ackTimeout is how long a node waits for JetStream's acknowledgement of a
 // write (an output, a state document, a dead letter) before it sends the

@@ -22,6 +22,9 @@ import (
 //     nothing (kept when longer than half a second);
 //   - recoveries: from a given moment, how long until every record stored
 //     by then was applied.
+//
+// A counter that looks stalled is also read directly (readStalled), so that
+// a watch gone quiet with a server is not taken for the counter's stall.
 type monitor struct {
 	kvs []jetstream.KeyValue // the state buckets (one per stream group)
 	pub *publisher
@@ -63,13 +66,14 @@ func startMonitor(ctx context.Context, kvs []jetstream.KeyValue, pub *publisher)
 	m := &monitor{kvs: kvs, pub: pub, applied: map[string]uint64{}, waiting: map[string]*stall{},
 		done: make(chan struct{})}
 	var wg sync.WaitGroup
-	wg.Add(1 + len(kvs))
+	wg.Add(2 + len(kvs))
 	for _, kv := range kvs {
 		rewatch := make(chan struct{}, 1)
 		m.rewatch = append(m.rewatch, rewatch)
 		go func() { defer wg.Done(); m.watchLoop(ctx, kv, rewatch) }()
 	}
 	go func() { defer wg.Done(); m.sampleLoop(ctx) }()
+	go func() { defer wg.Done(); m.readStalled(ctx) }()
 	go func() { wg.Wait(); m.stopping.Wait(); close(m.done) }()
 	return m
 }
@@ -174,6 +178,61 @@ func (m *monitor) follow(ctx context.Context, w jetstream.KeyWatcher, stop <-cha
 			m.applied[c] = max(m.applied[c], doc.Seq)
 			m.lastUpdate = time.Now()
 			m.mu.Unlock()
+		}
+	}
+}
+
+// readStalled reads, every 200 ms, the state documents of the counters that
+// have looked stalled for over 300 ms (at most 64 at a time) with a direct
+// get, which any replica answers: a watch whose consumer lived on a server
+// that went sees nothing until nats.go notices (seconds), and its silence
+// must not count as the counters' stall. A document read newer than the
+// watch's is taken like a watch update.
+func (m *monitor) readStalled(ctx context.Context) {
+	t := time.NewTicker(200 * time.Millisecond)
+	defer t.Stop()
+	bucket := map[string]int{} // counter -> index in m.kvs, once found
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		m.mu.Lock()
+		var stalled []string
+		for c, s := range m.waiting {
+			if time.Since(s.from) > 300*time.Millisecond && len(stalled) < 32 {
+				stalled = append(stalled, c)
+			}
+		}
+		m.mu.Unlock()
+		for _, c := range stalled {
+			order := make([]int, 0, len(m.kvs))
+			if i, ok := bucket[c]; ok {
+				order = append(order, i)
+			} else {
+				for i := range m.kvs {
+					order = append(order, i)
+				}
+			}
+			for _, i := range order {
+				gctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
+				e, err := m.kvs[i].Get(gctx, "counter."+c)
+				cancel()
+				if err != nil {
+					continue // not in this group's bucket, or no answer
+				}
+				bucket[c] = i
+				var doc struct {
+					Seq uint64 `msgpack:"seq"`
+				}
+				if msgpack.Unmarshal(e.Value(), &doc) == nil {
+					m.mu.Lock()
+					m.applied[c] = max(m.applied[c], doc.Seq)
+					m.mu.Unlock()
+				}
+				break
+			}
 		}
 	}
 }
