@@ -148,8 +148,12 @@ type placement struct {
 	// retrying holds the partitions whose last action failed, since when
 	// (see failing).
 	retrying map[slot]time.Time
-	blind    bool               // our own heartbeats do not come back (see refresh)
-	alive    *nats.Subscription // the liveness subject (see failover.go)
+	// took is how long the server's calls of a partition action took of
+	// late: the slowest successful one, decaying by an eighth at each
+	// success (see attemptContext). Atomic: actions run in parallel.
+	took  atomic.Int64
+	blind bool               // our own heartbeats do not come back (see refresh)
+	alive *nats.Subscription // the liveness subject (see failover.go)
 	// lapse is the check a lapse of the claim asks for (see renewed):
 	// wanted, and whether over a new connection; the checker goroutine
 	// takes it.
@@ -777,14 +781,32 @@ func (p *placement) failing(s slot, err error) {
 // only because the cluster is slow gets more time as the failures go on.
 // Callers take it after waiting for anything else (a claim worker, records
 // in hand finishing), so that only the server's time counts.
+//
+// The bound is never less than four times what the server's calls of a
+// successful action took of late (took): a server slow for everyone (a
+// loaded machine, a test under the race detector) is not taken for one
+// that lost a request, and gets the time it needs from the first attempt.
 func (p *placement) attemptContext(ctx context.Context, s slot) (context.Context, context.CancelFunc) {
 	p.mu.Lock()
 	since, again := p.retrying[s]
 	p.mu.Unlock()
+	least := max(firstAttempt, 4*time.Duration(p.took.Load()))
 	if !again {
-		return context.WithTimeout(ctx, firstAttempt)
+		return context.WithTimeout(ctx, min(least, 10*time.Second))
 	}
-	return context.WithTimeout(ctx, min(max(time.Since(since)/4, firstAttempt), 10*time.Second))
+	return context.WithTimeout(ctx, min(max(time.Since(since)/4, least), 10*time.Second))
+}
+
+// tookFor notes that a successful action's calls to the server took d (see
+// took).
+func (p *placement) tookFor(d time.Duration) {
+	for {
+		old := p.took.Load()
+		next := max(int64(d), old-old/8)
+		if p.took.CompareAndSwap(old, next) {
+			return
+		}
+	}
 }
 
 // firstAttempt bounds the first attempt of a call to the server that a
@@ -817,9 +839,11 @@ type opening struct {
 func (p *placement) startReading(ctx context.Context, o *opening, names []string) error {
 	sctx, cancel := p.attemptContext(ctx, o.slot)
 	defer cancel()
+	began := time.Now()
 	if err := o.part.start(sctx, o.cons, names); err != nil {
 		return fmt.Errorf("open partition %s: %w", o.slot, err)
 	}
+	p.tookFor(time.Since(began))
 	p.readMu.Lock()
 	p.reading[o.slot] = o.part
 	p.readMu.Unlock()
@@ -871,6 +895,7 @@ func (p *placement) act(ctx context.Context, s slot, a action, part *partition, 
 	}
 	actx, cancel := p.attemptContext(ctx, s)
 	defer cancel()
+	began := time.Now()
 	var err error
 	if a == actReopen {
 		if rev, err = p.take(actx, s); err != nil {
@@ -880,6 +905,7 @@ func (p *placement) act(ctx context.Context, s slot, a action, part *partition, 
 	if o.part, o.cons, err = p.n.preparePartition(actx, p.n.kindSpec(s.kind), s.num, rev); err != nil {
 		return nil, fmt.Errorf("open partition %s: %w", s, err)
 	}
+	p.tookFor(time.Since(began))
 	if o.from == "" {
 		// Freed, or read by this node before (halted by now): no former
 		// reader can still drop records (drop.go, "Drops").

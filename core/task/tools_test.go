@@ -297,7 +297,10 @@ func TestToolAgentStops(t *testing.T) {
 	srv := llmtest.NewServer(t)
 	agent := toolAgent(t, srv)
 	srv.Enqueue(llmtest.Reply{Chunks: []string{"thinking"}, Hang: true})
-	res, err := task.Collect(t.Context(), agent, "add", task.Timeout(200*time.Millisecond))
+	// Long enough for the first chunk to arrive under load (make test
+	// failed once with 200 ms: the timeout came before it); the model
+	// hangs after it, so the timeout still ends the run.
+	res, err := task.Collect(t.Context(), agent, "add", task.Timeout(2*time.Second))
 	if !errors.Is(err, core.ErrTimeout) || res.Text != "thinking" || !res.Partial {
 		t.Fatalf("res %+v err %v", res, err)
 	}
