@@ -363,7 +363,7 @@ func (p *placement) checkLapses(ctx context.Context) {
 
 // checkLapse checks the partitions read under a lapse count older than
 // the claim's (see renewed). Each partition's calls to the server are
-// bounded by firstAttempt (or the lease TTL, if shorter): one that does not
+// bounded by callBound (or the lease TTL, if shorter): one that does not
 // answer by then (a stream without a leader, a request lost in an
 // election) counts as a lease moved, and the partition is read again from
 // its ack floor once the stream answers (see reconcile): reading again is
@@ -386,7 +386,7 @@ func (p *placement) checkLapse(ctx context.Context, reconnected bool) {
 		sem <- struct{}{}
 		wg.Go(func() {
 			defer func() { <-sem }()
-			cctx, cancel := context.WithTimeout(ctx, min(p.ttl, firstAttempt))
+			cctx, cancel := context.WithTimeout(ctx, min(p.ttl, p.callBound()))
 			defer cancel()
 			was := part.epoch.Load()
 			e, err := p.kv.Get(cctx, p.n.names.LeaseKey(part.kind.name, part.num))

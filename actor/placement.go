@@ -703,11 +703,10 @@ func (p *placement) reconcile(ctx context.Context) (failed bool) {
 			// does: the old reader learns sooner that it lost it.
 			var rev uint64
 			if a == actOpen {
-				actx, cancel := p.attemptContext(ctx, s)
-				var err error
-				rev, err = p.take(actx, s)
-				cancel()
-				if err != nil {
+				if err := p.attempt(ctx, s, func(ctx context.Context) (err error) {
+					rev, err = p.take(ctx, s)
+					return err
+				}); err != nil {
 					report(s, err)
 					return
 				}
@@ -738,7 +737,7 @@ func (p *placement) reconcile(ctx context.Context) (failed bool) {
 				break more
 			}
 		}
-		lctx, cancel := context.WithTimeout(ctx, firstAttempt)
+		lctx, cancel := context.WithTimeout(ctx, p.callBound())
 		names, err := p.n.consumerNames(lctx)
 		cancel()
 		for _, o := range batch {
@@ -790,11 +789,31 @@ func (p *placement) attemptContext(ctx context.Context, s slot) (context.Context
 	p.mu.Lock()
 	since, again := p.retrying[s]
 	p.mu.Unlock()
-	least := max(firstAttempt, 4*time.Duration(p.took.Load()))
 	if !again {
-		return context.WithTimeout(ctx, min(least, 10*time.Second))
+		return context.WithTimeout(ctx, p.callBound())
 	}
-	return context.WithTimeout(ctx, min(max(time.Since(since)/4, least), 10*time.Second))
+	return context.WithTimeout(ctx, min(max(time.Since(since)/4, p.callBound()), 10*time.Second))
+}
+
+// callBound is the least time a call to the server that a partition waits
+// on is given now: firstAttempt, or four times what the calls of a
+// successful action took of late if that is more, at most 10s (see
+// attemptContext).
+func (p *placement) callBound() time.Duration {
+	return min(max(firstAttempt, 4*time.Duration(p.took.Load())), 10*time.Second)
+}
+
+// attempt runs f, one attempt at an action on partition s, under
+// attemptContext, and notes how long its calls took when it succeeds.
+func (p *placement) attempt(ctx context.Context, s slot, f func(context.Context) error) error {
+	actx, cancel := p.attemptContext(ctx, s)
+	defer cancel()
+	began := time.Now()
+	if err := f(actx); err != nil {
+		return err
+	}
+	p.tookFor(time.Since(began))
+	return nil
 }
 
 // tookFor notes that a successful action's calls to the server took d (see
@@ -837,13 +856,9 @@ type opening struct {
 // startReading starts reading a prepared partition; names are the mailbox stream's
 // consumers, listed after its reset.
 func (p *placement) startReading(ctx context.Context, o *opening, names []string) error {
-	sctx, cancel := p.attemptContext(ctx, o.slot)
-	defer cancel()
-	began := time.Now()
-	if err := o.part.start(sctx, o.cons, names); err != nil {
+	if err := p.attempt(ctx, o.slot, func(ctx context.Context) error { return o.part.start(ctx, o.cons, names) }); err != nil {
 		return fmt.Errorf("open partition %s: %w", o.slot, err)
 	}
-	p.tookFor(time.Since(began))
 	p.readMu.Lock()
 	p.reading[o.slot] = o.part
 	p.readMu.Unlock()
@@ -874,15 +889,11 @@ func (p *placement) act(ctx context.Context, s slot, a action, part *partition, 
 		p.n.log.Warn("lost the lease of a partition: stopped reading it", "partition", s.String(), "holder", holder, "lease_rev", l.rev, "read_under", part.lease)
 		p.stopFenced(ctx, part)
 		return nil, nil
-	case actClose:
-		part.stop(p.n.opts.ShutdownGrace)
-		actx, cancel := p.attemptContext(ctx, s)
-		defer cancel()
-		return nil, p.handOver(actx, s, owner)
-	case actFree:
-		actx, cancel := p.attemptContext(ctx, s)
-		defer cancel()
-		return nil, p.handOver(actx, s, owner)
+	case actClose, actFree:
+		if a == actClose {
+			part.stop(p.n.opts.ShutdownGrace)
+		}
+		return nil, p.attempt(ctx, s, func(ctx context.Context) error { return p.handOver(ctx, s, owner) })
 	case actReopen:
 		if l.rev != part.lease {
 			p.n.log.Warn("the lease of a partition changed while it was read: reading it again under a lease of its own", "partition", s.String(), "holder", l.node, "lease_rev", l.rev, "read_under", part.lease)
@@ -893,19 +904,20 @@ func (p *placement) act(ctx context.Context, s slot, a action, part *partition, 
 	if l.node != "" && l.node != p.id {
 		o.from = l.node
 	}
-	actx, cancel := p.attemptContext(ctx, s)
-	defer cancel()
-	began := time.Now()
-	var err error
-	if a == actReopen {
-		if rev, err = p.take(actx, s); err != nil {
-			return nil, err
+	err := p.attempt(ctx, s, func(ctx context.Context) (err error) {
+		if a == actReopen {
+			if rev, err = p.take(ctx, s); err != nil {
+				return err
+			}
 		}
+		if o.part, o.cons, err = p.n.preparePartition(ctx, p.n.kindSpec(s.kind), s.num, rev); err != nil {
+			return fmt.Errorf("open partition %s: %w", s, err)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
-	if o.part, o.cons, err = p.n.preparePartition(actx, p.n.kindSpec(s.kind), s.num, rev); err != nil {
-		return nil, fmt.Errorf("open partition %s: %w", s, err)
-	}
-	p.tookFor(time.Since(began))
 	if o.from == "" {
 		// Freed, or read by this node before (halted by now): no former
 		// reader can still drop records (drop.go, "Drops").
@@ -931,7 +943,7 @@ func (p *placement) reopen(part *partition) { p.poke() }
 func (p *placement) stopFenced(ctx context.Context, part *partition) {
 	owns := part.ownConsumers()
 	part.stop(p.n.opts.ShutdownGrace)
-	ctx, cancel := context.WithTimeout(ctx, firstAttempt) // the new reader unpins too
+	ctx, cancel := context.WithTimeout(ctx, p.callBound()) // the new reader unpins too
 	defer cancel()
 	for _, name := range append(owns, part.name) {
 		if err := p.n.unpin(ctx, part.num, name); err != nil && ctx.Err() == nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {

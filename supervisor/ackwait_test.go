@@ -12,14 +12,14 @@ import (
 	"github.com/effectors/effectors/examples/kinds"
 	"github.com/effectors/effectors/supervisor"
 	"github.com/nats-io/nats.go/jetstream"
-	"github.com/prometheus/client_golang/prometheus"
 )
 
 // TestResultTakenByDeadSupervisor: a worker's result is delivered to a
 // supervisor that dies before acknowledging it (a pull on the supervisors'
 // consumer that never acknowledges, as a killed process leaves it). Another
 // supervisor with the default options applies it within the default ack
-// wait plus a margin — not after the 30 s the consumers once had.
+// wait plus a margin — not after the 30 s the consumers once had. Both
+// supervisors run with the default options (startSupervisor).
 func TestResultTakenByDeadSupervisor(t *testing.T) {
 	t.Parallel()
 	srv := bustest.NewServer(t)
@@ -27,21 +27,6 @@ func TestResultTakenByDeadSupervisor(t *testing.T) {
 	c := newClient(t, conn)
 	ctx := ctxT(t)
 
-	start := func() *sup {
-		reg := prometheus.NewRegistry()
-		s, err := supervisor.New(conn, supervisor.Options{Registerer: reg, Logger: quiet})
-		if err != nil {
-			t.Fatal(err)
-		}
-		def, err := demo.Definition()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := s.Register(def); err != nil {
-			t.Fatal(err)
-		}
-		return &sup{Supervisor: s, reg: reg, running: background(t, s.Run, s.Ready, "supervisor")}
-	}
 	// The first task's worker holds it until the gate opens.
 	gate := make(chan struct{})
 	a := kinds.TaskA()
@@ -55,7 +40,7 @@ func TestResultTakenByDeadSupervisor(t *testing.T) {
 		return logic(ctx, st)
 	}
 	actortest.StartNode(t, conn, actor.Options{ShutdownGrace: 5 * time.Second, Logger: quiet}, a, kinds.TaskB())
-	first := start()
+	first := startSupervisor(t, conn)
 	id, err := c.Start(ctx, "demo", demo.Input{Text: "x y"})
 	if err != nil {
 		t.Fatal(err)
@@ -101,7 +86,7 @@ func TestResultTakenByDeadSupervisor(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("the worker's result never reached the dying supervisor's pull")
 	}
-	start()
+	startSupervisor(t, conn)
 	limit := supervisor.DefaultAckWait + 3*time.Second
 	for {
 		o, err := c.Status(context.Background(), id)

@@ -89,7 +89,8 @@ func startSupervisor(t testing.TB, conn *bus.Conn, defs ...supervisor.Definition
 func startSupervisorWith(t testing.TB, conn *bus.Conn, setup func(*supervisor.Supervisor), defs ...supervisor.Definition) *sup {
 	t.Helper()
 	reg := prometheus.NewRegistry()
-	s, err := supervisor.New(conn, supervisor.Options{Registerer: reg, AckWait: 5 * time.Second, Logger: quiet})
+	// The default options, as ea-supervisor runs (AckWait 5 s).
+	s, err := supervisor.New(conn, supervisor.Options{Registerer: reg, Logger: quiet})
 	if err != nil {
 		t.Fatal(err)
 	}
