@@ -477,7 +477,11 @@ func TestPipelinedBatchTerminated(t *testing.T) {
 // stream leader that dies with publishes in flight leaves them unanswered)
 // while batches are pipelined, then answers again. The publishes waiting
 // for an answer give up and are made again: every record is applied once
-// and its output stored once, instead of the batch waiting for good.
+// and its output stored once, instead of the batch waiting for good, and
+// the outputs are stored in the order of their records (a batch's outputs
+// are not sent before the batch before it has all its own stored: sent
+// while that one's lost outputs still waited to be sent again, they were
+// stored first).
 func TestPipelinedBatchLostAcknowledgements(t *testing.T) {
 	t.Parallel()
 	gate := make(chan struct{}) // closed once every record is published: a backlog
@@ -530,6 +534,14 @@ func TestPipelinedBatchLostAcknowledgements(t *testing.T) {
 	}
 	if ids := outputs(t, conn, conn.Names().Outbox(r)); len(ids) != total {
 		t.Fatalf("%d outputs stored, want %d", len(ids), total)
+	}
+	// The outputs lost with the outbox were sent again before any of the
+	// next batch: stored in the order of their records.
+	seqs := outputSeqs(t, conn, conn.Names().Outbox(r))
+	for i := 1; i < len(seqs); i++ {
+		if seqs[i] <= seqs[i-1] {
+			t.Fatalf("output of record %d stored after the output of record %d: %v", seqs[i], seqs[i-1], seqs)
+		}
 	}
 	t.Logf("%d outputs swallowed while the outbox did not answer", swallowed.Load())
 }

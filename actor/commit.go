@@ -31,18 +31,19 @@ import (
 //
 // Batches are pipelined, two deep: prev, when not nil, is the batch before
 // this one, its logic run and its outputs on their way but its state not
-// yet written. This batch's logic runs on prev's new state and its outputs
-// are published; only then is prev finished (its outputs awaited, its state
-// written, its records acknowledged), and this batch is returned unfinished
-// for the next call, or for the drain goroutine to finish when nothing
-// more is held. So the server stores one batch's outputs while the node
-// runs the next batch's logic, and each record keeps its order of steps
-// above. When prev cannot be finished, this batch, built on it, is put back
-// behind it and nothing is returned. A record alone, and a batch with dead
-// letters or records already applied, finish prev first and are applied
-// as before; so does a batch whose prev sent its outputs over a connection
-// that has dropped since (or could not send them all): some of prev's may be
-// lost, and this batch's, sent first, would be stored before them.
+// yet written. This batch's logic runs on prev's new state; then prev's
+// outputs are awaited (stored), this batch's are published, and prev is
+// finished (its state written, its records acknowledged) while they are
+// stored; this batch is returned unfinished for the next call, or for the
+// drain goroutine to finish when nothing more is held. So the server
+// stores one batch's outputs while the node runs the next batch's logic
+// and writes the state of the one before, and each record keeps its order
+// of steps above. No output of a batch is sent before every output of the
+// batch before it is stored: one lost to a stream leader that stepped down
+// and sent again is never stored after a later one. When prev cannot be
+// finished, this batch, built on it, is put back behind it and nothing is
+// returned. A record alone, and a batch with dead letters or records
+// already applied, finish prev first and are applied as before.
 func (e *effector) process(batch []delivery, prev *commitment) *commitment {
 	start := time.Now()
 	m := e.node.metrics
@@ -139,14 +140,14 @@ func (e *effector) process(batch []delivery, prev *commitment) *commitment {
 			return prev
 		}
 		if !alone && len(dead) == 0 {
-			if prev != nil && (prev.err != nil || isDropped(prev.dropped)) {
-				// prev's outputs were sent over a connection that has
-				// dropped since (or did not all go): some may be lost
-				// while this batch's, sent now, would be stored, out of
-				// order. Finish prev first.
-				if !settle() {
-					return nil
-				}
+			// prev's outputs are stored before this batch's are sent
+			// (this batch's logic ran while they were on their way). One
+			// of prev's lost to a stream leader that stepped down or died
+			// is sent again, and must not be stored after one of this
+			// batch's that the next leader took: a step-down moves a
+			// leader within milliseconds, before any advisory says so.
+			if prev != nil && !e.stored(prev, batch) {
+				return nil
 			}
 			c.dropped = e.node.conn.Dropped()
 			c.futures, c.err = e.startPublish(outs)
@@ -206,6 +207,7 @@ type commitment struct {
 	futures []jetstream.PubAckFuture
 	err     error           // why the outputs could not all be sent; finish sends them again
 	dropped <-chan struct{} // the connection's Dropped channel when they were sent
+	stored  bool            // every output is stored (stored returned true)
 	okN     int
 	start   time.Time
 }
@@ -217,6 +219,27 @@ type commitment struct {
 // put back to be taken again (unless the effector stops or gives up, when
 // they stay unacknowledged), and the state document is as last written.
 func (e *effector) finish(c *commitment, after []delivery) bool {
+	if !e.stored(c, after) {
+		return false
+	}
+	switch e.commit(c, after) {
+	case committed:
+		return true
+	case lost:
+		e.putBack(append(slices.Clip(c.acks), after...))
+	}
+	return false
+}
+
+// stored ends the publishing of a pipelined batch c: it awaits its outputs,
+// publishing them all again, in order and with retries, when one failed,
+// and reports whether every one is stored. When not, the records of c and
+// then after are put back as finish says. Once it has reported true, a
+// later call returns true at once.
+func (e *effector) stored(c *commitment, after []delivery) bool {
+	if c.stored {
+		return true
+	}
 	err := c.err
 	if err == nil {
 		err = e.awaitPublish(c.futures, c.dropped)
@@ -233,13 +256,8 @@ func (e *effector) finish(c *commitment, after []delivery) bool {
 		}
 		return false
 	}
-	switch e.commit(c, after) {
-	case committed:
-		return true
-	case lost:
-		e.putBack(append(slices.Clip(c.acks), after...))
-	}
-	return false
+	c.futures, c.err, c.stored = nil, nil, true
+	return true
 }
 
 // outcome of commit.

@@ -394,6 +394,40 @@ func outputs(t testing.TB, conn *bus.Conn, subject string) []string {
 	return ids
 }
 
+// outputSeqs reads the records on an outbox subject in stream order, each
+// one's data a record sequence (as the tally kinds of batch_test.go emit).
+func outputSeqs(t testing.TB, conn *bus.Conn, subject string) []uint64 {
+	t.Helper()
+	ctx := ctxT(t)
+	cons, err := conn.JetStream().OrderedConsumer(ctx, conn.Names().OutboxStream(), jetstream.OrderedConsumerConfig{FilterSubjects: []string{subject}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	total := len(outputs(t, conn, subject))
+	var seqs []uint64
+	for len(seqs) < total {
+		batch, err := cons.Fetch(total-len(seqs), jetstream.FetchMaxWait(5*time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for msg := range batch.Messages() {
+			rec, err := records.FromMsg(msg.Subject(), msg.Headers(), msg.Data())
+			if err != nil {
+				t.Fatal(err)
+			}
+			var seq uint64
+			if err := rec.Decode(&seq); err != nil {
+				t.Fatalf("output %s: %v", rec.ID, err)
+			}
+			seqs = append(seqs, seq)
+		}
+		if err := batch.Error(); err != nil && !errors.Is(err, jetstream.ErrNoMessages) {
+			t.Fatal(err)
+		}
+	}
+	return seqs
+}
+
 // server starts an embedded JetStream server and a provisioned connection,
 // with bustest.Partitions (8) partitions a kind: fewer partitions to open
 // make a node ready in a fraction of the time, and put more effectors in
