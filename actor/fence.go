@@ -389,8 +389,12 @@ func (p *placement) checkLapse(ctx context.Context, reconnected bool) {
 			cctx, cancel := context.WithTimeout(ctx, min(p.ttl, p.callBound()))
 			defer cancel()
 			was := part.epoch.Load()
-			e, err := p.kv.Get(cctx, p.n.names.LeaseKey(part.kind.name, part.num))
-			if err == nil && e.Revision() == part.lease && !(reconnected && part.missedDeliveries(cctx)) {
+			var e jetstream.KeyValueEntry
+			err := p.resend(cctx, func(ctx context.Context) (err error) {
+				e, err = p.kv.Get(ctx, p.n.names.LeaseKey(part.kind.name, part.num))
+				return err
+			})
+			if err == nil && e.Revision() == part.lease && !(reconnected && part.missedDeliveries(cctx, p.resend)) {
 				// A later lapse's check may have moved it on meanwhile:
 				// never back.
 				part.epoch.CompareAndSwap(was, epoch)
@@ -467,7 +471,9 @@ func (e *effector) fence() error {
 // A partition with nothing outstanding at the server goes on; reading one
 // again for records in hand, or for a delivery on its way over the new
 // connection, costs a pause, not a record.
-func (p *partition) missedDeliveries(ctx context.Context) bool {
+//
+// Each call to the server goes through resend (see [placement.resend]).
+func (p *partition) missedDeliveries(ctx context.Context, resend func(context.Context, func(context.Context) error) error) bool {
 	type reader struct {
 		name string
 		next func() uint64 // the consumer sequence of the next delivery
@@ -490,7 +496,11 @@ func (p *partition) missedDeliveries(ctx context.Context) bool {
 		}
 	}
 	for _, r := range readers {
-		cons, err := p.node.streamOf(p.num).Consumer(ctx, r.name)
+		var cons jetstream.Consumer
+		err := resend(ctx, func(ctx context.Context) (err error) {
+			cons, err = p.node.streamOf(p.num).Consumer(ctx, r.name)
+			return err
+		})
 		if err != nil {
 			return true
 		}
