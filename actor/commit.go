@@ -1,11 +1,13 @@
 package actor
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"slices"
 	"time"
 
+	"github.com/effectors/effectors/bus"
 	"github.com/effectors/effectors/internal/codec"
 	"github.com/effectors/effectors/kv"
 	"github.com/nats-io/nats.go/jetstream"
@@ -288,6 +290,9 @@ func (e *effector) commit(c *commitment, after []delivery) outcome {
 	}
 	ok, stop := e.write(next)
 	if stop {
+		if ok { // written, though the effector stops before the acks
+			e.counted(c)
+		}
 		e.putBack(append(slices.Clip(c.acks), after...)) // terminated: load sends them to dead letters
 		return ended
 	}
@@ -364,23 +369,33 @@ func (e *effector) publishWithDead(outs []output, dead []deadOutcome) error {
 }
 
 // write compare-and-sets the state document. ok reports whether it was
-// written; stop, that the effector must stop (terminated, or stopping).
+// written; stop, that the effector must stop (terminated, or stopping). A
+// write stopped after an attempt whose answer was lost reports ok when the
+// document there is its own (landedAfterStop).
 func (e *effector) write(next Document) (ok, stop bool) {
 	var rev uint64
 	unanswered := false // an attempt failed without an answer: it may have been stored
 	err := e.retryIO(func() error {
 		var err error
 		rev, err = e.node.states.Update(e.ctx, e.key, next, e.rev)
+		if err == nil && e.node.answerLost != nil && e.node.answerLost(e.ref, next.Seq) {
+			e.giveUp()
+			rev, err = 0, fmt.Errorf("update %s: %w", e.key, bus.ErrAckLost)
+		}
 		if errors.Is(err, kv.ErrConflict) {
 			return nil
 		}
-		if err != nil {
-			unanswered = true
+		if err != nil && !(errors.Is(err, context.Canceled) && e.ctx.Err() != nil) {
+			unanswered = true // not stopped before it was sent
 		}
 		return err
 	})
 	if err != nil {
-		return false, true
+		// Stopping (the partition read again, the node stopping) with an
+		// answer lost: when the write is stored all the same, its records
+		// were applied here and are counted here, though left
+		// unacknowledged; their next reader counts them already_applied.
+		return unanswered && e.landedAfterStop(next), true
 	}
 	if rev == 0 && unanswered {
 		// Lost the compare-and-set after an attempt whose answer was lost
@@ -425,6 +440,28 @@ func (e *effector) landed(next Document) uint64 {
 			return 0
 		}
 	}
+}
+
+// landedAfterStop is landed for an effector that is stopping: it reads as
+// landed does, for at most a second whatever the effector's own context,
+// and reports whether the document there is next.
+func (e *effector) landedAfterStop(next Document) bool {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(e.ctx), time.Second)
+	defer cancel()
+	for try := 0; try < 5; try++ {
+		ent, err := e.node.states.Get(ctx, e.key)
+		switch {
+		case err != nil:
+		case ent.Value.Seq == next.Seq && ent.Value.Updated.Equal(next.Updated):
+			return true
+		case ent.Value.Seq >= next.Seq:
+			return false
+		}
+		if !sleep(ctx, 50*time.Millisecond) {
+			return false
+		}
+	}
+	return false
 }
 
 // ack acknowledges a record to the partition's consumer.

@@ -21,6 +21,10 @@ type CrashPoint = crashPoint
 // SetCrash makes the node die where fn says; call before Run.
 func (n *Node) SetCrash(fn func(point CrashPoint, ref records.Ref, seq uint64) bool) { n.crash = fn }
 
+// SetAnswerLost makes the answer to a stored state write lost, and the
+// effector's partition given up, where fn says; call before Run.
+func (n *Node) SetAnswerLost(fn func(ref records.Ref, seq uint64) bool) { n.answerLost = fn }
+
 // SetOwner overrides placement's owner of partition num of kind where fn
 // returns true; call before Run.
 func (n *Node) SetOwner(fn func(kind string, num int) (string, bool)) { n.ownerHook = fn }

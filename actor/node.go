@@ -141,6 +141,12 @@ type Node struct {
 	// crash, when set (by tests only), is asked at each step of processing
 	// whether the node dies there; see crashPoint.
 	crash func(point crashPoint, ref records.Ref, seq uint64) bool
+	// answerLost, when set (by tests only), is asked after each state write
+	// the server answered whether that answer is lost, with the effector's
+	// partition given up at that moment (as when the node's connection
+	// drops under a write and the post-reconnect check reads the partition
+	// again): the write is stored, and the effector is told it is not.
+	answerLost func(ref records.Ref, seq uint64) bool
 	// ownerHook, when set (by tests only), overrides placement's choice of
 	// the owner of partition num of kind where it returns true.
 	ownerHook func(kind string, num int) (string, bool)
