@@ -376,6 +376,9 @@ func (e *effector) write(next Document) (ok, stop bool) {
 	var rev uint64
 	unanswered := false // an attempt failed without an answer: it may have been stored
 	err := e.retryIO(func() error {
+		if err := e.ctx.Err(); err != nil {
+			return err // stopped: not sent
+		}
 		var err error
 		rev, err = e.node.states.Update(e.ctx, e.key, next, e.rev)
 		if err == nil && e.node.answerLost != nil && e.node.answerLost(e.ref, next.Seq) {
@@ -385,8 +388,8 @@ func (e *effector) write(next Document) (ok, stop bool) {
 		if errors.Is(err, kv.ErrConflict) {
 			return nil
 		}
-		if err != nil && !(errors.Is(err, context.Canceled) && e.ctx.Err() != nil) {
-			unanswered = true // not stopped before it was sent
+		if err != nil {
+			unanswered = true // sent, or not (stopped as it was): it may be stored
 		}
 		return err
 	})
@@ -404,10 +407,23 @@ func (e *effector) write(next Document) (ok, stop bool) {
 			e.doc, e.rev = next, rev
 			return true, false
 		}
+		if e.ctx.Err() != nil { // stopped while landed read
+			return e.landedAfterStop(next), true
+		}
 	}
 	if rev == 0 { // lost the compare-and-set: someone else wrote
+		found := e.found
+		if !e.reload() {
+			return unanswered && e.ctx.Err() != nil && e.landedAfterStop(next), true
+		}
+		if unanswered && e.doc.Seq == next.Seq && e.doc.Updated.Equal(next.Updated) {
+			// Our own write after all, which landed could not see (read
+			// from a replica that had not applied it yet).
+			e.found = found
+			return true, false
+		}
 		e.node.metrics.conflicts.WithLabelValues(e.kind.name).Inc()
-		return false, !e.reload()
+		return false, false
 	}
 	e.doc, e.rev = next, rev
 	return true, false
