@@ -283,11 +283,14 @@ func (c *claim) clock() int64 { return int64(time.Since(c.origin)) }
 // in time but held up on the way, by a network cut say, no more).
 //
 // reconnected reports a lapse because the connection changed: records the
-// server delivered over the old one may never have arrived.
-func (c *claim) renew(sent int64, gen uint64) (lapsed, reconnected bool) {
+// server delivered over the old one may never have arrived. expired
+// reports a lapse because the claim ended before the acknowledgement: only
+// then may another node have taken a lease meanwhile.
+func (c *claim) renew(sent int64, gen uint64) (lapsed, reconnected, expired bool) {
 	prev := c.until.Load()
 	reconnected = prev != 0 && gen != c.gen.Load()
-	lapsed = reconnected || (prev != 0 && c.clock() >= prev)
+	expired = prev != 0 && c.clock() >= prev
+	lapsed = reconnected || expired
 	c.gen.Store(gen)
 	if lapsed {
 		c.lapses.Add(1)
@@ -295,7 +298,7 @@ func (c *claim) renew(sent int64, gen uint64) (lapsed, reconnected bool) {
 	if next := sent + int64(c.ttl); next > prev {
 		c.until.Store(next) // one writer: the heartbeat (and the first put, before it)
 	}
-	return lapsed, reconnected
+	return lapsed, reconnected, expired
 }
 
 // epoch is the lapse count a partition opened now is read under.
@@ -316,7 +319,8 @@ func (c *claim) state(epoch uint64) claimState {
 // After a lapse it asks the lapse checker (checkLapses, a goroutine of its
 // own: nothing on the heartbeat's path may wait on a stream whose leader is
 // gone) to check, at the server, the lease of every partition read under an
-// older lapse count: one whose lease revision is still the one it was
+// older lapse count (when the claim had ended; see checkLapse): one whose
+// lease revision is still the one it was
 // opened under was read by nobody else meanwhile, and goes on under the new
 // count; any other is read again from its ack floor, on fresh state (see
 // "Lapses"). Its effectors wait for the outcome before they publish.
@@ -328,13 +332,14 @@ func (c *claim) state(epoch uint64) claimState {
 // later record shows a gap (TestServerRestartUnderLoad). A partition with
 // nothing outstanding goes on.
 func (p *placement) renewed(sent int64, gen uint64) {
-	lapsed, reconnected := p.n.claim.renew(sent, gen)
+	lapsed, reconnected, expired := p.n.claim.renew(sent, gen)
 	if !lapsed {
 		return
 	}
 	p.mu.Lock()
 	p.lapse.wanted = true
 	p.lapse.reconnected = p.lapse.reconnected || reconnected
+	p.lapse.expired = p.lapse.expired || expired
 	p.mu.Unlock()
 	select {
 	case p.checks <- struct{}{}:
@@ -352,11 +357,11 @@ func (p *placement) checkLapses(ctx context.Context) {
 		case <-p.checks:
 		}
 		p.mu.Lock()
-		want, reconnected := p.lapse.wanted, p.lapse.reconnected
-		p.lapse.wanted, p.lapse.reconnected = false, false
+		want, reconnected, expired := p.lapse.wanted, p.lapse.reconnected, p.lapse.expired
+		p.lapse.wanted, p.lapse.reconnected, p.lapse.expired = false, false, false
 		p.mu.Unlock()
 		if want {
-			p.checkLapse(ctx, reconnected)
+			p.checkLapse(ctx, reconnected, expired)
 		}
 	}
 }
@@ -368,7 +373,15 @@ func (p *placement) checkLapses(ctx context.Context) {
 // election) counts as a lease moved, and the partition is read again from
 // its ack floor once the stream answers (see reconcile): reading again is
 // always safe, and soon.
-func (p *placement) checkLapse(ctx context.Context, reconnected bool) {
+//
+// When the claim never ended (a reconnect, its last heartbeat acknowledged
+// less than a TTL before: expired false), no lease can have moved — the
+// others count a node gone only after a full TTL without its heartbeat —
+// and the lease bucket is not read: only the deliveries are checked. A
+// rolling-restart step's check waited 1 s on a lease bucket whose leader had
+// stopped with the server (it answered again 2.6 s later), and counted
+// every lease it could not read as moved.
+func (p *placement) checkLapse(ctx context.Context, reconnected, expired bool) {
 	epoch := p.n.claim.epoch()
 	p.readMu.Lock()
 	var check []*partition
@@ -389,12 +402,16 @@ func (p *placement) checkLapse(ctx context.Context, reconnected bool) {
 			cctx, cancel := context.WithTimeout(ctx, min(p.ttl, p.callBound()))
 			defer cancel()
 			was := part.epoch.Load()
-			var e jetstream.KeyValueEntry
-			err := p.resend(cctx, func(ctx context.Context) (err error) {
-				e, err = p.kv.Get(ctx, p.n.names.LeaseKey(part.kind.name, part.num))
-				return err
-			})
-			if err == nil && e.Revision() == part.lease && !(reconnected && part.missedDeliveries(cctx, p.resend)) {
+			kept := !expired
+			if expired {
+				var e jetstream.KeyValueEntry
+				err := p.resend(cctx, func(ctx context.Context) (err error) {
+					e, err = p.kv.Get(ctx, p.n.names.LeaseKey(part.kind.name, part.num))
+					return err
+				})
+				kept = err == nil && e.Revision() == part.lease
+			}
+			if kept && !(reconnected && part.missedDeliveries(cctx, p.resend)) {
 				// A later lapse's check may have moved it on meanwhile:
 				// never back.
 				part.epoch.CompareAndSwap(was, epoch)

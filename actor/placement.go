@@ -157,7 +157,7 @@ type placement struct {
 	// lapse is the check a lapse of the claim asks for (see renewed):
 	// wanted, and whether over a new connection; the checker goroutine
 	// takes it.
-	lapse struct{ wanted, reconnected bool }
+	lapse struct{ wanted, reconnected, expired bool }
 
 	kick   chan struct{} // something changed: reconcile now
 	checks chan struct{} // a lapse to check (see renewed)
