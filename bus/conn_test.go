@@ -383,7 +383,8 @@ func TestCloseIsNotLost(t *testing.T) {
 }
 
 // TestStoredAt reads what a stream holds from its leader: by sequence, the
-// next on a subject, and ErrNoMessage past the end.
+// next on a subject, the last on a subject (LastStored), and ErrNoMessage
+// past the end or on a subject with nothing.
 func TestStoredAt(t *testing.T) {
 	t.Parallel()
 	srv := bustest.NewServer(t)
@@ -415,6 +416,14 @@ func TestStoredAt(t *testing.T) {
 	}
 	if _, err := conn.StoredAt(ctx, stream, seqs[2]+1, ""); !errors.Is(err, bus.ErrNoMessage) {
 		t.Errorf("StoredAt past the end: %v, want ErrNoMessage", err)
+	}
+	m, err = conn.LastStored(ctx, stream, dead)
+	if err != nil || m.Seq != seqs[2] || m.Header.Get(records.HeaderID) != "r2" {
+		t.Errorf("LastStored(%s) = %+v, %v; want r2 at %d", dead, m, err, seqs[2])
+	}
+	none := conn.Names().Dead(records.Ref{Kind: "counter", ID: "c3"})
+	if _, err := conn.LastStored(ctx, stream, none); !errors.Is(err, bus.ErrNoMessage) {
+		t.Errorf("LastStored(%s), with nothing on it: %v, want ErrNoMessage", none, err)
 	}
 }
 

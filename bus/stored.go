@@ -33,17 +33,33 @@ type StoredMsg struct {
 // (nats.go's Stream.GetMsg goes direct on streams that allow it). Errors
 // wrap [ErrNoMessage] when there is none.
 func (c *Conn) StoredAt(ctx context.Context, stream string, seq uint64, subject string) (StoredMsg, error) {
-	req := struct {
-		Seq        uint64 `json:"seq"`
-		NextBySubj string `json:"next_by_subj,omitempty"`
-	}{seq, subject}
+	req := msgGetRequest{Seq: seq, NextBySubj: subject}
+	return c.stored(ctx, stream, req, fmt.Sprintf("seq %d", seq))
+}
+
+// LastStored reads from stream's leader the last message on subject, as
+// StoredAt does (what JetStream stored, not what a replica has applied so
+// far). Errors wrap [ErrNoMessage] when there is none.
+func (c *Conn) LastStored(ctx context.Context, stream, subject string) (StoredMsg, error) {
+	return c.stored(ctx, stream, msgGetRequest{LastBySubj: subject}, "the last on "+subject)
+}
+
+// msgGetRequest is JetStream's STREAM.MSG.GET request.
+type msgGetRequest struct {
+	Seq        uint64 `json:"seq,omitempty"`
+	NextBySubj string `json:"next_by_subj,omitempty"`
+	LastBySubj string `json:"last_by_subj,omitempty"`
+}
+
+func (c *Conn) stored(ctx context.Context, stream string, req msgGetRequest, what string) (StoredMsg, error) {
+	seq := req.Seq
 	body, err := json.Marshal(req)
 	if err != nil {
 		return StoredMsg{}, err
 	}
 	reply, err := c.NATS().RequestWithContext(ctx, "$JS.API.STREAM.MSG.GET."+stream, body)
 	if err != nil {
-		return StoredMsg{}, fmt.Errorf("read %s seq %d: %w", stream, seq, err)
+		return StoredMsg{}, fmt.Errorf("read %s %s: %w", stream, what, err)
 	}
 	var resp struct {
 		Message *struct {
@@ -60,24 +76,24 @@ func (c *Conn) StoredAt(ctx context.Context, stream string, seq uint64, subject 
 		} `json:"error"`
 	}
 	if err := json.Unmarshal(reply.Data, &resp); err != nil {
-		return StoredMsg{}, fmt.Errorf("read %s seq %d: decode the answer: %w", stream, seq, err)
+		return StoredMsg{}, fmt.Errorf("read %s %s: decode the answer: %w", stream, what, err)
 	}
 	switch {
 	case resp.Error != nil && resp.Error.ErrCode == errCodeNoMessage:
-		return StoredMsg{}, fmt.Errorf("read %s seq %d: %w", stream, seq, ErrNoMessage)
+		return StoredMsg{}, fmt.Errorf("read %s %s: %w", stream, what, ErrNoMessage)
 	case resp.Error != nil:
-		return StoredMsg{}, fmt.Errorf("read %s seq %d: %s (code %d, error %d)", stream, seq, resp.Error.Description, resp.Error.Code, resp.Error.ErrCode)
+		return StoredMsg{}, fmt.Errorf("read %s %s: %s (code %d, error %d)", stream, what, resp.Error.Description, resp.Error.Code, resp.Error.ErrCode)
 	case resp.Message == nil:
-		return StoredMsg{}, fmt.Errorf("read %s seq %d: answer without a message", stream, seq)
+		return StoredMsg{}, fmt.Errorf("read %s %s: answer without a message", stream, what)
 	}
 	m := StoredMsg{Subject: resp.Message.Subject, Seq: resp.Message.Seq, Data: resp.Message.Data, Time: resp.Message.Time, Header: nats.Header{}}
 	if len(resp.Message.Header) > 0 {
 		if m.Header, err = nats.DecodeHeadersMsg(resp.Message.Header); err != nil {
-			return StoredMsg{}, fmt.Errorf("read %s seq %d: headers: %w", stream, seq, err)
+			return StoredMsg{}, fmt.Errorf("read %s %s: headers: %w", stream, what, err)
 		}
 	}
-	if subject == "" && m.Seq != seq {
-		return StoredMsg{}, fmt.Errorf("read %s seq %d: answered with seq %d", stream, seq, m.Seq)
+	if seq != 0 && req.NextBySubj == "" && m.Seq != seq {
+		return StoredMsg{}, fmt.Errorf("read %s %s: answered with seq %d", stream, what, m.Seq)
 	}
 	return m, nil
 }
