@@ -98,6 +98,18 @@ func (s *states) Update(ctx context.Context, key string, doc Document, rev uint6
 	return s.of(key).Update(ctx, key, doc, rev)
 }
 
+// UpdateOnce is Update for a write sent again after a lost answer: every
+// attempt carries id, and one made after an earlier attempt was stored is
+// answered with that one's revision (see [kv.Store.UpdateOnce]; on a
+// cluster: a single server checks the revision first and answers a
+// conflict).
+func (s *states) UpdateOnce(ctx context.Context, key string, doc Document, rev uint64, id string) (uint64, error) {
+	if err := s.check("write", key, doc); err != nil {
+		return 0, err
+	}
+	return s.of(key).UpdateOnce(ctx, key, doc, rev, id)
+}
+
 // Modify reads the document under key, applies fn and writes the result with
 // compare-and-set, as [kv.Store.Modify]; both documents are checked.
 func (s *states) Modify(ctx context.Context, key string, fn func(Document) (Document, error)) (kv.Entry[Document], error) {

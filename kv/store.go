@@ -181,7 +181,30 @@ func (s *Store[T]) Update(ctx context.Context, key string, v T, rev uint64) (uin
 	if err != nil {
 		return 0, err
 	}
-	next, err := s.update(ctx, key, data, rev)
+	return s.updateWithID(ctx, key, data, rev, "")
+}
+
+// UpdateOnce is [Store.Update] for a write that may be sent again after its
+// answer was lost (a leader election, a dropped connection): id, the same
+// for every attempt of one write and unique to it, goes in the message's
+// Nats-Msg-Id, so an attempt made after an earlier one was stored is
+// answered, within the bucket's duplicate window (2 minutes for buckets
+// JetStream creates), with the revision that one got instead of a
+// conflict. It needs a store [WithPublisher]; without one it returns an
+// error.
+func (s *Store[T]) UpdateOnce(ctx context.Context, key string, v T, rev uint64, id string) (uint64, error) {
+	if s.opts.pub == nil {
+		return 0, s.fail("update", key, errors.New("UpdateOnce needs a store made WithPublisher"))
+	}
+	data, err := s.encode("update", key, v)
+	if err != nil {
+		return 0, err
+	}
+	return s.updateWithID(ctx, key, data, rev, id)
+}
+
+func (s *Store[T]) updateWithID(ctx context.Context, key string, data []byte, rev uint64, id string) (uint64, error) {
+	next, err := s.update(ctx, key, data, rev, id)
 	if err != nil {
 		if IsConflict(err) { // the bucket's Update and a publisher's answer alike
 			err = &ConflictError{Key: key, Expected: rev}
@@ -191,8 +214,9 @@ func (s *Store[T]) Update(ctx context.Context, key string, v T, rev uint64) (uin
 	return next, nil
 }
 
-// update writes data under key if its last revision is rev.
-func (s *Store[T]) update(ctx context.Context, key string, data []byte, rev uint64) (uint64, error) {
+// update writes data under key if its last revision is rev, with id as its
+// Nats-Msg-Id unless empty (publisher only).
+func (s *Store[T]) update(ctx context.Context, key string, data []byte, rev uint64, id string) (uint64, error) {
 	if s.opts.pub == nil {
 		return s.kv.Update(ctx, key, data, rev)
 	}
@@ -203,6 +227,9 @@ func (s *Store[T]) update(ctx context.Context, key string, data []byte, rev uint
 		Subject: "$KV." + s.bucket + "." + key,
 		Header:  nats.Header{jetstream.ExpectedLastSubjSeqHeader: []string{strconv.FormatUint(rev, 10)}},
 		Data:    data,
+	}
+	if id != "" {
+		msg.Header.Set(jetstream.MsgIDHeader, id)
 	}
 	ack, err := s.opts.pub.PublishMsg(ctx, msg)
 	if err != nil {
