@@ -12,10 +12,11 @@
 // # What it answers
 //
 // [Script] is the whole of its behaviour, a pure function of the request:
-// text that quotes the last user message (streamed word by word), a call of
-// every tool it is offered and then what the tools answered, and for
-// structured output a JSON value that fits the requested schema. Its
-// embeddings are [HashEmbedding]: deterministic, texts sharing words close.
+// text that quotes the last user message (streamed word by word, at about
+// a hosted model's pace), a call of every tool it is offered and then what
+// the tools answered, and for structured output a JSON value that fits the
+// requested schema. Its embeddings are [HashEmbedding]: deterministic,
+// texts sharing words close.
 //
 // # The wire
 //

@@ -118,6 +118,13 @@ func (h *Handler) chat(w http.ResponseWriter, r *http.Request, req Request) {
 		return
 	}
 	for _, c := range chunks {
+		if rep.Pace > 0 {
+			select {
+			case <-time.After(rep.Pace):
+			case <-r.Context().Done():
+				return
+			}
+		}
 		if !send(chunk(map[string]any{"content": c}, nil)) {
 			return
 		}

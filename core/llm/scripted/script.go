@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 )
 
 // Tag starts every text the scripted model answers, and every string it
@@ -25,7 +26,8 @@ const Tag = "[scripted model]"
 //     they answered.
 //   - Otherwise it answers a text that starts with [Tag], quotes the last
 //     user message and says how many user messages the conversation holds
-//     (so a thread's memory shows), streamed word by word.
+//     (so a thread's memory shows), streamed word by word at about a
+//     hosted model's pace (20ms a word).
 func Script(req Request) Reply {
 	if schema, ok := formatSchema(req.ResponseFormat); ok {
 		v := fill(schema, schema, func(name string) string { return Tag + " " + name }, 0)
@@ -51,7 +53,7 @@ func Script(req Request) Reply {
 			}
 			return Reply{ToolCalls: calls}
 		}
-		return Reply{Text: fmt.Sprintf("%s The tools answered: %s. %s", Tag, strings.Join(results, "; "), notAModel)}
+		return Reply{Text: fmt.Sprintf("%s The tools answered: %s. %s", Tag, strings.Join(results, "; "), notAModel), Pace: pace}
 	}
 	users := 0
 	for _, m := range req.Messages {
@@ -59,8 +61,12 @@ func Script(req Request) Reply {
 			users++
 		}
 	}
-	return Reply{Text: fmt.Sprintf("%s You said: %q (message %d of this conversation). %s", Tag, last, users, notAModel)}
+	return Reply{Text: fmt.Sprintf("%s You said: %q (message %d of this conversation). %s", Tag, last, users, notAModel), Pace: pace}
 }
+
+// pace is the wait before each streamed word of a text answer: about the
+// pace of a hosted model, so that an answer arrives in pieces as it would.
+const pace = 20 * time.Millisecond
 
 // notAModel ends every text answer.
 const notAModel = "This is a canned answer of the built-in scripted model, not a language model's: set --llm-base-url and --llm-model (EA_LLM_BASE_URL, EA_LLM_MODEL) to an OpenAI-compatible API for real answers."

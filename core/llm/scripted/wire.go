@@ -5,6 +5,7 @@ import (
 	"hash/fnv"
 	"math"
 	"strings"
+	"time"
 )
 
 // ToolCall is a tool call the model makes.
@@ -35,6 +36,9 @@ type Reply struct {
 	Hang bool
 	// FailStream (streaming) sends an error event after the chunks.
 	FailStream bool
+	// Pace (streaming) is the wait before each chunk of text, as a model
+	// takes time for each token; 0 sends them at once.
+	Pace time.Duration
 }
 
 // Usage is the token counts a reply reports.
