@@ -4,6 +4,8 @@
 #                            server storing in ./data (STORE=dir to change;
 #                            ARGS='--log-level debug' for more flags) and
 #                            ea-supervisor beside it (SUPERVISOR_ARGS=...);
+#                            their agents ask EA_LLM_BASE_URL's model, the
+#                            built-in scripted one when it is unset;
 #                            once they serve, prints what to try with bin/ea
 #   make test                the whole test suite, with the race detector
 #   make bench               benchmarks of ./bench, output also in bench.out
@@ -40,9 +42,14 @@ build:
 # kinds and the demo's workers) and ea-supervisor connected to it. Ctrl-C
 # reaches both (they stop gracefully); if one exits on its own with an
 # error, the other is stopped. Once ready, each prints what to try with the
-# ea CLI (bin/ea).
+# ea CLI (bin/ea). With EA_LLM_BASE_URL unset, both get the built-in
+# scripted model (EA_LLM_BASE_URL=scripted:), so that the agent kinds can be
+# tried with no model, no network and no key; each logs a WARN saying so,
+# and every answer starts with "[scripted model]". EA_LLM_BASE_URL set (to
+# an API, or empty for no model at all) is left as it is.
 run: build
-	@./$(BIN)/ea-node --store $(STORE) $(ARGS) & node=$$!; \
+	@export EA_LLM_BASE_URL="$${EA_LLM_BASE_URL-scripted:}"; \
+	./$(BIN)/ea-node --store $(STORE) $(ARGS) & node=$$!; \
 	./$(BIN)/ea-supervisor $(SUPERVISOR_ARGS) & sup=$$!; \
 	trap : INT TERM; first=0; \
 	while kill -0 $$node 2>/dev/null && kill -0 $$sup 2>/dev/null; do wait -n $$node $$sup && first=0 || first=$$?; done; \

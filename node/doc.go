@@ -32,7 +32,10 @@
 // EA_LLM_EMBED_MODEL and the key in EA_LLM_API_KEY, never a flag), and the
 // services of the user's own that --tools describes (core.ToolFile: NATS
 // subjects and HTTP endpoints) as tools. Without --llm-base-url it is not
-// called: the node hosts its other kinds and logs how to turn these on. A
+// called: the node hosts its other kinds and logs how to turn these on.
+// --llm-base-url scripted: is the built-in scripted model
+// (core/llm/scripted: canned answers that start with "[scripted model]",
+// nothing on the network, no key), announced by a WARN at start. A
 // malformed setting stops the binary at start with exit status 2.
 //
 // # More control

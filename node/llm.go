@@ -88,6 +88,9 @@ func (cmd Command) agents(cfg config, conn *bus.Conn, log *slog.Logger, reg prom
 			return nil, fmt.Errorf("--tools %s: %w", cfg.ToolsFile, err)
 		}
 	}
+	if cfg.LLM.Scripted() {
+		log.Warn(cli.ScriptedWarning, "llm", cfg.LLM.Describe())
+	}
 	log.Info("agent kinds use a model", "llm", cfg.LLM.Describe(), "tools", strings.Join(tools.Names(), ","))
 	kinds, err := cmd.Agents(Agents{
 		Services: &core.Services{LLM: p, Tools: tools, Metrics: metrics},

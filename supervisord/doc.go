@@ -32,7 +32,8 @@
 // [Command.Agents] returns orchestrations whose nodes ask a model, built
 // with the services (an LLM, token metrics) of the --llm-* settings, the
 // same as a node's (EA_LLM_BASE_URL, EA_LLM_MODEL, EA_LLM_API_KEY, ...). It
-// is called only when --llm-base-url is set.
+// is called only when --llm-base-url is set; scripted: is the built-in
+// scripted model (core/llm/scripted), announced by a WARN at start.
 //
 // # More control
 //

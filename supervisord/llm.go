@@ -42,6 +42,9 @@ func (cmd Command) agents(cfg config, log *slog.Logger, reg prometheus.Registere
 	if err != nil {
 		return nil, err
 	}
+	if cfg.LLM.Scripted() {
+		log.Warn(cli.ScriptedWarning, "llm", cfg.LLM.Describe())
+	}
 	log.Info("model-driven orchestrations use a model", "llm", cfg.LLM.Describe())
 	defs, err := cmd.Agents(&core.Services{LLM: p, Metrics: metrics})
 	if err != nil {

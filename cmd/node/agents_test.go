@@ -257,6 +257,8 @@ func TestBadModelSettings(t *testing.T) {
 		{nil, []string{"EA_LLM_MODEL=m", "EA_LLM_API_KEY=" + testKey}, "--llm-model and EA_LLM_API_KEY set without --llm-base-url"},
 		{[]string{"--llm-base-url", "http://127.0.0.1:1/v1", "--llm-model", "m", "--llm-api-key-file", "/nonexistent/key"}, []string{"EA_LLM_API_KEY=" + testKey},
 			"EA_LLM_API_KEY and --llm-api-key-file are both set"},
+		{[]string{"--llm-base-url", "scripted:"}, []string{"EA_LLM_MODEL=gpt-4o-mini", "EA_LLM_API_KEY=" + testKey},
+			"--llm-model and EA_LLM_API_KEY set with --llm-base-url scripted:, the built-in scripted model"},
 		{[]string{"--llm-base-url", "http://127.0.0.1:1/v1", "--llm-model", "m", "--tools", badTools}, nil,
 			`tool "weather": nats subject "weather.>": want dot-separated tokens without wildcards`},
 	} {

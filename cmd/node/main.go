@@ -48,7 +48,10 @@ With a model (--llm-base-url and --llm-model, or EA_LLM_BASE_URL and
 EA_LLM_MODEL: any OpenAI-compatible API) it hosts the agent kinds too: chat
 (a conversation thread), writer (a streamed task), researcher (the worker
 threads of ea-supervisor's "research") and, with --tools, assistant (a task
-calling your own services as tools).`,
+calling your own services as tools). --llm-base-url scripted: is the
+built-in scripted model: canned answers that start with "[scripted model]",
+to try the agent kinds with no model, no network and no key (make run's
+default when EA_LLM_BASE_URL is unset).`,
 		Banner: hint,
 	}
 }

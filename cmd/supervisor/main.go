@@ -73,7 +73,9 @@ ea-supervisor processes may run at once; they share the work.
 With a model (--llm-base-url and --llm-model, or EA_LLM_BASE_URL and
 EA_LLM_MODEL: any OpenAI-compatible API) it runs "research" too: a model
 chooses each next step and the workers are the researcher threads of an
-ea-node given a model (examples/threads).`,
+ea-node given a model (examples/threads). --llm-base-url scripted: is the
+built-in scripted model: canned answers that start with "[scripted model]"
+(make run's default when EA_LLM_BASE_URL is unset).`,
 		Banner: hint,
 	}, nil
 }

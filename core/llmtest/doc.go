@@ -4,7 +4,10 @@
 //
 // # Wire format
 //
-// It speaks the real chat-completions and embeddings wire format:
+// Its wire is core/llm/scripted's Handler, the one the scripted model of the
+// shipped binaries answers through (its types, Request and Reply, are
+// aliases of that package's). It speaks the real chat-completions and
+// embeddings wire format:
 // POST <base>/chat/completions answers a chat.completion object, or with
 // "stream": true a text/event-stream of chat.completion.chunk events ended by
 // "data: [DONE]"; POST <base>/embeddings answers an embeddings list. Errors

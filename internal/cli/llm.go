@@ -7,6 +7,7 @@ import (
 
 	"github.com/effectors/effectors/core"
 	"github.com/effectors/effectors/core/llm"
+	"github.com/effectors/effectors/core/llm/scripted"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -16,9 +17,10 @@ import (
 const LLMKeyEnv = "EA_LLM_API_KEY"
 
 // LLM is the model a binary's agent kinds and orchestrations ask: the
-// settings of [LLMSettings], any OpenAI-compatible API. BaseURL empty means
-// no model is configured. After [Parse], [LLM.Load] reads the key and checks
-// that the settings go together.
+// settings of [LLMSettings], any OpenAI-compatible API, or with BaseURL
+// "scripted:" the built-in scripted model (core/llm/scripted). BaseURL empty
+// means no model is configured. After [Parse], [LLM.Load] reads the key and
+// checks that the settings go together.
 type LLM struct {
 	BaseURL    string // --llm-base-url (EA_LLM_BASE_URL)
 	Model      string // --llm-model (EA_LLM_MODEL)
@@ -35,16 +37,17 @@ type LLM struct {
 func LLMSettings[C any](field func(*C) *LLM) []*Setting[C] {
 	return []*Setting[C]{
 		{Name: "llm-base-url", Arg: "URL", DefText: "none: agent kinds and model-driven orchestrations are off",
-			Usage: "base URL of an OpenAI-compatible API (OpenAI, Ollama, vLLM, llama.cpp…), e.g. http://localhost:11434/v1",
+			Usage: "base URL of an OpenAI-compatible API (OpenAI, Ollama, vLLM, llama.cpp…), e.g. http://localhost:11434/v1; " +
+				scripted.BaseURL + " for the built-in scripted model (canned answers, to try the agents without a model; make run's default)",
 			Check: func(c *C, v string) string {
 				v = strings.TrimSpace(v)
 				field(c).BaseURL = v
-				if v == "" {
+				if v == "" || v == scripted.BaseURL {
 					return ""
 				}
 				u, err := url.Parse(v)
 				if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-					return "want an http(s) URL of an OpenAI-compatible API, e.g. https://api.openai.com/v1 or http://localhost:11434/v1"
+					return "want an http(s) URL of an OpenAI-compatible API, e.g. https://api.openai.com/v1 or http://localhost:11434/v1 (or " + scripted.BaseURL + " for the built-in scripted model)"
 				}
 				if u.User != nil {
 					return "want the URL without credentials: give the API key in " + LLMKeyEnv + " or --llm-api-key-file"
@@ -88,6 +91,22 @@ func (l *LLM) Load(getenv func(string) string) error {
 		}
 		return nil
 	}
+	if l.Scripted() {
+		var set []string
+		for _, s := range []struct {
+			name, v string
+			isModel bool
+		}{{"--llm-model", l.Model, true}, {"--llm-embed-model", l.EmbedModel, true}, {"--llm-api-key-file", l.KeyFile, false}, {LLMKeyEnv, key, false}} {
+			if s.v != "" && (!s.isModel || s.v != scripted.Model) {
+				set = append(set, s.name)
+			}
+		}
+		if len(set) > 0 {
+			return Usagef("%s set with --llm-base-url %s, the built-in scripted model, which has one model and needs no key: unset them, or set --llm-base-url (EA_LLM_BASE_URL) to your API's URL", strings.Join(set, " and "), scripted.BaseURL)
+		}
+		l.Model, l.EmbedModel = scripted.Model, scripted.Model
+		return nil
+	}
 	if l.Model == "" {
 		return Usagef("--llm-base-url %s needs a model: set --llm-model (EA_LLM_MODEL), e.g. gpt-4o-mini or llama3.2", l.BaseURL)
 	}
@@ -122,7 +141,11 @@ func (l LLM) Config() llm.Config {
 // (ea_llm_tokens_total and the rest), registered on reg: what a binary's
 // agent kinds and orchestrations share through core.Services.
 func (l LLM) Provider(reg prometheus.Registerer) (*llm.Provider, *core.Metrics, error) {
-	p, err := llm.New(l.Config())
+	newProvider := func() (*llm.Provider, error) { return llm.New(l.Config()) }
+	if l.Scripted() {
+		newProvider = scripted.New
+	}
+	p, err := newProvider()
 	if err != nil {
 		return nil, nil, fmt.Errorf("--llm-base-url: %w", err)
 	}
@@ -136,14 +159,27 @@ func (l LLM) Provider(reg prometheus.Registerer) (*llm.Provider, *core.Metrics, 
 // Configured reports whether a model is configured (--llm-base-url).
 func (l LLM) Configured() bool { return l.BaseURL != "" }
 
+// Scripted reports whether the model is the built-in scripted one
+// (--llm-base-url scripted:), which a binary must announce with a warning.
+func (l LLM) Scripted() bool { return l.BaseURL == scripted.BaseURL }
+
+// ScriptedWarning is the warning a binary logs at start when its model is
+// the scripted one.
+const ScriptedWarning = "the model is the built-in scripted one (--llm-base-url " + scripted.BaseURL + "): every answer is canned and starts with " +
+	"\"" + scripted.Tag + "\", no language model is asked; set --llm-base-url and --llm-model (EA_LLM_BASE_URL, EA_LLM_MODEL) to an OpenAI-compatible API for real answers"
+
 // Key is the API key [LLM.Load] read; empty for none.
 func (l LLM) Key() string { return l.key }
 
 // Describe says which model is configured, for a log line or a banner:
-// "llama3.2 at http://localhost:11434/v1", or "none". It never holds the key.
+// "llama3.2 at http://localhost:11434/v1", "scripted (built in: canned
+// answers, not a language model)", or "none". It never holds the key.
 func (l LLM) Describe() string {
 	if !l.Configured() {
 		return "none"
+	}
+	if l.Scripted() {
+		return scripted.Model + " (built in: canned answers, not a language model)"
 	}
 	return l.Model + " at " + l.BaseURL
 }
