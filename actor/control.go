@@ -140,8 +140,8 @@ func (c *control) stop() {
 // controlOps are the public control operations; hostOps those answered by a
 // node hosting the kind (state is answered by any node).
 var (
-	controlOps = []string{opCreate, opTerminate, opReset, opState, opActivate, opReplay, opTimerSet, opTimerCancel, opTimerList}
-	hostOps    = []string{opCreate, opTerminate, opReset, opActivate, opReplay}
+	controlOps = []string{opCreate, opTerminate, opReset, opState, opActivate, opReplay, opTimerSet, opTimerCancel, opTimerList, opKind}
+	hostOps    = []string{opCreate, opTerminate, opReset, opActivate, opReplay, opKind}
 )
 
 func (n *Node) serveControl() (*control, error) {
@@ -200,7 +200,7 @@ func (n *Node) serveControl() (*control, error) {
 	svc, err := micro.AddService(n.conn.NATS(), micro.Config{
 		Name:        n.names.Service(),
 		Version:     "0.1.0",
-		Description: "effectors control: create, terminate, reset, activate and replay effectors and read their state",
+		Description: "effectors control: create, terminate, reset, activate and replay effectors, read their state, and describe a kind",
 	})
 	if err != nil {
 		c.stop()
@@ -289,6 +289,8 @@ func (n *Node) handleControl(op, kind string, data []byte) ([]byte, error) {
 		return n.activate(kind, data)
 	case opReplay:
 		return n.replayControl(ctx, kind, data)
+	case opKind:
+		return n.kindControl(ctx, kind, data)
 	default:
 		err = failf(ErrInvalid, "unknown control operation %s", service.Quote(op))
 	}

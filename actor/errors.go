@@ -22,6 +22,9 @@ var (
 	// be loaded because its partition is changing hands (no node reads it
 	// right now); retry shortly.
 	ErrNotLoaded = errors.New("effector's partition is not read by any node right now")
+	// ErrNoKindEndpoint: no node answers the kind endpoint
+	// ([Client.Kind]): no node runs, or the nodes predate it.
+	ErrNoKindEndpoint = errors.New("no node answers the kind endpoint")
 	// ErrInvalid: a request, record or definition is malformed.
 	ErrInvalid = errors.New("invalid")
 	// ErrDuplicateKind: a node was asked to host one kind twice.

@@ -56,6 +56,17 @@ type Kind[S any] struct {
 	Upgrades []Upgrade
 	// Logic handles one record at a time. Required.
 	Logic Logic[S]
+	// Types are the record types (EA-Type) the logic handles, at most
+	// [MaxTypes]; empty: it does not say (any type). They are advertised by
+	// the kind endpoint ([Client.Kind], ea kinds), and senders that ask
+	// (ea send, the gateway) refuse other types before anything is
+	// published. The node itself does not check them: a record of another
+	// type reaches the logic (published with nats pub, say), which refuses
+	// it with [UnknownType] as before.
+	Types []string
+	// Describe, when set, adds to what the kind endpoint says about the kind
+	// (package remote sets it: its workers, who waits for them).
+	Describe Describe
 	// Retry is the retry policy for failing logic ([RetryPolicy]). Zero
 	// fields take defaults.
 	Retry RetryPolicy
@@ -126,6 +137,8 @@ type kindSpec struct {
 	timeout       time.Duration
 	stateRecords  bool
 	versions      versions
+	types         []string
+	describe      Describe
 	// initial returns the msgpack of the initial state.
 	initial func() ([]byte, error)
 	// fromJSON converts a JSON state (as sent to the create endpoint) to
@@ -156,6 +169,10 @@ func (k Kind[S]) spec() (*kindSpec, error) {
 		maxDeliveries: orDefault(k.MaxDeliveries, 10),
 		timeout:       k.Timeout,
 		stateRecords:  k.StateRecords,
+		describe:      k.Describe,
+	}
+	if s.types, err = checkTypes(k.Name, k.Types); err != nil {
+		return nil, err
 	}
 	switch {
 	case policy.Attempts < 1:

@@ -25,6 +25,8 @@ func TestKindDefinitionErrors(t *testing.T) {
 		{actor.Kind[lagState]{Name: "k", Logic: logic, MaxBatch: -1}, "MaxBatch"},
 		{actor.Kind[lagState]{Name: "k", Logic: logic, AckWait: time.Millisecond}, "AckWait"},
 		{actor.Kind[lagState]{Name: "k", Logic: logic, Window: 10, Overflow: 20}, "Overflow 20 must not exceed Window 10"},
+		{actor.Kind[lagState]{Name: "k", Logic: logic, Types: []string{"inc", "in c"}}, `Types: malformed record: EA-Type "in c"`},
+		{actor.Kind[lagState]{Name: "k", Logic: logic, Types: make([]string, actor.MaxTypes+1)}, "Types exceed"},
 	} {
 		n, err := actor.NewNode(conn, actor.Options{})
 		if err != nil {

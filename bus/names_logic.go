@@ -12,3 +12,14 @@ func (n Names) Logic(kind string) string { return n.prefix + ".logic." + kind }
 // Any name works as long as every worker of the kind uses the same one;
 // this is the one the reference workers use.
 func (n Names) LogicQueue(kind string) string { return n.Logic(kind) }
+
+// LogicService is the NATS micro service name under which the workers of
+// kind announce themselves (docs/polyglot.md, "Discovery"):
+// <prefix>-logic-<kind>. A name of micro is [A-Za-z0-9_-]+, which prefix
+// and kind are.
+func (n Names) LogicService(kind string) string { return n.prefix + "-logic-" + kind }
+
+// LogicPing is the subject on which every worker of kind that announces
+// itself answers a ping (the micro protocol's $SRV.PING.<name>), so that
+// the replies count them.
+func (n Names) LogicPing(kind string) string { return "$SRV.PING." + n.LogicService(kind) }

@@ -280,7 +280,7 @@ func (c Command) serve(ctx context.Context, program string, cfg config, log *slo
 	kinds := slices.Clone(c.Kinds)
 	for _, rk := range cfg.RemoteKinds {
 		// Logic served by worker processes (docs/polyglot.md).
-		k, err := remote.New(conn, rk.name, remote.Options{Encoding: rk.enc, Timeout: cfg.RemoteTimeout, Registerer: proc.Registry})
+		k, err := remote.New(conn, rk.name, remote.Options{Encoding: rk.enc, Timeout: cfg.RemoteTimeout, Registerer: proc.Registry, Logger: log})
 		if err != nil {
 			return err
 		}

@@ -196,6 +196,15 @@ func typeGot(s string) string {
 	return ""
 }
 
+// ValidateType checks a record type (the EA-Type rule: 1-128 characters of
+// A-Z a-z 0-9 _ . : / -), returning a [*FieldError] naming EA-Type.
+func ValidateType(typ string) error {
+	if got := typeGot(typ); got != "" {
+		return fieldErr(HeaderType, typ, typeRule, got)
+	}
+	return nil
+}
+
 // ValidateOwner checks an owner (the EA-Owner rule: 1-256 printable ASCII
 // characters without spaces), returning a [*FieldError] naming EA-Owner.
 func ValidateOwner(owner string) error {

@@ -27,6 +27,21 @@
 // retry policy sends the record again, to any worker. Nothing was committed
 // for the lost attempt, so the record is applied once. A late answer to a
 // timed-out request is dropped (each request has its own reply inbox).
+// When no worker is left, the timeout is not waited for: from half a second
+// into a request the node probes the subject ([HeaderProbe]) every half
+// second, and NATS answering "no responders" ends the request with
+// [ErrNoWorker].
+//
+// # Stalls are visible
+//
+// A run of requests that find no worker or go unanswered is an episode:
+// one WARN naming the kind and the subject when it starts
+// ([Options.Logger]), one INFO when a worker answers again. The kind's
+// actor.Kind.Describe answers the kind endpoint (actor.Client.Kind, ea
+// kinds, ea state, ea send --wait): the workers that announce themselves
+// (the micro ping of bus.Names.LogicService), whether any answers, the
+// episode, and the effectors waiting. Workers may announce the record types
+// they handle; [Options.Types] declares them on the node instead.
 //
 // What each outcome does to the record:
 //
@@ -45,6 +60,8 @@
 // # Metrics
 //
 // With [Options.Registerer], ea_remote_requests_total{kind, outcome} counts
-// requests by outcome and ea_remote_request_seconds{kind} times the answered
-// ones; the node's own metrics count remote kinds like any kind.
+// requests by outcome, ea_remote_request_seconds{kind} times the answered
+// ones, ea_remote_stalled{kind} is 1 during an episode and
+// ea_remote_waiting_effectors{kind} counts the effectors waiting for a
+// worker; the node's own metrics count remote kinds like any kind.
 package remote

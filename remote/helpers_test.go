@@ -52,6 +52,13 @@ func startGoWorker(t testing.TB, url string, names bus.Names, kind string, h han
 	t.Cleanup(nc.Close)
 	w := &goWorker{nc: nc}
 	_, err = nc.QueueSubscribe(names.Logic(kind), names.LogicQueue(kind), func(m *nats.Msg) {
+		if m.Header.Get("EA-Probe") != "" {
+			// A probe asks whether a worker is there: answer at once.
+			if err := m.Respond(nil); err != nil && !errors.Is(err, nats.ErrConnectionClosed) {
+				t.Errorf("worker: respond to a probe: %v", err)
+			}
+			return
+		}
 		n := w.requests.Add(1)
 		ct := m.Header.Get("Content-Type")
 		var req map[string]any

@@ -28,8 +28,9 @@ type metrics struct {
 }
 
 // newMetrics registers the metrics on reg, or reuses those another kind
-// registered there; nil reg: metrics that go nowhere.
-func newMetrics(reg prometheus.Registerer, kind string) (*metrics, error) {
+// registered there, and kind's gauges read from h; nil reg: metrics that
+// go nowhere.
+func newMetrics(reg prometheus.Registerer, kind string, h *health) (*metrics, error) {
 	m := &metrics{
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "ea_remote_requests_total",
@@ -46,6 +47,9 @@ func newMetrics(reg prometheus.Registerer, kind string) (*metrics, error) {
 			return nil, err
 		}
 		if err := register(reg, &m.seconds); err != nil {
+			return nil, err
+		}
+		if err := registerGauges(reg, kind, h); err != nil {
 			return nil, err
 		}
 	}
@@ -81,4 +85,41 @@ func (m *metrics) observe(kind, outcome string, answered bool, took time.Duratio
 	if answered {
 		m.seconds.WithLabelValues(kind).Observe(took.Seconds())
 	}
+}
+
+// registerGauges registers kind's gauges, read from h at each scrape:
+// ea_remote_stalled{kind} and ea_remote_waiting_effectors{kind}. A kind
+// registered twice on one registry (two nodes in one process) keeps the
+// first one's.
+func registerGauges(reg prometheus.Registerer, kind string, h *health) error {
+	labels := prometheus.Labels{"kind": kind}
+	for _, g := range []prometheus.Collector{
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name:        "ea_remote_stalled",
+			Help:        "1 while a remote kind's requests find no worker or go unanswered (from the first such request until a worker answers), else 0.",
+			ConstLabels: labels,
+		}, func() float64 {
+			if down, _ := h.stalled(time.Now()); down {
+				return 1
+			}
+			return 0
+		}),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name:        "ea_remote_waiting_effectors",
+			Help:        "Effectors of a remote kind whose record in hand waits for a worker (their latest request found none or went unanswered).",
+			ConstLabels: labels,
+		}, func() float64 {
+			_, n := h.stalled(time.Now())
+			return float64(n)
+		}),
+	} {
+		err := reg.Register(g)
+		if errors.As(err, new(prometheus.AlreadyRegisteredError)) {
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("%w: register metrics: %v", ErrInvalid, err)
+		}
+	}
+	return nil
 }

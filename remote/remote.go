@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -82,10 +83,22 @@ type Options struct {
 	Retry retry.Policy
 	// Registerer, when set, receives the kind's metrics:
 	// ea_remote_requests_total{kind, outcome} (ok, worker_error,
-	// permanent, malformed, timeout, no_worker, error) and the histogram
-	// ea_remote_request_seconds{kind} of answered requests. Kinds sharing a
-	// registry share the metrics.
+	// permanent, malformed, timeout, no_worker, error), the histogram
+	// ea_remote_request_seconds{kind} of answered requests, and the gauges
+	// ea_remote_stalled{kind} (1 while its requests find no worker or go
+	// unanswered) and ea_remote_waiting_effectors{kind} (effectors whose
+	// record waits for a worker). Kinds sharing a registry share the
+	// metrics.
 	Registerer prometheus.Registerer
+	// Logger receives a WARN when the kind's requests start to find no
+	// worker or go unanswered (once per episode, naming the kind and the
+	// subject) and an INFO when a worker answers again. Default: none.
+	Logger *slog.Logger
+	// Types are the record types the kind handles (actor.Kind.Types): ea
+	// send and the gateway refuse others. Empty: the types the workers
+	// announce (docs/polyglot.md, "Discovery"), or any type when they
+	// announce none.
+	Types []string
 }
 
 // New returns kind name, whose logic runs in worker processes: for each
@@ -108,6 +121,7 @@ func New(conn *bus.Conn, name string, opts Options) (actor.Kind[State], error) {
 		name:       name,
 		nc:         conn.NATS(),
 		subject:    conn.Names().Logic(name),
+		ping:       conn.Names().LogicPing(name),
 		enc:        opts.Encoding,
 		timeout:    opts.Timeout,
 		maxReply:   opts.MaxReply,
@@ -132,7 +146,15 @@ func New(conn *bus.Conn, name string, opts Options) (actor.Kind[State], error) {
 	if l.maxRecords == 0 {
 		l.maxRecords = DefaultMaxRecords
 	}
-	m, err := newMetrics(opts.Registerer, name)
+	policy := opts.Retry
+	if policy.IsZero() {
+		policy = DefaultRetry()
+	}
+	// A waiting effector not heard of for longer than a request and the
+	// longest wait between two attempts has left (dead letters, another
+	// node).
+	l.health = newHealth(name, l.subject, opts.Logger, l.timeout+max(policy.MaxBackoff, policy.Backoff, 5*time.Second)+time.Second)
+	m, err := newMetrics(opts.Registerer, name, l.health)
 	if err != nil {
 		return actor.Kind[State]{}, fmt.Errorf("kind %s: %w", name, err)
 	}
@@ -145,40 +167,52 @@ func New(conn *bus.Conn, name string, opts Options) (actor.Kind[State], error) {
 	if err != nil {
 		return actor.Kind[State]{}, fmt.Errorf("%w: kind %s: Initial %T does not encode as msgpack: %w", ErrInvalid, name, initial, err)
 	}
-	policy := opts.Retry
-	if policy.IsZero() {
-		policy = DefaultRetry()
-	}
-	return actor.Kind[State]{Name: name, Initial: State(b), Logic: l.run, Retry: policy}, nil
+	return actor.Kind[State]{Name: name, Initial: State(b), Logic: l.run, Retry: policy, Types: opts.Types, Describe: l.describe}, nil
 }
 
 // logic is a remote kind's logic: one request per record.
 type logic struct {
 	name       string
 	nc         *nats.Conn
-	subject    string
+	subject    string // requests and probes
+	ping       string // the workers' discovery
 	enc        Encoding
 	timeout    time.Duration
 	maxReply   int
 	maxRecords int
 	metrics    *metrics
+	health     *health
 }
 
 // run is the actor.Logic of the kind.
 func (l *logic) run(ctx *actor.Context, s State) (State, error) {
+	self := ctx.Self()
 	body, err := l.request(ctx, s)
 	if err != nil {
+		l.health.forget(self)
 		return s, err
 	}
-	rctx, cancel := context.WithTimeout(ctx, l.timeout)
+	// The request ends with its answer, the timeout, the attempt, or the
+	// watch finding that no worker is subscribed any more (one died
+	// holding it and none is left).
+	gone, stop := context.WithCancelCause(ctx)
+	defer stop(nil)
+	rctx, cancel := context.WithTimeout(gone, l.timeout)
 	defer cancel()
+	done, watched := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(watched)
+		l.watch(rctx, done, stop)
+	}()
 	msg := &nats.Msg{Subject: l.subject, Data: body, Header: nats.Header{}}
 	msg.Header.Set(records.HeaderContentType, string(l.enc))
 	start := time.Now()
 	resp, err := l.nc.RequestMsgWithContext(rctx, msg)
 	took := time.Since(start)
+	close(done)
+	<-watched
 	if err != nil {
-		err = l.transport(ctx, err)
+		err = l.transport(ctx, context.Cause(gone), err)
 		outcome := outcomeError
 		switch {
 		case errors.Is(err, ErrTimeout):
@@ -186,9 +220,15 @@ func (l *logic) run(ctx *actor.Context, s State) (State, error) {
 		case errors.Is(err, ErrNoWorker):
 			outcome = outcomeNoWorker
 		}
+		if outcome == outcomeError {
+			l.health.forget(self)
+		} else {
+			l.health.failed(self, ctx.Record().ID, err, time.Now())
+		}
 		l.metrics.observe(l.name, outcome, false, took)
 		return s, err
 	}
+	l.health.answered(self, time.Now())
 	next, err := l.apply(ctx, resp)
 	var we *WorkerError
 	outcome := outcomeOK
@@ -204,8 +244,9 @@ func (l *logic) run(ctx *actor.Context, s State) (State, error) {
 	return next, err
 }
 
-// transport maps a failed request to the runtime's vocabulary.
-func (l *logic) transport(ctx context.Context, err error) error {
+// transport maps a failed request to the runtime's vocabulary; cause is
+// why the request's own context ended, if it did.
+func (l *logic) transport(ctx context.Context, cause, err error) error {
 	switch {
 	case errors.Is(ctx.Err(), context.Canceled):
 		// The attempt was cancelled (node stopping, a cancel record): say
@@ -213,6 +254,8 @@ func (l *logic) transport(ctx context.Context, err error) error {
 		return fmt.Errorf("remote kind %s: %w", l.name, context.Cause(ctx))
 	case errors.Is(err, nats.ErrNoResponders):
 		return fmt.Errorf("%w: nothing listens on %s: start a worker of kind %s (docs/polyglot.md)", ErrNoWorker, l.subject, l.name)
+	case errors.Is(cause, errWorkerGone):
+		return fmt.Errorf("%w: the worker holding the request left and nothing listens on %s any more: start a worker of kind %s (docs/polyglot.md)", ErrNoWorker, l.subject, l.name)
 	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, nats.ErrTimeout):
 		return fmt.Errorf("%w: no reply on %s within %s", ErrTimeout, l.subject, l.timeout)
 	case errors.Is(err, nats.ErrMaxPayload):

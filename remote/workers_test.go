@@ -88,6 +88,11 @@ func TestReferenceWorkers(t *testing.T) {
 				w.start(t, w.lang+"-2", srv.URL, "counter")
 				host(t, conn, "counter", remote.Options{Encoding: enc})
 				c := newClient(t, conn)
+				// Both announce themselves (docs/polyglot.md, "Discovery")
+				// with the type their logic handles.
+				if info := kindInfo(t, c, "counter", ""); info.Remote == nil || info.Remote.Workers != 2 || !info.Remote.Answering || !slices.Equal(info.Types, []string{"inc"}) {
+					t.Fatalf("kind info %+v %+v: want 2 workers announcing type inc", info, info.Remote)
+				}
 
 				const ids, per = 3, 30
 				refs := make([]records.Ref, ids)

@@ -35,7 +35,7 @@ func TestConsoleRequests(t *testing.T) {
 	if f := alice.call(map[string]any{"type": "create", "req": "cr", "effector": "counter/alice"}); f["type"] != "result" {
 		t.Fatalf("create: %v", f)
 	}
-	if f := alice.call(map[string]any{"type": "send", "req": "s1", "to": "counter/alice",
+	if f := alice.call(map[string]any{"type": "send", "req": "s1", "to": "counter/alice", "any_type": true,
 		"record": map[string]any{"id": "boom-1", "type": "explode", "payload": map[string]any{"by": 1}}}); f["type"] != "ack" {
 		t.Fatalf("send: %v", f)
 	}

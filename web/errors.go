@@ -31,18 +31,19 @@ const (
 
 // Error codes of error frames (the "code" field).
 const (
-	CodeBadFrame        = "bad_frame"    // not a JSON object, or fields of the wrong type
-	CodeUnknownType     = "unknown_type" // a "type" the gateway does not know
-	CodeBadRequest      = "bad_request"  // a field is missing or invalid (kind, id, subject, record…)
-	CodeNotFound        = "not_found"    // no such effector, record or orchestration
-	CodeForbidden       = "forbidden"    // it exists, and belongs to another user
-	CodeTerminated      = "terminated"   // the effector is terminated
-	CodeExists          = "exists"       // create: the effector exists
-	CodeConflict        = "conflict"     // the record id is already used by another record
-	CodeNoHost          = "no_host"      // no node hosts the kind
-	CodeNotWaiting      = "not_waiting"  // orch.input: the orchestration is not waiting for input
-	CodeFinished        = "finished"     // the orchestration is over
-	CodeUnavailable     = "unavailable"  // NATS, the store or the supervisors do not answer
+	CodeBadFrame        = "bad_frame"       // not a JSON object, or fields of the wrong type
+	CodeUnknownType     = "unknown_type"    // a "type" the gateway does not know
+	CodeBadRequest      = "bad_request"     // a field is missing or invalid (kind, id, subject, record…)
+	CodeNotFound        = "not_found"       // no such effector, record or orchestration
+	CodeForbidden       = "forbidden"       // it exists, and belongs to another user
+	CodeTerminated      = "terminated"      // the effector is terminated
+	CodeExists          = "exists"          // create: the effector exists
+	CodeConflict        = "conflict"        // the record id is already used by another record
+	CodeUndeclaredType  = "undeclared_type" // send: the kind declares the record types it handles, and not this one
+	CodeNoHost          = "no_host"         // no node hosts the kind
+	CodeNotWaiting      = "not_waiting"     // orch.input: the orchestration is not waiting for input
+	CodeFinished        = "finished"        // the orchestration is over
+	CodeUnavailable     = "unavailable"     // NATS, the store or the supervisors do not answer
 	CodeTooManySubs     = "too_many_subscriptions"
 	CodeDuplicateSub    = "duplicate_subscription"
 	CodeUnknownSub      = "unknown_subscription"

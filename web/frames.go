@@ -95,6 +95,9 @@ type SendFrame struct {
 	Req    string    `json:"req"`
 	To     string    `json:"to"` // "<kind>/<id>"
 	Record OutRecord `json:"record"`
+	// AnyType sends a record of a type the kind does not declare (see
+	// [CodeUndeclaredType]) all the same.
+	AnyType bool `json:"any_type,omitempty"`
 }
 
 // SubscribeFrame is {"type":"subscribe"}.

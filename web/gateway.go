@@ -27,6 +27,7 @@ type Gateway struct {
 	conn    *bus.Conn
 	names   bus.Names
 	actors  *actor.Client
+	kinds   *kindTypes // the record types kinds declare, cached
 	store   *store.Client
 	orch    *supervisor.Client
 	metrics *metrics
@@ -90,7 +91,7 @@ func New(ctx context.Context, conn *bus.Conn, cfg Config) (*Gateway, error) {
 	}
 	base, stop := context.WithCancel(context.WithoutCancel(ctx))
 	g := &Gateway{
-		cfg: cfg, conn: conn, names: conn.Names(), actors: actors, store: sc, orch: oc, metrics: m,
+		cfg: cfg, conn: conn, names: conn.Names(), actors: actors, kinds: newKindTypes(), store: sc, orch: oc, metrics: m,
 		base: base, stop: stop, sessions: map[*session]struct{}{}, ready: make(chan struct{}),
 	}
 	g.users.Store(users)

@@ -81,7 +81,7 @@ func TestListRequests(t *testing.T) {
 			t.Fatalf("create: %v", f)
 		}
 		for i := range u.n {
-			if f := u.c.call(map[string]any{"type": "send", "req": "s", "to": "counter/" + u.name,
+			if f := u.c.call(map[string]any{"type": "send", "req": "s", "to": "counter/" + u.name, "any_type": true,
 				"record": map[string]any{"id": fmt.Sprintf("%s-dead-%d", u.name, i), "type": "explode", "payload": map[string]any{"by": i}}}); f["type"] != "ack" {
 				t.Fatalf("send: %v", f)
 			}

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"strings"
 	"time"
 
 	"github.com/effectors/effectors/actor"
@@ -93,6 +94,13 @@ func (s *session) handleSend(h head, f SendFrame) {
 	if doc.Status == actor.StatusTerminated {
 		refuse(CodeTerminated, fmt.Sprintf("send to %s: %v", ref, actor.ErrTerminated))
 		return
+	}
+	if !f.AnyType {
+		if types, ok := s.g.kinds.accepts(ctx, s.g.actors, ref.Kind, rec.Type); !ok {
+			refuse(CodeUndeclaredType, fmt.Sprintf("send to %s: kind %s handles record types %s, not %q: nothing was stored; set record.type (e.g. %q), or send anyway with \"any_type\": true",
+				ref, ref.Kind, strings.Join(types, ", "), rec.Type, types[0]))
+			return
+		}
 	}
 	if given {
 		prev, err := s.g.store.Get(ctx, rec.ID)

@@ -98,7 +98,7 @@ func TestUsers(t *testing.T) {
 
 	// Sends carry EA-Owner from the identity.
 	send := func(c *client, to, id, typ string) map[string]any {
-		return c.call(map[string]any{"type": "send", "req": "s-" + id, "to": to,
+		return c.call(map[string]any{"type": "send", "req": "s-" + id, "to": to, "any_type": typ != "inc",
 			"record": map[string]any{"id": id, "type": typ, "process": "p-" + id, "payload": map[string]any{"by": 1}}})
 	}
 	ack := send(alice, "counter/alice", "a-1", "inc")

@@ -176,6 +176,8 @@ func exitStatus(err error) int {
 		errors.Is(err, supervisor.ErrNotWaiting), errors.Is(err, supervisor.ErrFinished),
 		errors.Is(err, actor.ErrCorruptState):
 		return exitConflict
+	case errors.As(err, new(*typeRefusedError)):
+		return exitUsage
 	case errors.Is(err, errDeadLettered):
 		return exitDead
 	case errors.Is(err, errFailed):

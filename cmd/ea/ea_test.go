@@ -194,7 +194,7 @@ func TestEffectorsEndToEnd(t *testing.T) {
 		}
 	}
 	// A record the counter refuses: a dead letter.
-	w.ea(t, "", "send", "counter/c1", `{}`, "--type", "bogus").ok(t, "send bogus")
+	w.ea(t, "", "send", "counter/c1", `{}`, "--type", "bogus", "--any-type").ok(t, "send bogus")
 	w.ea(t, "", "create", "counter/c2", `{"count":10}`).ok(t, "create with state")
 
 	// ls: both counters with their status; paging; JSON.
@@ -542,7 +542,7 @@ func TestSendWaitDeadLetter(t *testing.T) {
 		t.Errorf("send --wait printed %q", r.out)
 	}
 	// Refused by type: the same, with its reason.
-	r = w.ea(t, "", "send", "counter/d1", `{}`, "--type", "bogus", "--wait")
+	r = w.ea(t, "", "send", "counter/d1", `{}`, "--type", "bogus", "--any-type", "--wait")
 	if r.code != exitDead || !strings.Contains(r.err, "bogus") {
 		t.Errorf("send --wait of an unknown type: exit %d, stderr %q", r.code, r.err)
 	}
@@ -555,7 +555,7 @@ func TestSendWaitDeadLetter(t *testing.T) {
 func TestDeadReplay(t *testing.T) {
 	w := startWorld(t)
 	w.ea(t, "", "create", "counter/r1").ok(t, "create")
-	if r := w.ea(t, "", "send", "counter/r1", `{"n":1}`, "--type", "bogus", "--id", "orig-1", "--process", "p9", "--wait"); r.code != exitDead {
+	if r := w.ea(t, "", "send", "counter/r1", `{"n":1}`, "--type", "bogus", "--any-type", "--id", "orig-1", "--process", "p9", "--wait"); r.code != exitDead {
 		t.Fatalf("send bogus --wait: exit %d, %s", r.code, r.err)
 	}
 	r := w.ea(t, "", "dead", "replay", "orig-1", "--json").ok(t, "dead replay <id>")

@@ -112,7 +112,7 @@ func (a *app) printDoc(d actor.Document) error {
 func cmdSend() *command {
 	var o struct {
 		typ, process, cause, reply, priority, id string
-		wait                                     bool
+		wait, anyType                            bool
 	}
 	return &command{
 		name: "send", args: "<kind>/<id> [json|-]",
@@ -134,6 +134,13 @@ not read dead letters (the client role of deploy/nats) learns "dead-lettered"
 only when the state document stopped at the record with an error, and
 "processed" otherwise.
 
+A kind that declares the record types it handles (ea kinds, TYPES) gets
+no other: a record of another type is refused before anything is sent
+(exit status 2), naming the types; --any-type sends it all the same.
+
+When --wait runs out of time on a remote kind whose workers do not answer,
+it says so: no worker of the kind answers on <prefix>.logic.<kind>.
+
   ea send counter/c1 '{"by":2}' --type inc
   echo '{"by":3}' | ea send counter/c1 --type inc --wait`,
 		flags: func(fs *flag.FlagSet) {
@@ -144,6 +151,7 @@ only when the state document stopped at the record with an error, and
 			fs.StringVar(&o.priority, "priority", "", "EA-Priority: high, or empty")
 			fs.StringVar(&o.id, "id", "", "Nats-Msg-Id, the record id (default: a new one); sending again with the same id within the duplicate window stores it once")
 			fs.BoolVar(&o.wait, "wait", false, "wait until the effector applied the record, then print its state")
+			fs.BoolVar(&o.anyType, "any-type", false, "send even if the kind declares record types and --type is not one of them")
 		},
 		run: func(ctx context.Context, a *app, args []string) error {
 			if err := a.nargs(args, 1, 2); err != nil {
@@ -197,6 +205,11 @@ only when the state document stopped at the record with an error, and
 			}
 			cctx, cancel := a.call(ctx)
 			defer cancel()
+			if !o.anyType {
+				if err := checkType(cctx, c, ref, rec.Type); err != nil {
+					return err
+				}
+			}
 			var dead deadCheck
 			if o.wait {
 				// Where ref's dead letters stand before the send: --wait
@@ -222,6 +235,9 @@ only when the state document stopped at the record with an error, and
 			}
 			doc, err := c.StateAt(cctx, ref, sent.Seq)
 			if errors.Is(err, context.DeadlineExceeded) {
+				if cause := stallCause(cctx, c, ref); cause != "" {
+					return fmt.Errorf("record %s stored (seq %d), but %s did not process it within %v: %s: %w", sent.ID, sent.Seq, ref, a.g.timeout, cause, err)
+				}
 				return fmt.Errorf("record %s stored (seq %d), but %s did not process it within %v (is a node hosting %s running? ea kinds): %w", sent.ID, sent.Seq, ref, a.g.timeout, ref.Kind, err)
 			}
 			if err != nil {
@@ -356,7 +372,17 @@ effector was never created.`,
 				}
 				return err
 			}
-			return a.printDoc(doc)
+			if err := a.printDoc(doc); err != nil {
+				return err
+			}
+			// The state document says what was applied; a remote kind's
+			// node says what its record in hand waits for.
+			if doc.Status != actor.StatusTerminated && !a.g.json {
+				if cause := stallCause(cctx, c, ref); cause != "" {
+					_, err = fmt.Fprintf(a.stdout, "waiting   %s\n", cause)
+				}
+			}
+			return err
 		}),
 	}
 }
@@ -518,7 +544,11 @@ func cmdKinds() *command {
 	return &command{
 		name: "kinds", short: "list the kinds the running nodes host",
 		long: `List the kinds the nodes announce (from their heartbeats), with the nodes
-hosting each and when they were last heard from.`,
+hosting each and when they were last heard from, the record types each
+handles (TYPES; "any" when the kind does not say: ea send refuses other
+types) and, for a remote kind (logic served by worker processes), its
+WORKERS: how many announce themselves, or "0: none answers <subject>" when
+NATS answers "no responders" on its logic subject ("-": logic in the node).`,
 		run: func(ctx context.Context, a *app, args []string) error {
 			if err := a.nargs(args, 0, 0); err != nil {
 				return err
@@ -533,22 +563,45 @@ hosting each and when they were last heard from.`,
 			if err != nil {
 				return err
 			}
+			// What the nodes say of each kind (types, workers), when they
+			// can say it; the heartbeats alone otherwise.
+			infos := map[string]actor.KindInfo{}
+			if c, err := a.actorClient(ctx); err == nil {
+				for _, k := range kinds {
+					if info, ok := askKind(cctx, c, k.Kind, ""); ok {
+						infos[k.Kind] = info
+					}
+				}
+			}
 			if a.g.json {
 				for _, k := range kinds {
-					if err := a.printJSON(k); err != nil {
+					line := kindLine{Kind: k}
+					if info, ok := infos[k.Kind]; ok {
+						line.Types, line.Remote = info.Types, info.Remote
+					}
+					if err := a.printJSON(line); err != nil {
 						return err
 					}
 				}
 				return nil
 			}
 			tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "KIND\tNODES\tLAST BEAT")
+			fmt.Fprintln(tw, "KIND\tNODES\tLAST BEAT\tTYPES\tWORKERS")
 			for _, k := range kinds {
-				fmt.Fprintf(tw, "%s\t%d\t%s\n", k.Kind, len(k.Nodes), ago(a.now(), k.Beat))
+				info, ok := infos[k.Kind]
+				fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\n", k.Kind, len(k.Nodes), ago(a.now(), k.Beat), typesText(info, ok), workersText(info, ok))
 			}
 			return tw.Flush()
 		},
 	}
+}
+
+// kindLine is one kind in ea kinds --json: the heartbeat's fields, with
+// what a node hosting it says (actor.KindInfo) when it can say it.
+type kindLine struct {
+	store.Kind
+	Types  []string          `json:"types,omitempty"`
+	Remote *actor.RemoteInfo `json:"remote,omitempty"`
 }
 
 // plural says n things: "1 effector", "2 effectors".

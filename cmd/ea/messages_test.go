@@ -29,7 +29,7 @@ func TestMessages(t *testing.T) {
 		{"", []string{"tail", "dead", "a", "b"}, exitUsage, `ea tail: unexpected argument "b" (tail dead takes at most <kind> or <kind>/<id>)`},
 		{"", []string{"frob"}, exitUsage, `ea: unknown command "frob" (commands: send, state, create, terminate, replay, ls, kinds, tail, dead, orch, timer, top, roles, completion, version)`},
 		{"", []string{"state", "counter/zz"}, exitNotFound, "ea: state of counter/zz: effector not found (create it with ea create counter/zz)"},
-		{"", []string{"send", "counter/zz", "{}"}, exitNotFound, "ea: send to counter/zz: effector not found (create it with ea create counter/zz)"},
+		{"", []string{"send", "counter/zz", "{}", "--type", "inc"}, exitNotFound, "ea: send to counter/zz: effector not found (create it with ea create counter/zz)"},
 		{"", []string{"create", "nokind/x"}, exitUnavailable, "ea: create nokind/x: " + nohost},
 		{"", []string{"terminate", "nokind/x"}, exitUnavailable, "ea: terminate nokind/x: " + nohost},
 		{"", []string{"send", "nokind/x", "{}"}, exitUnavailable, `ea: send to nokind/x: no node hosts kind "nokind", and the effector was never created (start a node that hosts it; ea kinds lists the kinds the running nodes host)`},

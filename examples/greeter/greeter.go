@@ -49,7 +49,7 @@ type Greeting struct {
 
 // Kind returns the greeter kind.
 func Kind() actor.Kind[State] {
-	return actor.Kind[State]{Name: KindName, Logic: greet}
+	return actor.Kind[State]{Name: KindName, Logic: greet, Types: []string{"greet"}}
 }
 
 func greet(ctx *actor.Context, s State) (State, error) {

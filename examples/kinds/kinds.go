@@ -42,7 +42,7 @@ type Count struct {
 
 // Counter returns the counter kind.
 func Counter() actor.Kind[CounterState] {
-	return actor.Kind[CounterState]{Name: "counter", Logic: countLogic}
+	return actor.Kind[CounterState]{Name: "counter", Logic: countLogic, Types: []string{"inc"}}
 }
 
 func countLogic(ctx *actor.Context, s CounterState) (CounterState, error) {
@@ -86,7 +86,7 @@ const MaxTimes = 100_000
 
 // Controller returns the controller kind.
 func Controller() actor.Kind[ControllerState] {
-	return actor.Kind[ControllerState]{Name: "controller", Logic: controlLogic}
+	return actor.Kind[ControllerState]{Name: "controller", Logic: controlLogic, Types: []string{"start"}}
 }
 
 func controlLogic(ctx *actor.Context, s ControllerState) (ControllerState, error) {

@@ -84,12 +84,12 @@ type TaskState struct {
 
 // TaskA returns the task-a worker kind (upper-cases text).
 func TaskA() actor.Kind[TaskState] {
-	return actor.Kind[TaskState]{Name: TaskAKind, Logic: taskLogic(strings.ToUpper)}
+	return actor.Kind[TaskState]{Name: TaskAKind, Logic: taskLogic(strings.ToUpper), Types: []string{"task", "cancel"}}
 }
 
 // TaskB returns the task-b worker kind (reverses the order of words).
 func TaskB() actor.Kind[TaskState] {
-	return actor.Kind[TaskState]{Name: TaskBKind, Logic: taskLogic(reverseWords)}
+	return actor.Kind[TaskState]{Name: TaskBKind, Logic: taskLogic(reverseWords), Types: []string{"task", "cancel"}}
 }
 
 func reverseWords(s string) string {

@@ -11,6 +11,7 @@ var GatewayCodes = [
   "terminated",
   "exists",
   "conflict",
+  "undeclared_type",
   "no_host",
   "not_waiting",
   "finished",

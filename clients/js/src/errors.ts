@@ -12,6 +12,7 @@ export const GatewayCodes = [
   "terminated",
   "exists",
   "conflict",
+  "undeclared_type",
   "no_host",
   "not_waiting",
   "finished",

@@ -16,7 +16,7 @@ const kind = process.env.EA_KIND || "counter";
 const delayMs = Number(process.env.EA_WORKER_DELAY_MS || 0);
 
 const nc = await connect({ servers: url, name: `effectors-worker-js ${kind}` });
-serve(nc, kind, counter, { prefix, delayMs, log: (line) => console.log(line) });
+serve(nc, kind, counter, { prefix, delayMs, types: ["inc"], log: (line) => console.log(line) });
 await nc.flush();
 console.log(`ready: serving kind ${kind} on ${prefix}.logic.${kind} (queue group ${prefix}.logic.${kind})`);
 

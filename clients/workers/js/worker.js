@@ -5,6 +5,7 @@
 // keeps nothing between requests, so any number of workers may share a kind
 // (a NATS queue group) and a worker may die at any time: the node retries
 // the record it held.
+import { randomBytes } from "node:crypto";
 import { connect } from "nats";
 import { decode as mpDecode, encode as mpEncode } from "@msgpack/msgpack";
 
@@ -60,7 +61,8 @@ export async function answer(logic, req) {
  * queue group, and answers each. It returns the subscription; await
  * sub.closed to wait until it ends (drain the connection to stop).
  *
- * options.prefix is the subject prefix (default "ea"); options.delayMs holds
+ * options.types are the record types logic handles, announced to the nodes
+ * (ea send refuses others; none: any type). options.prefix is the subject prefix (default "ea"); options.delayMs holds
  * each request that long before answering (to try timeouts and failover);
  * options.log receives a line per held request.
  */
@@ -68,6 +70,7 @@ export function serve(nc, kind, logic, options = {}) {
   const prefix = options.prefix ?? "ea";
   const subject = `${prefix}.logic.${kind}`;
   const sub = nc.subscribe(subject, { queue: subject });
+  announce(nc, prefix, kind, options.types ?? []);
   (async () => {
     for await (const m of sub) {
       handle(m, logic, options).catch((err) => console.error(`worker: ${err?.stack ?? err}`));
@@ -76,7 +79,27 @@ export function serve(nc, kind, logic, options = {}) {
   return sub;
 }
 
+/**
+ * announce answers the discovery pings of kind's workers ($SRV.PING.<prefix>-logic-<kind>,
+ * docs/polyglot.md "Discovery") with the NATS micro protocol's ping response, naming this
+ * worker and the record types it handles, so that ea kinds counts it and ea send refuses
+ * other types.
+ */
+function announce(nc, prefix, kind, types) {
+  const name = `${prefix}-logic-${kind}`;
+  const id = randomBytes(8).toString("hex");
+  const reply = bytes.encode(JSON.stringify({
+    type: "io.nats.micro.v1.ping_response", name, id, version: "1.0.0",
+    metadata: { kind, types: types.join(",") },
+  }));
+  nc.subscribe(`$SRV.PING.${name}`, { callback: (err, m) => { if (!err) m.respond(reply); } });
+}
+
 async function handle(m, logic, options) {
+  if (m.headers?.get("EA-Probe")) {
+    m.respond(); // a probe: the node asks whether a worker is there
+    return;
+  }
   const ct = m.headers?.get("Content-Type") || JSON_TYPE;
   const msgpack = ct === MSGPACK_TYPE;
   let req;

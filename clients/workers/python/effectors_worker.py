@@ -12,6 +12,7 @@ msgpack): host the kind as `--remote-kinds name` (or `name:json`).
 """
 
 import json
+import os
 import sys
 import time
 
@@ -57,16 +58,35 @@ def answer(logic, req):
         return {"error": {"message": f"{type(err).__name__}: {err}", "permanent": False}}
 
 
-def serve(nc, kind, logic, prefix="ea", delay_ms=0, log=None):
+def ping_reply(prefix, kind, instance, types):
+    """The answer to a discovery ping (docs/polyglot.md, "Discovery"): the
+    NATS micro protocol's ping response, naming this worker and the record
+    types it handles."""
+    return {"type": "io.nats.micro.v1.ping_response", "name": f"{prefix}-logic-{kind}", "id": instance,
+            "version": "1.0.0", "metadata": {"kind": kind, "types": ",".join(types or [])}}
+
+
+def serve(nc, kind, logic, prefix="ea", delay_ms=0, log=None, types=None):
     """Answers the requests of kind on nc forever, one at a time, in the
-    kind's queue group. Returns when the connection closes (raising)."""
+    kind's queue group; answers probes (header EA-Probe) and discovery pings
+    (announcing types, the record types logic handles). Returns when the
+    connection closes (raising)."""
     subject = f"{prefix}.logic.{kind}"
+    ping = f"$SRV.PING.{prefix}-logic-{kind}"
+    instance = os.urandom(8).hex()
     nc.subscribe(subject, queue=subject)
+    nc.subscribe(ping)
     if log:
         log(f"ready: serving kind {kind} on {subject} (queue group {subject})")
     while True:
         m = nc.next_msg()
         if not m.reply:
+            continue
+        if m.subject == ping:
+            nc.publish(m.reply, json.dumps(ping_reply(prefix, kind, instance, types)).encode())
+            continue
+        if m.headers.get("EA-Probe"):
+            nc.publish(m.reply, b"")
             continue
         ct = m.headers.get("Content-Type", JSON_TYPE)
         if ct != JSON_TYPE:

@@ -41,7 +41,7 @@ def main():
     delay_ms = int(os.environ.get("EA_WORKER_DELAY_MS") or 0)
     nc = nats_min.Client(url, name=f"effectors-worker-python {kind}")
     try:
-        ew.serve(nc, kind, counter, prefix=prefix, delay_ms=delay_ms, log=ew.log_line)
+        ew.serve(nc, kind, counter, prefix=prefix, delay_ms=delay_ms, log=ew.log_line, types=["inc"])
     except (ConnectionError, nats_min.ProtocolError) as err:
         ew.stderr(f"connection lost: {err}")
         return 1
