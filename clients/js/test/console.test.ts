@@ -54,7 +54,7 @@ describe("console requests", () => {
     await c.create(ref);
     const ids: string[] = [];
     for (let i = 0; i < 5; i++) {
-      const s = c.send(ref, { type: "explode", payload: { by: i } }); // always rejected: a dead letter
+      const s = c.send(ref, { type: "inc", payload: { by: `x${i}` } }); // by is not a number: a dead letter
       await s.acked;
       ids.push(s.id);
     }
@@ -67,13 +67,13 @@ describe("console requests", () => {
     const { items: dead, pages } = await list(2);
     expect(pages).toBe(3);
     expect(dead.map((d) => d.record.id)).toEqual([...ids].reverse()); // newest first, no gap, no duplicate
-    expect(dead[0]).toMatchObject({ effector: ref, reason: "rejected", id: `dead:${ids[4]}` });
+    expect(dead[0]).toMatchObject({ effector: ref, reason: "decode", id: `dead:${ids[4]}` });
     const found = await c.deadList({ effector: ref, text: ids[2].toUpperCase() });
     expect(found.dead.map((d) => d.record.id)).toEqual([ids[2]]);
     expect((await c.deadList({ effector: ref, since: new Date(Date.now() + 3_600_000).toISOString() })).dead).toEqual([]);
 
     const replay = await c.deadReplay(dead[0].seq);
-    expect(replay).toMatchObject({ cause: ids[4], effector: ref, type: "explode", dead_seq: dead[0].seq });
+    expect(replay).toMatchObject({ cause: ids[4], effector: ref, type: "inc", dead_seq: dead[0].seq });
     expect(replay.id).not.toBe(ids[4]);
     expect(await c.deadDiscard(dead[0].seq)).toEqual({ seq: dead[0].seq, discarded: true });
     expect(await codeOf(c.deadDiscard(dead[0].seq))).toBe("not_found");
