@@ -332,6 +332,7 @@ func (e *effector) counted(c *commitment) {
 func (e *effector) countSkip(seq uint64) {
 	if e.found.applied(seq) {
 		e.km.applied.Inc()
+		e.logger().Debug("record found applied by an earlier reader", "seq", seq)
 		return
 	}
 	e.km.duplicate.Inc()
@@ -373,8 +374,19 @@ func (e *effector) publishWithDead(outs []output, dead []deadOutcome) error {
 // write stopped after an attempt whose answer was lost reports ok when the
 // document there is its own (landedAfterStop).
 func (e *effector) write(next Document) (ok, stop bool) {
+	ok, stop, unanswered := e.writeState(next)
+	if unanswered {
+		// Rare (elections, reconnects), and what decides whether its
+		// records are counted ok here.
+		e.logger().Info("state write's answer was lost", "seq", next.Seq, "written", ok, "stopping", stop)
+	}
+	return ok, stop
+}
+
+// writeState is write; unanswered reports that an attempt failed without
+// an answer (it may have been stored).
+func (e *effector) writeState(next Document) (ok, stop, unanswered bool) {
 	var rev uint64
-	unanswered := false // an attempt failed without an answer: it may have been stored
 	// Every attempt of this write carries one id: on a cluster, one made
 	// after an earlier attempt was stored is answered with its revision.
 	id := fmt.Sprintf("%s:%d:%d", e.key, next.Seq, next.Updated.UnixNano())
@@ -401,35 +413,35 @@ func (e *effector) write(next Document) (ok, stop bool) {
 		// answer lost: when the write is stored all the same, its records
 		// were applied here and are counted here, though left
 		// unacknowledged; their next reader counts them already_applied.
-		return unanswered && e.landedAfterStop(next), true
+		return unanswered && e.landedAfterStop(next), true, unanswered
 	}
 	if rev == 0 && unanswered {
 		// Lost the compare-and-set after an attempt whose answer was lost
 		// (a leader election): the document there may be our own write.
 		if rev = e.landed(next); rev != 0 {
 			e.doc, e.rev = next, rev
-			return true, false
+			return true, false, unanswered
 		}
 		if e.ctx.Err() != nil { // stopped while landed read
-			return e.landedAfterStop(next), true
+			return e.landedAfterStop(next), true, unanswered
 		}
 	}
 	if rev == 0 { // lost the compare-and-set: someone else wrote
 		found := e.found
 		if !e.reload() {
-			return unanswered && e.ctx.Err() != nil && e.landedAfterStop(next), true
+			return unanswered && e.ctx.Err() != nil && e.landedAfterStop(next), true, unanswered
 		}
 		if unanswered && e.doc.Seq == next.Seq && e.doc.Updated.Equal(next.Updated) {
 			// Our own write after all, which landed could not see (read
 			// from a replica that had not applied it yet).
 			e.found = found
-			return true, false
+			return true, false, unanswered
 		}
 		e.node.metrics.conflicts.WithLabelValues(e.kind.name).Inc()
-		return false, false
+		return false, false, unanswered
 	}
 	e.doc, e.rev = next, rev
-	return true, false
+	return true, false, unanswered
 }
 
 // landed reads the state document from its stream's leader and returns
