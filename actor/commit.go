@@ -431,7 +431,7 @@ func (e *effector) writeState(next Document) (ok, stop, unanswered bool) {
 		if !e.reload() {
 			return unanswered && e.ctx.Err() != nil && e.landedAfterStop(next), true, unanswered
 		}
-		if unanswered && e.doc.Seq == next.Seq && e.doc.Updated.Equal(next.Updated) {
+		if unanswered && e.doc.sameWrite(next) {
 			// Our own write after all, which landed could not see (read
 			// from a replica that had not applied it yet).
 			e.found = found
@@ -445,8 +445,7 @@ func (e *effector) writeState(next Document) (ok, stop, unanswered bool) {
 }
 
 // landed reads the state document from its stream's leader and returns
-// its revision when it is next (the same seq and the same Updated, to the
-// nanosecond: no other writer makes that), 0 otherwise or when it cannot
+// its revision when it is next (Document.sameWrite), 0 otherwise or when it cannot
 // tell. Then a write whose answer was lost counts as written, by this node:
 // its records are counted ok here and not applied again. The leader, not a
 // direct get: a replica may answer without the write yet, and a write of
@@ -501,7 +500,7 @@ func (e *effector) landedAt(ctx context.Context, next Document) (uint64, error) 
 	if err := codec.Unmarshal(m.Data, &doc); err != nil {
 		return 0, nil // not ours: ours decodes
 	}
-	if doc.Seq == next.Seq && doc.Updated.Equal(next.Updated) {
+	if doc.sameWrite(next) {
 		return m.Seq, nil
 	}
 	return 0, nil

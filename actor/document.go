@@ -76,6 +76,12 @@ func (d Document) applied(seq uint64) bool {
 	return seq <= d.Seq || slices.Contains(d.Ahead, seq)
 }
 
+// sameWrite reports whether d is the document written as next: the same
+// seq and the same Updated, to the nanosecond (no other writer makes that).
+func (d Document) sameWrite(next Document) bool {
+	return d.Seq == next.Seq && d.Updated.Equal(next.Updated)
+}
+
 // MarshalJSON renders the document as JSON with the state as a JSON object,
 // the shape control endpoints answer with.
 func (d Document) MarshalJSON() ([]byte, error) {
